@@ -1,0 +1,309 @@
+// Graph: variables and constants mapped to tiles, compute sets of vertices, and host FIFOs; g.shard(i) views.
+#pragma once
+
+#include <tilebsp/core/error.hpp>
+#include <tilebsp/core/target.hpp>
+#include <tilebsp/core/tensor.hpp>
+#include <tilebsp/core/tile_mapping.hpp>
+#include <tilebsp/core/types.hpp>
+#include <tilebsp/core/vertex_record.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tilebsp {
+
+/// A compute set: vertices that run in one BSP compute phase.
+struct ComputeSet {
+  std::uint32_t id = 0;
+  std::uint32_t graph = 0;
+};
+
+/// Handle to a host FIFO: host-to-device (an infeed) or device-to-host (an outfeed).
+struct Fifo {
+  std::uint32_t id = 0;
+  std::uint32_t graph = 0;
+  ElementType type = ElementType::f32;
+  std::size_t elements = 0;  ///< elements moved by one stream_in / stream_out
+  bool to_device = true;
+};
+
+/// Options of a variable.
+struct VariableOptions {
+  /// Live only between its first and last use in the schedule (counted as temporary memory).
+  bool temporary = false;
+};
+
+namespace detail {
+
+/// Tile of each element range of one variable: begin -> (end, tile).
+class VariableMapping {
+ public:
+  void assign(std::int64_t b, std::int64_t e, std::uint32_t tile) {
+    if (b >= e) return;
+    split(b);
+    split(e);
+    map_.erase(map_.lower_bound(b), map_.lower_bound(e));
+    map_.emplace(b, Entry{e, tile});
+  }
+  /// Calls f(begin, end, tile) for mapped pieces of [b, e); returns the number of unmapped elements.
+  template <class F>
+  std::int64_t for_each(std::int64_t b, std::int64_t e, F&& f) const {
+    std::int64_t covered = 0;
+    auto it = map_.upper_bound(b);
+    if (it != map_.begin()) --it;
+    for (; it != map_.end() && it->first < e; ++it) {
+      std::int64_t const lo = std::max(b, it->first), hi = std::min(e, it->second.end);
+      if (lo < hi) {
+        f(lo, hi, it->second.tile);
+        covered += hi - lo;
+      }
+    }
+    return (e - b) - covered;
+  }
+  /// Tile of element i, or -1 when unmapped.
+  std::int64_t tile_of(std::int64_t i) const {
+    auto it = map_.upper_bound(i);
+    if (it == map_.begin()) return -1;
+    --it;
+    return i < it->second.end ? static_cast<std::int64_t>(it->second.tile) : -1;
+  }
+
+ private:
+  struct Entry {
+    std::int64_t end;
+    std::uint32_t tile;
+  };
+  void split(std::int64_t at) {
+    auto it = map_.upper_bound(at);
+    if (it == map_.begin()) return;
+    --it;
+    if (it->first < at && at < it->second.end) {
+      Entry tail{it->second.end, it->second.tile};
+      it->second.end = at;
+      map_.emplace(at, tail);
+    }
+  }
+  std::map<std::int64_t, Entry> map_;
+};
+
+struct Variable {
+  std::string name;
+  ElementType type = ElementType::f32;
+  Shape shape;
+  std::int64_t size = 0;
+  bool constant = false;
+  bool temporary = false;
+  std::vector<std::byte> initial;  ///< constants only
+  VariableMapping mapping;
+};
+
+struct FifoInfo {
+  std::string name;
+  ElementType type = ElementType::f32;
+  std::size_t elements = 0;
+  bool to_device = true;
+};
+
+struct GraphImpl {
+  Target target;
+  std::uint32_t id = 0;
+  std::vector<Variable> variables;
+  std::vector<std::string> compute_sets;
+  std::vector<VertexRecord> vertices;
+  std::vector<FifoInfo> fifos;
+
+  static std::uint32_t next_id() {
+    static std::atomic<std::uint32_t> n{1};
+    return n++;
+  }
+};
+
+/// Calls f(flat_begin, flat_end, global_tile) over a tensor's elements in order; returns unmapped count.
+template <class F>
+std::int64_t for_each_mapped(GraphImpl const& g, Tensor const& t, F&& f) {
+  std::int64_t flat = 0, unmapped = 0;
+  t.for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
+    auto const& m = g.variables[var].mapping;
+    if (stride == 1) {
+      unmapped += m.for_each(start, start + count, [&](std::int64_t b, std::int64_t e, std::uint32_t tile) {
+        f(flat + (b - start), flat + (e - start), tile);
+      });
+    } else {
+      for (std::int64_t i = 0; i < count; ++i) {
+        auto const tile = m.tile_of(start + i * stride);
+        if (tile < 0) ++unmapped;
+        else f(flat + i, flat + i + 1, static_cast<std::uint32_t>(tile));
+      }
+    }
+    flat += count;
+  });
+  return unmapped;
+}
+
+}  // namespace detail
+
+/// A static graph for one target. Graph is a handle: copies refer to the same graph. A shard view
+/// (`shard(i)`) numbers tiles locally (0 .. tiles_per_ipu - 1) and places everything on IPU i.
+class Graph {
+ public:
+  explicit Graph(Target target) : impl_(std::make_shared<detail::GraphImpl>()) {
+    impl_->target = std::move(target);
+    impl_->id = detail::GraphImpl::next_id();
+    tile_count_ = impl_->target.num_tiles();
+  }
+
+  Target const& target() const noexcept { return impl_->target; }
+  /// Tiles addressable through this graph (all tiles, or one IPU's tiles for a shard view).
+  std::size_t num_tiles() const noexcept { return tile_count_; }
+  /// Global index of this view's tile 0.
+  std::size_t first_tile() const noexcept { return tile_begin_; }
+  std::uint32_t id() const noexcept { return impl_->id; }
+
+  /// A view of this graph whose tiles are IPU `ipu`'s tiles.
+  Graph shard(std::size_t ipu) const {
+    if (ipu >= impl_->target.ipus)
+      throw index_error("shard: IPU " + std::to_string(ipu) + " out of range (target '" + impl_->target.name +
+                        "' has " + std::to_string(impl_->target.ipus) + " IPUs)");
+    Graph g = *this;
+    g.tile_begin_ = ipu * impl_->target.tiles_per_ipu;
+    g.tile_count_ = impl_->target.tiles_per_ipu;
+    return g;
+  }
+
+  Tensor add_variable(ElementType type, Shape shape, std::string name, VariableOptions opt = {}) {
+    detail::Variable v;
+    v.name = std::move(name);
+    v.type = type;
+    v.shape = shape;
+    v.size = static_cast<std::int64_t>(product(shape));
+    v.temporary = opt.temporary;
+    return add(std::move(v));
+  }
+  template <ElementLike T>
+  Tensor add_variable(Shape shape, std::string name, VariableOptions opt = {}) {
+    return add_variable(element_type_v<T>, std::move(shape), std::move(name), opt);
+  }
+  /// A read-only tensor holding `values` (row-major); it must still be mapped to tiles.
+  template <ElementLike T>
+  Tensor add_constant(Shape shape, std::span<T const> values, std::string name) {
+    if (values.size() != product(shape))
+      throw shape_error("add_constant: '" + name + "' has shape " + to_string(shape) + " (" +
+                        std::to_string(product(shape)) + " elements) but " + std::to_string(values.size()) +
+                        " values were given");
+    detail::Variable v;
+    v.name = std::move(name);
+    v.type = element_type_v<T>;
+    v.shape = shape;
+    v.size = static_cast<std::int64_t>(values.size());
+    v.constant = true;
+    v.initial.resize(values.size() * sizeof(T));
+    if (!values.empty()) std::memcpy(v.initial.data(), values.data(), v.initial.size());
+    return add(std::move(v));
+  }
+  template <ElementLike T>
+  Tensor add_constant(Shape shape, std::initializer_list<T> values, std::string name) {
+    return add_constant<T>(std::move(shape), std::span<T const>(values.begin(), values.size()), std::move(name));
+  }
+  /// A constant with every element equal to `value`.
+  template <ElementLike T>
+  Tensor add_constant(Shape shape, T value, std::string name) {
+    std::vector<T> values(product(shape), value);
+    return add_constant<T>(std::move(shape), std::span<T const>(values.data(), values.size()), std::move(name));
+  }
+
+  /// Maps every element of `t` to `tile` (a tile of this view).
+  void set_tile_mapping(Tensor const& t, std::size_t tile) {
+    check_tensor("set_tile_mapping", t);
+    auto const g = global_tile("set_tile_mapping", tile);
+    t.for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
+      auto& m = impl_->variables[var].mapping;
+      if (stride == 1) {
+        m.assign(start, start + count, g);
+      } else {
+        for (std::int64_t i = 0; i < count; ++i) m.assign(start + i * stride, start + i * stride + 1, g);
+      }
+    });
+  }
+
+  /// Where `t`'s elements live, as regions of its flattened indices per tile of this view. Elements on tiles
+  /// outside the view (another shard) are left out. Throws mapping_error when some elements are unmapped.
+  TileMapping tile_mapping(Tensor const& t) const {
+    check_tensor("tile_mapping", t);
+    std::vector<TileMapping::value_type> r;
+    auto const lo = tile_begin_, hi = lo + tile_count_;
+    auto const unmapped = detail::for_each_mapped(*impl_, t, [&](std::int64_t b, std::int64_t e, std::uint32_t tile) {
+      if (tile < lo || tile >= hi) return;
+      Interval iv{static_cast<std::size_t>(b), static_cast<std::size_t>(e)};
+      std::size_t const local = tile - lo;
+      if (!r.empty() && r.back().first == local && r.back().second.end == iv.begin) r.back().second.end = iv.end;
+      else r.emplace_back(local, iv);
+    });
+    if (unmapped > 0)
+      throw mapping_error("tile_mapping: " + std::to_string(unmapped) + " of " + std::to_string(t.num_elements()) +
+                          " elements are not mapped to any tile");
+    std::stable_sort(r.begin(), r.end(), [](auto const& a, auto const& b) { return a.first < b.first; });
+    return TileMapping(std::move(r));
+  }
+
+  ComputeSet add_compute_set(std::string name) {
+    impl_->compute_sets.push_back(std::move(name));
+    return {static_cast<std::uint32_t>(impl_->compute_sets.size() - 1), impl_->id};
+  }
+
+  /// Adds a vertex of type V on `tile` of this view; connections match V's fields in declaration order.
+  /// Defined in <tilebsp/vertex/add_vertex.hpp>.
+  template <class V, class... Args>
+  void add_vertex(ComputeSet cs, std::size_t tile, Args&&... connections);
+
+  template <ElementLike T>
+  Fifo add_host_to_device_fifo(std::string name, std::size_t elements) {
+    return add_fifo(std::move(name), element_type_v<T>, elements, true);
+  }
+  template <ElementLike T>
+  Fifo add_device_to_host_fifo(std::string name, std::size_t elements) {
+    return add_fifo(std::move(name), element_type_v<T>, elements, false);
+  }
+
+  /// Internal state, for the lowering and the engine.
+  detail::GraphImpl const& impl() const noexcept { return *impl_; }
+  detail::GraphImpl& impl() noexcept { return *impl_; }
+
+  /// Global tile index of this view's `tile`; throws index_error when out of range.
+  std::uint32_t global_tile(char const* op, std::size_t tile) const {
+    if (tile >= tile_count_)
+      throw index_error(std::string(op) + ": tile " + std::to_string(tile) + " out of range (this graph has " +
+                        std::to_string(tile_count_) + " tiles)");
+    return static_cast<std::uint32_t>(tile_begin_ + tile);
+  }
+  void check_tensor(char const* op, Tensor const& t) const {
+    if (!t.valid()) throw error(std::string(op) + ": the tensor is empty (default-constructed)");
+    if (t.graph_id() != impl_->id) throw error(std::string(op) + ": the tensor belongs to another graph");
+  }
+
+ private:
+  Tensor add(detail::Variable v) {
+    auto const id = static_cast<std::uint32_t>(impl_->variables.size());
+    Tensor t(impl_->id, id, v.type, v.shape);
+    impl_->variables.push_back(std::move(v));
+    return t;
+  }
+  Fifo add_fifo(std::string name, ElementType type, std::size_t elements, bool to_device) {
+    impl_->fifos.push_back({std::move(name), type, elements, to_device});
+    return {static_cast<std::uint32_t>(impl_->fifos.size() - 1), impl_->id, type, elements, to_device};
+  }
+
+  std::shared_ptr<detail::GraphImpl> impl_;
+  std::size_t tile_begin_ = 0;
+  std::size_t tile_count_ = 0;
+};
+
+}  // namespace tilebsp

@@ -1,0 +1,96 @@
+// The flat schedule a program lowers to: instructions, planned exchanges and checked compute sets.
+#pragma once
+
+#include <tilebsp/core/graph.hpp>
+#include <tilebsp/core/tensor.hpp>
+#include <tilebsp/program/host_context.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tilebsp::detail {
+
+enum class Op : std::uint8_t {
+  superstep,        ///< a: compute set plan (-1: none), b: exchange plan (-1: none)
+  stream_in,        ///< a: fifo, b: tensor slot
+  stream_out,       ///< a: fifo, b: tensor slot
+  host,             ///< a: callback
+  sync,             ///< a global barrier
+  repeat_begin,     ///< a: counter, n: iterations, b: pc after the matching repeat_end
+  repeat_end,       ///< a: counter, b: pc of the body's first instruction
+  branch_if_false,  ///< a: flag slot, b: target pc; reading the flag costs a sync
+  jump,             ///< b: target pc
+};
+
+struct Instr {
+  Op op = Op::sync;
+  std::int32_t a = -1;
+  std::int32_t b = -1;
+  std::int64_t n = 0;
+};
+
+/// One element-wise copy between two variables, inside one (source tile, destination tile) pair.
+struct Transfer {
+  std::uint32_t src_var = 0, dst_var = 0;
+  std::int64_t src_start = 0, src_stride = 1, dst_start = 0, dst_stride = 1, count = 0;
+  std::uint32_t src_tile = 0, dst_tile = 0;
+  std::uint32_t elem_bytes = 4;
+};
+
+/// The copies of one exchange phase; `staged` when a source overlaps a destination (read all, then write).
+struct ExchangePlan {
+  std::vector<Transfer> transfers;
+  bool staged = false;
+  std::uint64_t cycles = 0;
+  std::uint64_t bytes = 0;
+};
+
+/// A vertex field whose data is not one contiguous ascending range: gathered into / scattered from a buffer.
+struct Staging {
+  std::uint32_t field = 0;
+  std::uint32_t item = 0;  ///< list entry for input_list fields
+  bool gather = false, scatter = false;
+  std::vector<Run> runs;
+  std::int64_t elements = 0;
+  std::uint32_t elem_bytes = 4;
+};
+
+struct PlacedVertex {
+  std::uint32_t record = 0;
+  std::uint64_t cycles = 0;
+  std::vector<Staging> staging;
+};
+
+struct ComputeSetPlan {
+  std::uint32_t id = 0;
+  std::vector<PlacedVertex> vertices;  ///< ordered by tile
+  std::vector<std::uint32_t> vars;     ///< variables the compute set touches
+  std::uint64_t cycles = 0;
+};
+
+struct LoopRange {
+  std::size_t begin = 0, end = 0;  ///< instruction indices, inclusive
+};
+
+struct ProgramCode {
+  std::vector<Instr> code;
+  std::vector<std::uint64_t> cycles;  ///< estimated IPU cycles of one execution of each instruction
+  std::vector<LoopRange> loops;
+  std::vector<std::uint32_t> fifos;   ///< FIFOs the program uses
+};
+
+/// Everything compile() produced, shared by all programs of one Executable.
+struct Schedule {
+  std::shared_ptr<GraphImpl const> graph;
+  std::vector<ProgramCode> programs;
+  std::vector<ComputeSetPlan> compute_sets;
+  std::vector<ExchangePlan> exchanges;
+  std::vector<Tensor> slots;
+  std::vector<std::function<void(HostContext&)>> callbacks;
+  std::size_t counters = 0;
+};
+
+}  // namespace tilebsp::detail

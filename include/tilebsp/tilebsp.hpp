@@ -1,0 +1,25 @@
+// tilebsp: the umbrella header; it only includes.
+#pragma once
+
+#include <tilebsp/config.hpp>
+
+#include <tilebsp/core/error.hpp>
+#include <tilebsp/core/graph.hpp>
+#include <tilebsp/core/half.hpp>
+#include <tilebsp/core/mapping.hpp>
+#include <tilebsp/core/shape.hpp>
+#include <tilebsp/core/target.hpp>
+#include <tilebsp/core/tensor.hpp>
+#include <tilebsp/core/tile_mapping.hpp>
+#include <tilebsp/core/types.hpp>
+
+#include <tilebsp/vertex/add_vertex.hpp>
+#include <tilebsp/vertex/fields.hpp>
+#include <tilebsp/vertex/reflect.hpp>
+
+#include <tilebsp/program/compile.hpp>
+#include <tilebsp/program/host_context.hpp>
+#include <tilebsp/program/programs.hpp>
+
+#include <tilebsp/exec/engine.hpp>
+#include <tilebsp/exec/profile.hpp>

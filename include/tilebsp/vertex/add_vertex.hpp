@@ -1,0 +1,109 @@
+// Graph::add_vertex<V>: checks connections against V's reflected fields at compile time and records the vertex.
+#pragma once
+
+#include <tilebsp/core/graph.hpp>
+#include <tilebsp/vertex/reflect.hpp>
+
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace tilebsp {
+namespace detail {
+
+enum class Connection { ok, not_a_vertex, bad_member, arity, tensor_field, list_field, param_field };
+
+template <class F, class A>
+constexpr Connection check_one() {
+  if constexpr (!is_field_v<F>) return Connection::bad_member;
+  else if constexpr (is_tensor_field_v<F>) return std::is_same_v<A, Tensor> ? Connection::ok : Connection::tensor_field;
+  else if constexpr (is_list_field_v<F>)
+    return std::is_convertible_v<A, std::vector<Tensor>> ? Connection::ok : Connection::list_field;
+  else
+    return !std::is_same_v<A, Tensor> && std::is_convertible_v<A, typename F::value_type> ? Connection::ok
+                                                                                           : Connection::param_field;
+}
+
+template <class V, class... A>
+constexpr Connection check_connections() {
+  if constexpr (!VertexLike<V>) {
+    return Connection::not_a_vertex;
+  } else if constexpr (num_fields<V>() != sizeof...(A)) {
+    return Connection::arity;
+  } else {
+    return []<std::size_t... I>(std::index_sequence<I...>) {
+      Connection r = Connection::ok;
+      ((r = r == Connection::ok ? check_one<field_t<V, I>, A>() : r), ...);
+      return r;
+    }(std::index_sequence_for<A...>{});
+  }
+}
+
+template <class F>
+void connect_field(Graph const& g, std::string_view vertex, std::string_view name, F* proto, FieldConnection& c,
+                   auto&& arg) {
+  c.kind = F::kind;
+  c.name = name;
+  auto const check = [&](Tensor const& t) {
+    g.check_tensor("add_vertex", t);
+    if (t.element_type() != c.type)
+      throw type_error("add_vertex<" + std::string(vertex) + ">: field '" + std::string(name) + "' is " +
+                       std::string(name_of(F::kind)) + "<" + std::string(name_of(c.type)) + "> but is connected to a " +
+                       std::string(name_of(t.element_type())) + " tensor");
+    c.tensors.push_back(t);
+  };
+  if constexpr (is_tensor_field_v<F>) {
+    c.type = element_type_v<typename F::value_type>;
+    check(arg);
+  } else if constexpr (is_list_field_v<F>) {
+    c.type = element_type_v<typename F::value_type>;
+    for (Tensor const& t : std::vector<Tensor>(arg)) check(t);
+  } else {
+    *proto = F(static_cast<typename F::value_type>(arg));
+    c.param_bytes = sizeof(typename F::value_type);
+  }
+}
+
+template <class V, class... A>
+void add_vertex_impl(Graph& g, ComputeSet cs, std::size_t tile, A&&... args) {
+  auto& impl = g.impl();
+  std::string_view const vname = type_name<V>();
+  if (cs.graph != impl.id) throw error("add_vertex<" + std::string(vname) + ">: the compute set belongs to another graph");
+  VertexRecord rec;
+  rec.ops = vertex_ops<V>();
+  rec.compute_set = cs.id;
+  rec.tile = g.global_tile("add_vertex", tile);
+  auto proto = std::make_shared<V>();
+  rec.fields.resize(sizeof...(A));
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (connect_field(g, vname, field_name<V, I>(), &field<V, I>(*proto), rec.fields[I], std::forward<A>(args)), ...);
+  }(std::index_sequence_for<A...>{});
+  rec.prototype = std::move(proto);
+  impl.vertices.push_back(std::move(rec));
+}
+
+}  // namespace detail
+
+template <class V, class... Args>
+void Graph::add_vertex(ComputeSet cs, std::size_t tile, Args&&... connections) {
+  using detail::Connection;
+  constexpr Connection r = detail::check_connections<V, std::remove_cvref_t<Args>...>();
+  static_assert(r != Connection::not_a_vertex,
+                "add_vertex: V must be a copyable struct declared with BOOST_HANA_DEFINE_STRUCT and a member compute()");
+  static_assert(r != Connection::bad_member,
+                "add_vertex: every reflected vertex member must be input<T>, output<T>, inout<T>, input_list<T> or "
+                "param<T>");
+  static_assert(r != Connection::arity,
+                "add_vertex: the number of connections must equal the number of vertex fields (declaration order)");
+  static_assert(r != Connection::tensor_field,
+                "add_vertex: an input/output/inout field must be connected to a tilebsp::Tensor");
+  static_assert(r != Connection::list_field,
+                "add_vertex: an input_list field must be connected to a std::vector<tilebsp::Tensor>");
+  static_assert(r != Connection::param_field,
+                "add_vertex: a param<T> field must be connected to a value convertible to T (not a Tensor)");
+  if constexpr (r == Connection::ok) detail::add_vertex_impl<V>(*this, cs, tile, std::forward<Args>(connections)...);
+}
+
+}  // namespace tilebsp
