@@ -14,4 +14,5 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/tilebspConfigVersio
   COMPATIBILITY SameMinorVersion ARCH_INDEPENDENT)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/tilebspConfig.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/tilebspConfigVersion.cmake
+              ${CMAKE_CURRENT_SOURCE_DIR}/cmake/tilebspDependencies.cmake
         DESTINATION ${CMAKE_INSTALL_DATADIR}/tilebsp/cmake)

@@ -1,0 +1,18 @@
+# Compiles SOURCE with CXX and FLAGS; passes when compilation fails with the message given on the file's
+# first line ("// expect: <text>").
+file(STRINGS ${SOURCE} first LIMIT_COUNT 1)
+string(REGEX REPLACE "^// expect: " "" expected "${first}")
+execute_process(COMMAND ${CXX} ${FLAGS} ${SOURCE} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0)
+  message(FATAL_ERROR "${SOURCE} compiled, but it must not")
+endif()
+string(FIND "${err}" "${expected}" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "${SOURCE} failed without the expected message '${expected}':\n${err}")
+endif()
+string(REGEX MATCHALL "error:" errors "${err}")
+list(LENGTH errors n)
+if(n GREATER 1)
+  message(FATAL_ERROR "${SOURCE}: expected one error, got ${n}:\n${err}")
+endif()
+message(STATUS "failed as expected: ${expected}")

@@ -1,0 +1,87 @@
+// Targets, variables, constants, tile mapping, map_linearly and shard views.
+#include "helpers.hpp"
+
+#include <doctest/doctest.h>
+
+namespace tb = tilebsp;
+
+TEST_CASE("target presets") {
+  auto mk2 = tb::targets::ipu_mk2();
+  CHECK(mk2.num_tiles() == 1472);
+  CHECK(mk2.bytes_per_tile == 624 * 1024);
+  CHECK(mk2.workers_per_tile == 6);
+  auto mk1 = tb::targets::ipu_mk1();
+  CHECK(mk1.num_tiles() == 1216);
+  CHECK(mk1.bytes_per_tile == 256 * 1024);
+  auto four = tb::targets::ipu_mk2(4);
+  CHECK(four.num_tiles() == 4 * 1472);
+  CHECK(four.ipu_of(1472 * 2 + 5) == 2);
+  CHECK(tb::targets::tiny(3, 1000).total_bytes() == 3000);
+  CHECK_THROWS_AS(tb::targets::ipu_mk2(0), tb::index_error);
+  CHECK_THROWS_AS(tb::targets::tiny(0), tb::index_error);
+}
+
+TEST_CASE("set_tile_mapping and tile_mapping regions, including views") {
+  tb::Graph g{tb::targets::tiny(4)};
+  auto t = g.add_variable<float>({4, 4}, "t");
+  g.set_tile_mapping(t.slice(0, 2), 1);
+  g.set_tile_mapping(t.slice(2, 4), 3);
+  auto m = g.tile_mapping(t);
+  CHECK(m.tiles() == std::vector<std::size_t>{1, 3});
+  CHECK(m.regions_on(1) == std::vector<tb::Interval>{{0, 8}});
+  CHECK(m.regions_on(3) == std::vector<tb::Interval>{{8, 16}});
+  // Remap a column: regions are over the queried view's flattened indices.
+  g.set_tile_mapping(t.slice(1, 2, 1), 0);
+  auto col = g.tile_mapping(t.transpose());
+  CHECK(col.regions_on(0) == std::vector<tb::Interval>{{4, 8}});
+  CHECK(col.regions_on(1) == std::vector<tb::Interval>{{0, 2}, {8, 10}, {12, 14}});
+  std::size_t n = 0;
+  for (auto const& [tile, region] : g.tile_mapping(t)) n += region.size();
+  CHECK(n == 16);
+  auto u = g.add_variable<float>({3}, "u");
+  g.set_tile_mapping(u.slice(0, 1), 0);
+  CHECK_THROWS_WITH_AS(g.tile_mapping(u), "tile_mapping: 2 of 3 elements are not mapped to any tile", tb::mapping_error);
+  CHECK_THROWS_WITH_AS(g.set_tile_mapping(u, 4), "set_tile_mapping: tile 4 out of range (this graph has 4 tiles)",
+                       tb::index_error);
+}
+
+TEST_CASE("map_linearly spreads evenly and honours grain and minimum bytes per tile") {
+  tb::Graph g{tb::targets::tiny(4)};
+  auto t = g.add_variable<float>({10}, "t");
+  tb::map_linearly(g, t);
+  auto m = g.tile_mapping(t);
+  CHECK(m.regions_on(0) == std::vector<tb::Interval>{{0, 3}});
+  CHECK(m.regions_on(3) == std::vector<tb::Interval>{{9, 10}});
+  auto grain = g.add_variable<float>({10}, "grain");
+  tb::map_linearly(g, grain, {.grain = 4});
+  CHECK(g.tile_mapping(grain).regions_on(1) == std::vector<tb::Interval>{{4, 8}});
+  CHECK(g.tile_mapping(grain).regions_on(2) == std::vector<tb::Interval>{{8, 10}});
+  auto big = g.add_variable<float>({10}, "big");
+  tb::map_linearly(g, big, {.min_bytes_per_tile = 24});  // at least 6 floats per used tile
+  CHECK(g.tile_mapping(big).tiles() == std::vector<std::size_t>{0, 1});
+  CHECK_THROWS_AS(tb::map_linearly(g, big, {.grain = 0}), tb::option_error);
+}
+
+TEST_CASE("shard views place data on one IPU and number tiles locally") {
+  tb::Graph g{tb::targets::tiny(8, 1024, 4)};
+  CHECK(g.num_tiles() == 32);
+  auto s2 = g.shard(2);
+  CHECK(s2.num_tiles() == 8);
+  CHECK(s2.first_tile() == 16);
+  auto t = s2.add_variable<float>({16}, "t");
+  tb::map_linearly(s2, t);
+  CHECK(s2.tile_mapping(t).tiles() == std::vector<std::size_t>{0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK(g.tile_mapping(t).tiles() == std::vector<std::size_t>{16, 17, 18, 19, 20, 21, 22, 23});
+  CHECK(g.shard(0).tile_mapping(t).empty());
+  CHECK_THROWS_WITH_AS(g.shard(4), "shard: IPU 4 out of range (target 'tiny8x4' has 4 IPUs)", tb::index_error);
+  CHECK_THROWS_AS(s2.set_tile_mapping(t, 8), tb::index_error);
+}
+
+TEST_CASE("constants and tensors of other graphs") {
+  tb::Graph g{tb::targets::tiny(2)};
+  CHECK_THROWS_WITH_AS(g.add_constant<float>({3}, {1.0f, 2.0f}, "c"),
+                       "add_constant: 'c' has shape [3] (3 elements) but 2 values were given", tb::shape_error);
+  tb::Graph h{tb::targets::tiny(2)};
+  auto t = h.add_variable<float>({2}, "t");
+  CHECK_THROWS_WITH_AS(g.set_tile_mapping(t, 0), "set_tile_mapping: the tensor belongs to another graph", tb::error);
+}

@@ -1,0 +1,118 @@
+// Tensor views: slice, index, reshape, flatten, transpose, dimshuffle, broadcast, concat, reverse; errors.
+#include "helpers.hpp"
+
+#include <doctest/doctest.h>
+
+#include <numeric>
+
+namespace tb = tilebsp;
+using tbt::indices;
+using V = std::vector<std::int64_t>;
+
+namespace {
+V iota(std::int64_t n, std::int64_t from = 0) {
+  V v(static_cast<std::size_t>(n));
+  std::iota(v.begin(), v.end(), from);
+  return v;
+}
+}  // namespace
+
+TEST_CASE("a variable is one contiguous run; shape queries") {
+  tb::Graph g{tb::targets::tiny(4)};
+  auto t = g.add_variable<float>({2, 3, 4}, "t");
+  CHECK(t.rank() == 3);
+  CHECK(t.num_elements() == 24);
+  CHECK(t.shape() == tb::Shape{2, 3, 4});
+  CHECK(t.dim(1) == 3);
+  CHECK(t.element_type() == tb::f32);
+  CHECK(t.runs().size() == 1);
+  CHECK(indices(t) == iota(24));
+  CHECK_THROWS_WITH_AS(t.dim(3), "dim: dimension 3 out of range for rank 3", tb::index_error);
+}
+
+TEST_CASE("slice, index and per-dimension slices") {
+  tb::Graph g{tb::targets::tiny(4)};
+  auto t = g.add_variable<float>({3, 4}, "t");
+  CHECK(indices(t.slice(1, 3)) == iota(8, 4));
+  CHECK(indices(t.slice(1, 3, 1)) == V{1, 2, 5, 6, 9, 10});
+  CHECK(indices(t.slice(tb::Interval{2, 3})) == V{8, 9, 10, 11});
+  CHECK(indices(t.slice({1, 1}, {3, 3})) == V{5, 6, 9, 10});
+  CHECK(indices(t[2]) == V{8, 9, 10, 11});
+  CHECK(t[2].shape() == tb::Shape{4});
+  CHECK(indices(t[1][3]) == V{7});
+  CHECK(t[1][3].rank() == 0);
+  CHECK(t.slice(2, 2).num_elements() == 0);
+  CHECK(indices(t.slice(2, 2)).empty());
+  CHECK_THROWS_WITH_AS(t.slice(2, 5), "slice: range [2, 5) is out of bounds for dimension 0 of size 3", tb::index_error);
+  CHECK_THROWS_AS(t.slice(0, 1, 2), tb::index_error);
+  CHECK_THROWS_AS(t[1][3].index(0), tb::index_error);
+  CHECK_THROWS_AS(t.slice(tb::Shape{0}, tb::Shape{1}), tb::shape_error);
+}
+
+TEST_CASE("transpose, dimshuffle and reshape of non-contiguous views") {
+  tb::Graph g{tb::targets::tiny(4)};
+  auto t = g.add_variable<float>({2, 3}, "t");
+  auto tt = t.transpose();
+  CHECK(tt.shape() == tb::Shape{3, 2});
+  CHECK(indices(tt) == V{0, 3, 1, 4, 2, 5});
+  CHECK(indices(tt.reshape({6})) == V{0, 3, 1, 4, 2, 5});
+  CHECK(indices(tt.flatten().slice(1, 4)) == V{3, 1, 4});
+  CHECK(indices(tt.reshape({2, 3})[1]) == V{4, 2, 5});
+  auto u = g.add_variable<float>({2, 3, 4}, "u");
+  auto s = u.dimshuffle({2, 0, 1});
+  CHECK(s.shape() == tb::Shape{4, 2, 3});
+  CHECK(indices(s[1][1]) == V{13, 17, 21});
+  CHECK(indices(s.dimshuffle({1, 2, 0})) == iota(24));  // back to the original order
+  CHECK_THROWS_WITH_AS(u.dimshuffle({0, 0, 1}), "dimshuffle: [0, 0, 1] is not a permutation of the 3 dimensions of [2, 3, 4]",
+                       tb::shape_error);
+  CHECK_THROWS_AS(u.transpose(), tb::shape_error);
+  CHECK_THROWS_WITH_AS(u.reshape({5, 5}), "reshape: cannot reshape [2, 3, 4] (24 elements) to [5, 5]", tb::shape_error);
+  CHECK(indices(u.reshape({6, 4})[5]) == V{20, 21, 22, 23});
+}
+
+TEST_CASE("broadcast, expand, squeeze and reverse") {
+  tb::Graph g{tb::targets::tiny(4)};
+  auto row = g.add_variable<float>({3}, "row");
+  CHECK(indices(row.broadcast({2, 3})) == V{0, 1, 2, 0, 1, 2});
+  auto col = g.add_variable<float>({2, 1}, "col");
+  CHECK(indices(col.broadcast({2, 3})) == V{0, 0, 0, 1, 1, 1});
+  CHECK(indices(row.expand(1).broadcast({3, 2})) == V{0, 0, 1, 1, 2, 2});
+  CHECK(row.expand(0).shape() == tb::Shape{1, 3});
+  CHECK(col.squeeze().shape() == tb::Shape{2});
+  CHECK(indices(row.reverse(0)) == V{2, 1, 0});
+  auto m = g.add_variable<float>({2, 3}, "m");
+  CHECK(indices(m.reverse(1)) == V{2, 1, 0, 5, 4, 3});
+  CHECK(indices(m.reverse(0).reverse(1)) == V{5, 4, 3, 2, 1, 0});
+  CHECK(indices(m.reverse(1).reshape({3, 2}).transpose()) == V{2, 0, 4, 1, 5, 3});
+  CHECK_THROWS_WITH_AS(row.broadcast({2, 4}), "broadcast: cannot broadcast [3] to [2, 4]", tb::shape_error);
+  CHECK_THROWS_AS(m.broadcast({3}), tb::shape_error);
+}
+
+TEST_CASE("concat along any dimension, across variables") {
+  tb::Graph g{tb::targets::tiny(4)};
+  auto a = g.add_variable<float>({2, 2}, "a");
+  auto b = g.add_variable<float>({2, 1}, "b");
+  auto c = tb::concat({a, b}, 1);
+  CHECK(c.shape() == tb::Shape{2, 3});
+  auto e = tbt::elements(c);
+  REQUIRE(e.size() == 6);
+  std::uint32_t const va = tbt::elements(a)[0].first, vb = tbt::elements(b)[0].first;
+  CHECK(e == std::vector<std::pair<std::uint32_t, std::int64_t>>{{va, 0}, {va, 1}, {vb, 0}, {va, 2}, {va, 3}, {vb, 1}});
+  auto r = tb::concat({a, a.reverse(0)}, 0);
+  CHECK(indices(r) == V{0, 1, 2, 3, 2, 3, 0, 1});
+  CHECK(indices(c.transpose()[2]) == V{0, 1});  // column 2 is b
+  CHECK_THROWS_WITH_AS(tb::concat({a, b}, 0), "concat: shapes [2, 2] and [2, 1] differ outside dimension 0",
+                       tb::shape_error);
+  auto i = g.add_variable<std::int32_t>({2, 2}, "i");
+  CHECK_THROWS_AS(tb::concat({a, i}, 0), tb::type_error);
+  CHECK_THROWS_AS(tb::concat({}, 0), tb::shape_error);
+}
+
+TEST_CASE("large views stay compact: a transposed 1024x1024 matrix has one run per row") {
+  tb::Graph g{tb::targets::tiny(4)};
+  auto m = g.add_variable<float>({1024, 1024}, "m");
+  CHECK(m.transpose().runs().size() == 1024);
+  CHECK(m.slice(0, 512, 1).runs().size() == 1024);
+  CHECK(m.slice(0, 512, 0).runs().size() == 1);
+  CHECK(m.broadcast({4, 1024, 1024}).runs().size() == 4);  // one run per repetition
+}

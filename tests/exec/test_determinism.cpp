@@ -1,0 +1,62 @@
+// Results are bitwise identical for 1, 2, 3 and 7 host threads.
+#include "helpers.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <random>
+
+namespace tb = tilebsp;
+
+namespace {
+/// A float-rounding-sensitive stencil: out[i] = (l * 0.25 + c * 0.5 + r * 0.25) * 1.0001 - 1e-3 * c * c.
+struct Stencil {
+  BOOST_HANA_DEFINE_STRUCT(Stencil, (tb::input<float>, left), (tb::input<float>, mid), (tb::input<float>, right),
+                           (tb::output<float>, out));
+  void compute() {
+    std::size_t const n = out.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      float const l = i == 0 ? left[0] : mid[i - 1];
+      float const r = i + 1 == n ? right[0] : mid[i + 1];
+      out[i] = (l * 0.25f + mid[i] * 0.5f + r * 0.25f) * 1.0001f - 1e-3f * mid[i] * mid[i];
+    }
+  }
+};
+
+std::vector<float> run_stencil(std::size_t threads) {
+  std::size_t const tiles = 37, per = 50, n = tiles * per;
+  tb::Graph g{tb::targets::tiny(tiles)};
+  auto x = g.add_variable<float>({n}, "x"), y = g.add_variable<float>({n}, "y");
+  auto halo_l = g.add_variable<float>({tiles}, "halo_l"), halo_r = g.add_variable<float>({tiles}, "halo_r");
+  tb::map_linearly(g, x);
+  tb::map_linearly(g, y);
+  tb::map_linearly(g, halo_l);
+  tb::map_linearly(g, halo_r);
+  auto cs = g.add_compute_set("stencil");
+  tb::Sequence halos;
+  for (std::size_t t = 0; t < tiles; ++t) {
+    auto const lo = t * per, hi = lo + per;
+    g.add_vertex<Stencil>(cs, t, halo_l.slice(t, t + 1), x.slice(lo, hi), halo_r.slice(t, t + 1), y.slice(lo, hi));
+    halos.add(tb::copy(x.slice(lo == 0 ? n - 1 : lo - 1, lo == 0 ? n : lo), halo_l.slice(t, t + 1)));
+    halos.add(tb::copy(x.slice(hi == n ? 0 : hi, hi == n ? 1 : hi + 1), halo_r.slice(t, t + 1)));
+  }
+  auto prog = tb::repeat(20, tb::seq(std::move(halos), tb::execute(cs), tb::copy(y, x)));
+  tb::Engine e{tb::compile(g, prog), {.host_threads = threads}};
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> init(n);
+  for (auto& v : init) v = d(rng);
+  e.write(x, init);
+  e.run();
+  return e.read<float>(x);
+}
+}  // namespace
+
+TEST_CASE("a multi-tile stencil with halo exchanges is bitwise identical for 1, 2, 3 and 7 host threads") {
+  auto const ref = run_stencil(1);
+  for (std::size_t threads : {2, 3, 7}) {
+    auto const r = run_stencil(threads);
+    REQUIRE(r.size() == ref.size());
+    CHECK(std::memcmp(r.data(), ref.data(), r.size() * sizeof(float)) == 0);
+  }
+}

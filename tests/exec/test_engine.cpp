@@ -1,0 +1,180 @@
+// Engine: control flow, streams, host callbacks, errors at run time, staging, profiles.
+#include "helpers.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace tb = tilebsp;
+
+TEST_CASE("repeat, repeat_while and if_ follow the flag and counters") {
+  tb::Graph g{tb::targets::tiny(2)};
+  auto n = g.add_variable<std::int32_t>({1}, "n");
+  auto more = g.add_variable<bool>({1}, "more");
+  auto x = g.add_variable<float>({4}, "x"), one = g.add_constant<float>({4}, 1.0f, "one");
+  for (auto const& t : {n, more, x, one}) g.set_tile_mapping(t, 1);
+  auto step = g.add_compute_set("count"), inc = g.add_compute_set("inc");
+  g.add_vertex<tbt::CountDown>(step, 1, n, more);
+  g.add_vertex<tbt::Axpy>(inc, 1, one, x, 1.0f);
+  auto prog = tb::seq(tb::repeat_while(more, tb::seq(tb::execute(step), tb::execute(inc))),
+                      tb::repeat(3, tb::execute(inc)),
+                      tb::if_(more, tb::repeat(100, tb::execute(inc)), tb::execute(inc)));
+  for (std::size_t threads : {1, 2}) {
+    tb::Engine e{tb::compile(g, prog), {.host_threads = threads}};
+    e.write(n, std::vector<std::int32_t>{5});
+    e.write(more, std::vector<bool>{true});
+    e.run();
+    // 5 loop iterations, 3 repeats, then the else branch: 9 increments.
+    CHECK(e.read<float>(x) == std::vector<float>(4, 9.0f));
+    CHECK(e.read<std::int32_t>(n)[0] == 0);
+    e.write(n, std::vector<std::int32_t>{0});
+    e.write(more, std::vector<bool>{false});
+    e.write(x, std::vector<float>(4, 0.0f));
+    e.run();
+    CHECK(e.read<float>(x) == std::vector<float>(4, 4.0f));  // no loop, 3 repeats, else branch
+    auto p = e.profile();
+    CHECK(p.programs[0].size() == e.executable().schedule().programs[0].code.size());
+  }
+}
+
+TEST_CASE("repeat(0) skips its body") {
+  tb::Graph g{tb::targets::tiny(1)};
+  auto x = g.add_variable<float>({1}, "x"), one = g.add_constant<float>({1}, 1.0f, "one");
+  g.set_tile_mapping(x, 0);
+  g.set_tile_mapping(one, 0);
+  auto inc = g.add_compute_set("inc");
+  g.add_vertex<tbt::Axpy>(inc, 0, one, x, 1.0f);
+  tb::Engine e{tb::compile(g, tb::seq(tb::repeat(0, tb::execute(inc)), tb::repeat(2, tb::repeat(3, tb::execute(inc)))))};
+  e.run();
+  CHECK(e.read<float>(x)[0] == 6.0f);
+}
+
+TEST_CASE("streams: circular buffers, callbacks, exhaustion and unconnected FIFOs") {
+  tb::Graph g{tb::targets::tiny(2)};
+  auto x = g.add_variable<float>({2}, "x");
+  tb::map_linearly(g, x);
+  auto in = g.add_host_to_device_fifo<float>("in", 2);
+  auto out = g.add_device_to_host_fifo<float>("out", 2);
+  auto prog = tb::repeat(3, tb::seq(tb::stream_in(in, x), tb::stream_out(x.reverse(0), out)));
+  tb::Engine e{tb::compile(g, prog), {.host_threads = 2}};
+  CHECK_THROWS_WITH_AS(e.run(), "run: program 0 streams through FIFO 'in', which is not connected (Engine::connect)",
+                       tb::stream_error);
+  std::vector<float> feed{1, 2, 3, 4};  // two transfers, reused circularly
+  std::vector<float> got;
+  e.connect(in, feed);
+  e.connect<float>(out, [&](std::span<float const> s) { got.insert(got.end(), s.begin(), s.end()); });
+  e.run();
+  CHECK(got == std::vector<float>{2, 1, 4, 3, 2, 1});
+  // Consumed once: the fourth transfer finds the buffer exhausted.
+  std::vector<float> once{1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<float> sink(2);
+  e.connect(in, once, false);
+  e.connect(out, sink);
+  e.run();
+  CHECK(sink == std::vector<float>{6, 5});
+  CHECK_THROWS_WITH_AS(e.run(), "stream_in: FIFO 'in' is exhausted after 4 transfers", tb::stream_error);
+  // An infeed callback that fills each transfer.
+  float next = 10;
+  e.connect<float>(in, [&](std::span<float> s) {
+    for (auto& v : s) v = next++;
+  });
+  e.run();
+  CHECK(sink == std::vector<float>{15, 14});
+  std::vector<float> odd(3);
+  CHECK_THROWS_AS(e.connect(in, odd), tb::stream_error);
+  std::vector<std::int32_t> ints(2);
+  CHECK_THROWS_AS(e.connect(in, ints), tb::type_error);
+}
+
+TEST_CASE("host callbacks read and write tensors; their exceptions surface from run") {
+  tb::Graph g{tb::targets::tiny(2)};
+  auto x = g.add_variable<float>({4}, "x");
+  tb::map_linearly(g, x);
+  int calls = 0;
+  auto prog = tb::repeat(2, tb::host([&](tb::HostContext& h) {
+    auto v = h.read<float>(x);
+    for (auto& e : v) e += 1;
+    h.write(x, v);
+    ++calls;
+  }));
+  auto boom = tb::seq(tb::host([] {}), tb::host([]() { throw std::runtime_error("boom"); }), tb::sync());
+  tb::Engine e{tb::compile(g, prog, boom), {.host_threads = 3}};
+  e.run(0);
+  CHECK(calls == 2);
+  CHECK(e.read<float>(x) == std::vector<float>(4, 2.0f));
+  CHECK_THROWS_WITH_AS(e.run(1), "boom", std::runtime_error);
+  e.run(0);  // the engine is still usable
+  CHECK(e.read<float>(x) == std::vector<float>(4, 4.0f));
+  CHECK_THROWS_WITH_AS(e.run(2), "run: program 2 out of range (the executable has 2 programs)", tb::index_error);
+}
+
+namespace {
+struct Throwing {
+  BOOST_HANA_DEFINE_STRUCT(Throwing, (tb::input<float>, x));
+  void compute() {
+    if (x[0] < 0) throw tb::error("negative input");
+  }
+};
+}  // namespace
+
+TEST_CASE("an exception in a vertex on any thread stops the run cleanly") {
+  tb::Graph g{tb::targets::tiny(8)};
+  auto x = g.add_variable<float>({8}, "x");
+  tb::map_linearly(g, x);
+  auto cs = g.add_compute_set("check");
+  for (std::size_t t = 0; t < 8; ++t) g.add_vertex<Throwing>(cs, t, x.slice(t, t + 1));
+  tb::Engine e{tb::compile(g, tb::repeat(10, tb::execute(cs))), {.host_threads = 4}};
+  e.run();
+  e.write(x, std::vector<float>{0, 0, 0, 0, 0, 0, 0, -1});
+  CHECK_THROWS_WITH_AS(e.run(), "negative input", tb::error);
+  e.write(x, std::vector<float>(8, 0.0f));
+  CHECK_NOTHROW(e.run());
+}
+
+TEST_CASE("non-contiguous fields are gathered and scattered; overlapping copies are staged") {
+  tb::Graph g{tb::targets::tiny(1)};
+  auto m = g.add_variable<float>({3, 4}, "m"), t = g.add_variable<float>({4, 3}, "t");
+  g.set_tile_mapping(m, 0);
+  g.set_tile_mapping(t, 0);
+  auto cs = g.add_compute_set("transpose");
+  g.add_vertex<tbt::Copy>(cs, 0, m.flatten(), t.transpose().flatten());  // scatter into a transposed view
+  auto v = g.add_variable<float>({6}, "v");
+  g.set_tile_mapping(v, 0);
+  // Shift v right by one within itself: source and destination overlap, so the exchange is staged.
+  tb::Engine e{tb::compile(g, tb::seq(tb::execute(cs), tb::copy(v.slice(0, 5), v.slice(1, 6))))};
+  std::vector<float> in(12);
+  for (std::size_t i = 0; i < 12; ++i) in[i] = static_cast<float>(i);
+  e.write(m, in);
+  e.write(v, std::vector<float>{1, 2, 3, 4, 5, 6});
+  e.run();
+  CHECK(e.read<float>(t) == std::vector<float>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11});
+  CHECK(e.read<float>(v) == std::vector<float>{1, 1, 2, 3, 4, 5});
+}
+
+TEST_CASE("profile: summary text and JSON") {
+  tb::Graph g{tb::targets::tiny(4)};
+  auto a = g.add_variable<float>({64}, "a"), b = g.add_variable<float>({64}, "b");
+  tb::map_linearly(g, a);
+  tb::map_linearly(g, b);
+  auto cs = g.add_compute_set("axpy");
+  for (auto const& [tile, r] : g.tile_mapping(b)) g.add_vertex<tbt::Axpy>(cs, tile, a.slice(r), b.slice(r), 1.0f);
+  tb::Engine e{tb::compile(g, tb::repeat(5, tb::seq(tb::execute(cs), tb::copy(b, a)))), {.host_threads = 2, .profiling = true}};
+  e.run();
+  auto p = e.profile();
+  CHECK(p.estimated_cycles() > 0);
+  CHECK(p.host_ns() > 0);
+  auto s = p.summary();
+  CHECK(s.find("compute set 'axpy' + exchange 256 B") != std::string::npos);
+  CHECK(s.find("tiles used") != std::string::npos);
+  std::string const path = "tilebsp_profile_test.json";
+  p.write_json(path);
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  CHECK(ss.str().find("\"executions\": 5") != std::string::npos);
+  CHECK(ss.str().find("\"memory\": [[") != std::string::npos);
+  std::remove(path.c_str());
+  CHECK_THROWS_AS(p.write_json("/nonexistent-dir/x.json"), tb::error);
+}

@@ -1,0 +1,31 @@
+// A downstream program: the tutorial graph o1 = a + b, o2 = a + c, out = o1 + o2.
+#include <tilebsp/tilebsp.hpp>
+
+#include <iostream>
+
+namespace tb = tilebsp;
+
+struct Add {
+  BOOST_HANA_DEFINE_STRUCT(Add, (tb::input<float>, a), (tb::input<float>, b), (tb::output<float>, out));
+  void compute() {
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = a[i] + b[i];
+  }
+};
+
+int main() {
+  tb::Graph g{tb::targets::tiny(1)};
+  auto a = g.add_constant<float>({2}, {1, 1}, "a");
+  auto b = g.add_constant<float>({2}, {0, 1}, "b");
+  auto c = g.add_constant<float>({2}, {1, 5}, "c");
+  auto o1 = g.add_variable<float>({2}, "o1"), o2 = g.add_variable<float>({2}, "o2");
+  auto out = g.add_variable<float>({2}, "out");
+  for (auto const& t : {a, b, c, o1, o2, out}) g.set_tile_mapping(t, 0);
+  auto first = g.add_compute_set("first"), second = g.add_compute_set("second");
+  g.add_vertex<Add>(first, 0, a, b, o1);
+  g.add_vertex<Add>(first, 0, a, c, o2);
+  g.add_vertex<Add>(second, 0, o1, o2, out);
+  tb::Engine engine{tb::compile(g, tb::seq(tb::execute(first), tb::execute(second)))};
+  engine.run();
+  auto r = engine.read<float>(out);
+  std::cout << "[" << r[0] << ", " << r[1] << "]\n";
+}

@@ -1,0 +1,160 @@
+// compile(): mapping checks, write conflicts, copy planning, stream checks, memory accounting and liveness.
+#include "helpers.hpp"
+
+#include <doctest/doctest.h>
+
+namespace tb = tilebsp;
+
+TEST_CASE("unmapped data is a compile error naming the tensor") {
+  tb::Graph g{tb::targets::tiny(2)};
+  auto t = g.add_variable<float>({4}, "weights");
+  g.set_tile_mapping(t.slice(0, 2), 0);
+  CHECK_THROWS_WITH_AS(tb::compile(g, tb::sync()),
+                       "compile: variable 'weights' has 2 of 4 elements not mapped to any tile (first unmapped element: 2)",
+                       tb::mapping_error);
+}
+
+TEST_CASE("a vertex field connected to data on another tile") {
+  tb::Graph g{tb::targets::tiny(2)};
+  auto x = g.add_variable<float>({4}, "x"), y = g.add_variable<float>({4}, "y");
+  g.set_tile_mapping(x, 0);
+  g.set_tile_mapping(y.slice(0, 3), 0);
+  g.set_tile_mapping(y.slice(3, 4), 1);
+  auto cs = g.add_compute_set("axpy");
+  g.add_vertex<tbt::Axpy>(cs, 0, x, y, 2.0f);
+  CHECK_THROWS_WITH_AS(tb::compile(g, tb::execute(cs)),
+                       "compute set 'axpy': vertex tbt::Axpy on tile 0: field 'y' is connected to element 3 of 'y', "
+                       "which is on tile 1",
+                       tb::mapping_error);
+}
+
+TEST_CASE("two vertices of one compute set writing the same element") {
+  tb::Graph g{tb::targets::tiny(2)};
+  auto x = g.add_variable<float>({4}, "x"), y = g.add_variable<float>({4}, "y");
+  g.set_tile_mapping(x, 0);
+  g.set_tile_mapping(y, 0);
+  auto cs = g.add_compute_set("overlap");
+  g.add_vertex<tbt::Copy>(cs, 0, x.slice(0, 2), y.slice(0, 2));
+  g.add_vertex<tbt::Copy>(cs, 0, x.slice(1, 3), y.slice(1, 3));
+  CHECK_THROWS_WITH_AS(tb::compile(g, tb::execute(cs)),
+                       "compute set 'overlap': vertex tbt::Copy (tile 0) field 'out' and vertex tbt::Copy (tile 0) "
+                       "field 'out' both write element 1 of 'y'",
+                       tb::write_conflict_error);
+}
+
+TEST_CASE("a vertex reading what another vertex of the same compute set writes") {
+  tb::Graph g{tb::targets::tiny(2)};
+  auto x = g.add_variable<float>({4}, "x");
+  g.set_tile_mapping(x, 0);
+  auto cs = g.add_compute_set("race");
+  g.add_vertex<tbt::Copy>(cs, 0, x.slice(0, 2), x.slice(2, 4));
+  g.add_vertex<tbt::Copy>(cs, 0, x.slice(3, 4), x.slice(1, 2));
+  CHECK_THROWS_WITH_AS(tb::compile(g, tb::execute(cs)),
+                       "compute set 'race': vertex tbt::Copy (tile 0) field 'in' reads element 1 of 'x', which vertex "
+                       "tbt::Copy (tile 0) field 'out' writes in the same compute set",
+                       tb::write_conflict_error);
+}
+
+TEST_CASE("writing a broadcast view or a constant") {
+  tb::Graph g{tb::targets::tiny(2)};
+  auto x = g.add_variable<float>({1}, "x"), y = g.add_variable<float>({4}, "y");
+  auto c = g.add_constant<float>({4}, 1.0f, "c");
+  for (auto const& t : {x, y, c}) g.set_tile_mapping(t, 0);
+  auto cs = g.add_compute_set("bcast");
+  g.add_vertex<tbt::Copy>(cs, 0, y, x.broadcast({4}));
+  CHECK_THROWS_WITH_AS(tb::compile(g, tb::execute(cs)),
+                       "compute set 'bcast': vertex tbt::Copy field 'out' writes element 0 of 'x' more than once (a "
+                       "broadcast view cannot be written)",
+                       tb::write_conflict_error);
+  CHECK_THROWS_WITH_AS(tb::compile(g, tb::copy(y, x.broadcast({4}))),
+                       "copy: the destination holds element 0 of 'x' more than once (a broadcast view cannot be written)",
+                       tb::write_conflict_error);
+  CHECK_THROWS_WITH_AS(tb::compile(g, tb::copy(y, c)), "copy: the destination 'c' is a constant", tb::error);
+}
+
+TEST_CASE("copy between tensors of different shape or type") {
+  tb::Graph g{tb::targets::tiny(2)};
+  auto a = g.add_variable<float>({4}, "a"), b = g.add_variable<float>({2, 2}, "b");
+  auto i = g.add_variable<std::int32_t>({4}, "i");
+  CHECK_THROWS_WITH_AS(tb::copy(a, b), "copy: shapes differ (source [4], destination [2, 2])", tb::shape_error);
+  CHECK_THROWS_WITH_AS(tb::copy(a, i), "copy: element types differ (source f32, destination i32)", tb::type_error);
+  CHECK_NOTHROW(tb::copy(a, b.flatten()));
+}
+
+TEST_CASE("stream element count and type mismatches") {
+  tb::Graph g{tb::targets::tiny(2)};
+  auto a = g.add_variable<float>({4}, "a");
+  auto in = g.add_host_to_device_fifo<float>("in", 8);
+  auto out = g.add_device_to_host_fifo<float>("out", 4);
+  auto ints = g.add_host_to_device_fifo<std::int32_t>("ints", 4);
+  CHECK_THROWS_WITH_AS(tb::stream_in(in, a),
+                       "stream_in: element count mismatch: the FIFO moves 8 elements but the tensor has 4",
+                       tb::stream_error);
+  CHECK_THROWS_WITH_AS(tb::stream_in(ints, a), "stream_in: the FIFO carries i32 but the tensor holds f32", tb::type_error);
+  CHECK_THROWS_WITH_AS(tb::stream_in(out, a), "stream_in: the FIFO is device-to-host", tb::stream_error);
+  CHECK_NOTHROW(tb::stream_out(a, out));
+}
+
+TEST_CASE("copies are planned per tile pair; consecutive non-conflicting copies share one exchange") {
+  tb::Graph g{tb::targets::tiny(4)};
+  auto a = g.add_variable<float>({8}, "a"), b = g.add_variable<float>({8}, "b"), c = g.add_variable<float>({8}, "c");
+  tb::map_linearly(g, a);  // 2 elements per tile
+  tb::map_linearly(g, b);
+  tb::map_linearly(g, c);
+  // Shift by one tile: element i of a goes to element (i + 2) % 8 of b.
+  auto shift = tb::seq(tb::copy(a.slice(0, 6), b.slice(2, 8)), tb::copy(a.slice(6, 8), b.slice(0, 2)), tb::copy(a, c));
+  auto exe = tb::compile(g, shift);
+  auto const& s = exe.schedule();
+  REQUIRE(s.programs[0].code.size() == 1);  // one superstep
+  REQUIRE(s.exchanges.size() == 1);
+  auto const& tr = s.exchanges[0].transfers;
+  std::size_t cross = 0;
+  for (auto const& x : tr) {
+    CHECK(x.count == 2);
+    cross += x.src_tile != x.dst_tile;
+  }
+  CHECK(tr.size() == 8);
+  CHECK(cross == 4);
+  // b written then read: a second exchange.
+  auto exe2 = tb::compile(g, tb::seq(tb::copy(a, b), tb::copy(b, c)));
+  CHECK(exe2.schedule().exchanges.size() == 2);
+  CHECK(exe2.schedule().programs[0].code.size() == 2);
+  // Cycle estimate: 8 bytes per tile at 4 bytes per cycle, plus 8 on-tile bytes at 8 per cycle.
+  CHECK(s.exchanges[0].cycles == 3);
+}
+
+TEST_CASE("out of memory names the tile, the bytes and the largest occupants; the option allows inspection") {
+  tb::Graph g{tb::targets::tiny(2, 1024)};
+  auto big = g.add_variable<float>({200}, "big"), small = g.add_variable<float>({100}, "small");
+  g.set_tile_mapping(big, 1);
+  g.set_tile_mapping(small, 1);
+  CHECK_THROWS_WITH_AS(tb::compile(g, tb::sync()),
+                       "compile: tile 1 is out of memory: it needs 1200 bytes (always-live 1200, peak temporary 0) but "
+                       "has 1024; largest occupants: 'big' 800 B, 'small' 400 B",
+                       tb::out_of_memory);
+  auto exe = tb::compile(g, tb::CompileOptions{.allow_out_of_memory = true}, tb::sync());
+  CHECK(exe.memory()[1].always_live == 1200);
+  CHECK(exe.memory()[0].total() == 0);
+}
+
+TEST_CASE("temporary variables count only while live; staging buffers are temporary") {
+  tb::Graph g{tb::targets::tiny(1, 4096)};
+  auto x = g.add_variable<float>({64}, "x");
+  auto t1 = g.add_variable<float>({64}, "t1", {.temporary = true});
+  auto t2 = g.add_variable<float>({64}, "t2", {.temporary = true});
+  for (auto const& t : {x, t1, t2}) g.set_tile_mapping(t, 0);
+  // t1 and t2 are never live together: the peak is one of them.
+  auto exe = tb::compile(g, tb::seq(tb::copy(x, t1), tb::copy(t1, x), tb::copy(x, t2), tb::copy(t2, x)));
+  CHECK(exe.memory()[0].always_live == 256);
+  CHECK(exe.memory()[0].peak_temporary == 256);
+  // Inside a loop a temporary is live for the whole loop.
+  auto looped = tb::compile(g, tb::repeat(3, tb::seq(tb::copy(x, t1), tb::copy(t1, x), tb::copy(x, t2))));
+  CHECK(looped.memory()[0].peak_temporary == 512);
+  // A transposed (non-contiguous) field is gathered into a temporary buffer.
+  auto m = g.add_variable<float>({8, 8}, "m");
+  g.set_tile_mapping(m, 0);
+  auto cs = g.add_compute_set("transpose");
+  g.add_vertex<tbt::Copy>(cs, 0, m.transpose().flatten(), x);
+  auto staged = tb::compile(g, tb::execute(cs));
+  CHECK(staged.memory()[0].peak_temporary == 256);
+}
