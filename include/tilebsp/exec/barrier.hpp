@@ -52,7 +52,8 @@ class Barrier {
     if (failed) flag.store(true, std::memory_order_relaxed);
     if (count_.fetch_add(1, std::memory_order_acq_rel) == n_ - 1) {
       count_.store(0, std::memory_order_relaxed);
-      failed_[(gen + 1) & 1].v.store(false, std::memory_order_relaxed);  // nobody touches it before this round ends
+      auto& next = failed_[(gen + 1) & 1].v;  // nobody touches it before this round ends
+      if (next.load(std::memory_order_relaxed)) next.store(false, std::memory_order_relaxed);  // keep the line shared
       publish(gen_, gen + 1, sleepers_);
     } else {
       spin_then_wait(gen_, gen, sleepers_);

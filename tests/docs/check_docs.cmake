@@ -1,0 +1,15 @@
+# Passes when every marked example in tests/docs/test_examples.cpp appears verbatim in README.md and in
+# docs/00-quickstart.md, so the code shown to readers is the code that is compiled and tested.
+file(READ ${SOURCE_DIR}/tests/docs/test_examples.cpp source)
+string(REGEX MATCH "// \\[readme-example\\]\n(.*)// \\[readme-example\\]" _ "${source}")
+set(snippet "${CMAKE_MATCH_1}")
+if(snippet STREQUAL "")
+  message(FATAL_ERROR "no [readme-example] region in test_examples.cpp")
+endif()
+foreach(doc README.md docs/00-quickstart.md)
+  file(READ ${SOURCE_DIR}/${doc} text)
+  string(FIND "${text}" "${snippet}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "${doc} does not show the compiled example from tests/docs/test_examples.cpp")
+  endif()
+endforeach()
