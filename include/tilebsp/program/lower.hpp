@@ -37,19 +37,7 @@ class ElementSet {
         for (std::int64_t i = 0; i < count; ++i) s.r_.push_back({var, start + i * stride, start + i * stride + 1});
       }
     });
-    std::sort(s.r_.begin(), s.r_.end(), [](Range const& a, Range const& b) {
-      return std::tie(a.var, a.begin) < std::tie(b.var, b.begin);
-    });
-    std::vector<Range> merged;
-    for (auto const& x : s.r_) {
-      if (!merged.empty() && merged.back().var == x.var && x.begin <= merged.back().end) {
-        if (x.begin < merged.back().end && duplicate && !*duplicate) *duplicate = std::pair{x.var, x.begin};
-        merged.back().end = std::max(merged.back().end, x.end);
-      } else {
-        merged.push_back(x);
-      }
-    }
-    s.r_ = std::move(merged);
+    s.normalise(duplicate);
     return s;
   }
   /// First shared element, if any.
@@ -69,22 +57,29 @@ class ElementSet {
     return std::nullopt;
   }
   void merge(ElementSet const& o) {
-    std::vector<Range> all = r_;
-    all.insert(all.end(), o.r_.begin(), o.r_.end());
-    ElementSet tmp;
-    std::sort(all.begin(), all.end(), [](Range const& a, Range const& b) {
-      return std::tie(a.var, a.begin) < std::tie(b.var, b.begin);
-    });
-    for (auto const& x : all) {
-      if (!tmp.r_.empty() && tmp.r_.back().var == x.var && x.begin <= tmp.r_.back().end)
-        tmp.r_.back().end = std::max(tmp.r_.back().end, x.end);
-      else tmp.r_.push_back(x);
-    }
-    *this = std::move(tmp);
+    r_.insert(r_.end(), o.r_.begin(), o.r_.end());
+    normalise(nullptr);
   }
   std::vector<Range> const& ranges() const noexcept { return r_; }
 
  private:
+  /// Sorts and merges the ranges; reports the first element covered twice through `duplicate`.
+  void normalise(std::optional<std::pair<std::uint32_t, std::int64_t>>* duplicate) {
+    std::sort(r_.begin(), r_.end(), [](Range const& a, Range const& b) {
+      return std::tie(a.var, a.begin) < std::tie(b.var, b.begin);
+    });
+    std::vector<Range> merged;
+    for (auto const& x : r_) {
+      if (!merged.empty() && merged.back().var == x.var && x.begin <= merged.back().end) {
+        if (x.begin < merged.back().end && duplicate && !*duplicate) *duplicate = std::pair{x.var, x.begin};
+        merged.back().end = std::max(merged.back().end, x.end);
+      } else {
+        merged.push_back(x);
+      }
+    }
+    r_ = std::move(merged);
+  }
+
   std::vector<Range> r_;
 };
 
