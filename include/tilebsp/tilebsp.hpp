@@ -23,3 +23,10 @@
 
 #include <tilebsp/exec/engine.hpp>
 #include <tilebsp/exec/profile.hpp>
+
+#include <tilebsp/expr/eval.hpp>
+#include <tilebsp/expr/expr.hpp>
+#include <tilebsp/ops/map.hpp>
+#include <tilebsp/ops/reduce.hpp>
+#include <tilebsp/simd/arch.hpp>
+#include <tilebsp/simd/reduce.hpp>

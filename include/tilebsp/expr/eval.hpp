@@ -1,0 +1,263 @@
+// SIMD evaluation of elementwise expressions: every node maps batches to batches; a padded final batch gives the
+// tail exactly the same arithmetic as the body, for any length and alignment.
+#pragma once
+
+#include <tilebsp/core/half.hpp>
+#include <tilebsp/expr/expr.hpp>
+#include <tilebsp/simd/arch.hpp>
+
+#include <xsimd/xsimd.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace tilebsp::expr {
+
+namespace detail {
+template <VT T> struct storage;
+template <> struct storage<VT::f32> { using type = float; };
+template <> struct storage<VT::f16> { using type = half; };
+template <> struct storage<VT::i32> { using type = std::int32_t; };
+template <> struct storage<VT::u32> { using type = std::uint32_t; };
+template <> struct storage<VT::boolean> { using type = bool; };
+template <VT T> struct compute { using type = simd::batch<float>; };
+template <> struct compute<VT::i32> { using type = simd::batch<std::int32_t>; };
+template <> struct compute<VT::u32> { using type = simd::batch<std::uint32_t>; };
+template <> struct compute<VT::boolean> { using type = simd::mask; };
+}  // namespace detail
+
+/// The C++ element type stored for a value type.
+template <VT T>
+using storage_t = typename detail::storage<T>::type;
+/// The SIMD batch a value type is computed in (f16 computes in f32).
+template <VT T>
+using value_t = typename detail::compute<T>::type;
+template <VT T>
+using scalar_t = std::conditional_t<T == VT::i32, std::int32_t, std::conditional_t<T == VT::u32, std::uint32_t, float>>;
+
+/// Where the operands are: pointers, which are scalars (broadcast one value), and the current element offset.
+struct Operands {
+  void const* ptr[max_operands] = {};
+  std::uint32_t scalar = 0;
+  std::size_t offset = 0;
+};
+
+namespace detail {
+
+using i32b = simd::batch<std::int32_t>;
+using u32b = simd::batch<std::uint32_t>;
+using f32b = simd::batch<float>;
+
+inline simd::mask to_mask(xsimd::batch_bool<float, simd::arch> const& m) { return m; }
+inline simd::mask to_mask(xsimd::batch_bool<std::int32_t, simd::arch> const& m) { return xsimd::bool_cast(m); }
+inline xsimd::batch_bool<std::int32_t, simd::arch> int_mask(simd::mask const& m) { return xsimd::bool_cast(m); }
+
+/// Unsigned order as signed order after flipping the sign bits (SIMD has no unsigned compares everywhere).
+inline i32b flip(u32b const& x) { return simd::reinterpret<std::int32_t>(x ^ u32b(0x80000000u)); }
+
+template <class F, class B>
+B lanewise(B const& a, B const& b, F f) {
+  using T = typename B::value_type;
+  alignas(64) T x[B::size], y[B::size];
+  a.store_aligned(x);
+  b.store_aligned(y);
+  for (std::size_t i = 0; i < B::size; ++i) x[i] = f(x[i], y[i]);
+  return B::load_aligned(x);
+}
+
+template <VT T>
+value_t<T> load(void const* p, std::size_t i) {
+  if constexpr (T == VT::f16) return simd::load_f16(static_cast<half const*>(p) + i);
+  else if constexpr (T == VT::boolean) return simd::mask::load_unaligned(static_cast<bool const*>(p) + i);
+  else return value_t<T>::load_unaligned(static_cast<storage_t<T> const*>(p) + i);
+}
+template <VT T>
+value_t<T> splat(void const* p) {
+  if constexpr (T == VT::f16) return value_t<T>(float(*static_cast<half const*>(p)));
+  else if constexpr (T == VT::boolean) return simd::mask(*static_cast<bool const*>(p));
+  else return value_t<T>(*static_cast<storage_t<T> const*>(p));
+}
+template <VT T>
+void store(value_t<T> const& v, void* p, std::size_t i) {
+  if constexpr (T == VT::f16) simd::store_f16(v, static_cast<half*>(p) + i);
+  else if constexpr (T == VT::boolean) v.store_unaligned(static_cast<bool*>(p) + i);
+  else v.store_unaligned(static_cast<storage_t<T>*>(p) + i);
+}
+
+/// Converts a value from type F to type T.
+template <VT T, VT F>
+value_t<T> convert(value_t<F> const& x) {
+  constexpr bool ff = is_float(F), tf = is_float(T);
+  if constexpr (F == T || (ff && tf)) {
+    return x;
+  } else if constexpr (T == VT::boolean) {
+    if constexpr (F == VT::u32) return to_mask(simd::reinterpret<std::int32_t>(x) != i32b(0));
+    else return to_mask(x != value_t<F>(0));
+  } else if constexpr (F == VT::boolean) {
+    if constexpr (tf) return xsimd::select(x, f32b(1), f32b(0));
+    else if constexpr (T == VT::i32) return xsimd::select(int_mask(x), i32b(1), i32b(0));
+    else return simd::reinterpret<std::uint32_t>(xsimd::select(int_mask(x), i32b(1), i32b(0)));
+  } else if constexpr (ff && T == VT::i32) {
+    return xsimd::batch_cast<std::int32_t>(x);
+  } else if constexpr (F == VT::i32 && tf) {
+    return xsimd::batch_cast<float>(x);
+  } else if constexpr ((F == VT::i32 && T == VT::u32) || (F == VT::u32 && T == VT::i32)) {
+    return simd::reinterpret<scalar_t<T>>(x);
+  } else {  // f32 <-> u32: lane by lane, with C++ semantics
+    alignas(64) scalar_t<F> in[simd::lanes];
+    alignas(64) scalar_t<T> out[simd::lanes];
+    x.store_aligned(in);
+    for (std::size_t i = 0; i < simd::lanes; ++i) out[i] = static_cast<scalar_t<T>>(in[i]);
+    return value_t<T>::load_aligned(out);
+  }
+}
+
+}  // namespace detail
+
+// ---- evaluation of each node kind ----------------------------------------------------------------------
+
+template <Types In, VT Want, std::size_t I>
+value_t<resolve(In[I - 1], Want)> eval(Placeholder<I> const&, Operands const& o) {
+  constexpr VT T = In[I - 1];
+  if (o.scalar >> (I - 1) & 1u) return detail::splat<T>(o.ptr[I - 1]);
+  return detail::load<T>(o.ptr[I - 1], o.offset);
+}
+
+template <Types In, VT Want>
+value_t<Want> eval(Constant const& c, Operands const&) {
+  if constexpr (Want == VT::boolean) return simd::mask(c.value != 0);
+  else return value_t<Want>(static_cast<scalar_t<Want>>(c.value));
+}
+
+template <Types In, VT Want, VT T, class A>
+value_t<T> eval(Cast<T, A> const& e, Operands const& o) {
+  constexpr VT F = resolve(A::infer(In).type, T);
+  return detail::convert<T, F>(eval<In, F>(e.a, o));
+}
+
+template <Types In, VT Want, class C, class A, class B>
+auto eval(Select<C, A, B> const& e, Operands const& o) {
+  constexpr VT T = resolve(Select<C, A, B>::infer(In).type, Want);
+  auto const c = eval<In, VT::boolean>(e.c, o);
+  auto const a = eval<In, T>(e.a, o);
+  auto const b = eval<In, T>(e.b, o);
+  if constexpr (T == VT::boolean) return (c & a) | (~c & b);
+  else if constexpr (is_float(T)) return xsimd::select(c, a, b);
+  else if constexpr (T == VT::i32) return xsimd::select(detail::int_mask(c), a, b);
+  else
+    return simd::reinterpret<std::uint32_t>(
+        xsimd::select(detail::int_mask(c), simd::reinterpret<std::int32_t>(a), simd::reinterpret<std::int32_t>(b)));
+}
+
+template <Types In, VT Want, class Op, class A>
+auto eval(Unary<Op, A> const& e, Operands const& o) {
+  constexpr VT T = resolve(Unary<Op, A>::infer(In).type, Want);
+  if constexpr (std::is_same_v<Op, op::Not>) {
+    return ~eval<In, VT::boolean>(e.a, o);
+  } else {
+    auto const x = eval<In, T>(e.a, o);
+    using B = value_t<T>;
+    if constexpr (std::is_same_v<Op, op::Neg>) return B(0) - x;
+    else if constexpr (std::is_same_v<Op, op::Abs>) {
+      if constexpr (T == VT::u32) return x;
+      else return xsimd::abs(x);
+    } else if constexpr (std::is_same_v<Op, op::Relu>) return xsimd::max(x, B(0));
+    else if constexpr (std::is_same_v<Op, op::Square>) return x * x;
+    else if constexpr (std::is_same_v<Op, op::Sqrt>) return xsimd::sqrt(x);
+    else if constexpr (std::is_same_v<Op, op::Rsqrt>) return B(1) / xsimd::sqrt(x);
+    else if constexpr (std::is_same_v<Op, op::Exp>) return xsimd::exp(x);
+    else if constexpr (std::is_same_v<Op, op::Log>) return xsimd::log(x);
+    else if constexpr (std::is_same_v<Op, op::Tanh>) return xsimd::tanh(x);
+    else if constexpr (std::is_same_v<Op, op::Sigmoid>) return B(1) / (B(1) + xsimd::exp(-x));
+    else static_assert(sizeof(Op) == 0, "eval: unknown unary operator");
+  }
+}
+
+template <Types In, VT Want, class Op, class A, class B>
+auto eval(Binary<Op, A, B> const& e, Operands const& o) {
+  constexpr bool logical = std::is_same_v<Op, op::And> || std::is_same_v<Op, op::Or>;
+  constexpr bool compare = std::is_same_v<Op, op::Less> || std::is_same_v<Op, op::LessEqual> ||
+                           std::is_same_v<Op, op::Greater> || std::is_same_v<Op, op::GreaterEqual> ||
+                           std::is_same_v<Op, op::Equal> || std::is_same_v<Op, op::NotEqual>;
+  if constexpr (logical) {
+    auto const x = eval<In, VT::boolean>(e.a, o), y = eval<In, VT::boolean>(e.b, o);
+    if constexpr (std::is_same_v<Op, op::And>) return x & y;
+    else return x | y;
+  } else if constexpr (compare) {
+    constexpr VT T = resolve(unify("", A::infer(In), B::infer(In)).type, VT::f32);
+    auto x = eval<In, T>(e.a, o);
+    auto y = eval<In, T>(e.b, o);
+    if constexpr (T == VT::boolean) {
+      if constexpr (std::is_same_v<Op, op::Equal>) return ~(x ^ y);
+      else return x ^ y;
+    } else {
+      auto const cmp = [&](auto const& p, auto const& q) {
+        if constexpr (std::is_same_v<Op, op::Less>) return detail::to_mask(p < q);
+        else if constexpr (std::is_same_v<Op, op::LessEqual>) return detail::to_mask(p <= q);
+        else if constexpr (std::is_same_v<Op, op::Greater>) return detail::to_mask(p > q);
+        else if constexpr (std::is_same_v<Op, op::GreaterEqual>) return detail::to_mask(p >= q);
+        else if constexpr (std::is_same_v<Op, op::Equal>) return detail::to_mask(p == q);
+        else return detail::to_mask(p != q);
+      };
+      if constexpr (T == VT::u32) return cmp(detail::flip(x), detail::flip(y));
+      else return cmp(x, y);
+    }
+  } else {
+    constexpr VT T = resolve(Binary<Op, A, B>::infer(In).type, Want);
+    auto const x = eval<In, T>(e.a, o);
+    auto const y = eval<In, T>(e.b, o);
+    if constexpr (std::is_same_v<Op, op::Add>) return x + y;
+    else if constexpr (std::is_same_v<Op, op::Sub>) return x - y;
+    else if constexpr (std::is_same_v<Op, op::Mul>) return x * y;
+    else if constexpr (std::is_same_v<Op, op::Min>) return xsimd::min(x, y);
+    else if constexpr (std::is_same_v<Op, op::Max>) return xsimd::max(x, y);
+    else if constexpr (std::is_same_v<Op, op::Pow>) return xsimd::pow(x, y);
+    else if constexpr (std::is_same_v<Op, op::Div>) {
+      if constexpr (is_float(T)) {
+        return x / y;
+      } else {
+        // Integer division never traps: x / 0 is 0, and INT_MIN / -1 wraps to INT_MIN.
+        using S = scalar_t<T>;
+        return detail::lanewise(x, y, [](S p, S q) -> S {
+          if (q == 0) return 0;
+          if constexpr (std::is_signed_v<S>)
+            if (p == std::numeric_limits<S>::min() && q == -1) return p;
+          return static_cast<S>(p / q);
+        });
+      }
+    } else {
+      static_assert(sizeof(Op) == 0, "eval: unknown binary operator");
+    }
+  }
+}
+
+/// out[i] = e(operands at i) for i < n, computed in batches; the last partial batch is padded so every element
+/// sees the same instructions whatever its position. Operands may alias the output element for element.
+template <Types In, VT Out, class E>
+void evaluate(E const& e, Operands o, std::size_t num_operands, void* out, std::size_t n) {
+  constexpr std::size_t L = simd::lanes;
+  std::size_t i = 0;
+  for (; i + L <= n; i += L) {
+    o.offset = i;
+    detail::store<Out>(eval<In, Out>(e, o), out, i);
+  }
+  if (i == n) return;
+  std::size_t const rest = n - i;
+  alignas(64) std::byte buf[max_operands][L * 4] = {};
+  alignas(64) std::byte result[L * 4];
+  Operands t = o;
+  t.offset = 0;
+  auto const width = [](VT v) -> std::size_t { return v == VT::boolean ? 1 : v == VT::f16 ? 2 : 4; };
+  for (std::size_t k = 0; k < num_operands; ++k) {
+    if (t.scalar >> k & 1u) continue;
+    std::memcpy(buf[k], static_cast<std::byte const*>(o.ptr[k]) + i * width(In[k]), rest * width(In[k]));
+    t.ptr[k] = buf[k];
+  }
+  detail::store<Out>(eval<In, Out>(e, t), result, 0);
+  std::memcpy(static_cast<std::byte*>(out) + i * width(Out), result, rest * width(Out));
+}
+
+}  // namespace tilebsp::expr

@@ -1,0 +1,341 @@
+// ops::map: fused elementwise expressions over tensors, one vectorised vertex per piece of each tile's work.
+#pragma once
+
+#include <tilebsp/core/error.hpp>
+#include <tilebsp/core/graph.hpp>
+#include <tilebsp/core/mapping.hpp>
+#include <tilebsp/expr/eval.hpp>
+#include <tilebsp/expr/expr.hpp>
+#include <tilebsp/program/programs.hpp>
+#include <tilebsp/vertex/add_vertex.hpp>
+
+#include <boost/hana/pair.hpp>
+#include <boost/hana/string.hpp>
+#include <boost/hana/tuple.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace tilebsp {
+namespace ops {
+
+namespace detail {
+
+using expr::Types;
+using expr::VT;
+
+/// The vertex of a map: N operands of the value types In, an output of type Out, the expression (which carries
+/// its constants) and which operands are scalars broadcast to every element. Its fields are reflected through a
+/// hand-written Hana accessor list, since their number depends on N.
+template <class E, Types In, VT Out, std::size_t N>
+struct MapVertex {
+  template <std::size_t... I>
+  static auto make_inputs(std::index_sequence<I...>) -> std::tuple<input<expr::storage_t<In[I]>>...>;
+  using Inputs = decltype(make_inputs(std::make_index_sequence<N>{}));
+
+  Inputs ins;
+  output<expr::storage_t<Out>> out;
+  param<std::uint32_t> scalars;
+  param<E> e;
+
+  struct hana_accessors_impl {
+    template <std::size_t... I>
+    static constexpr auto apply(std::index_sequence<I...>) {
+      namespace hana = boost::hana;
+      return hana::make_tuple(
+          hana::make_pair(hana::string_c<'i', 'n', static_cast<char>('0' + I)>,
+                          [](auto&& v) -> decltype(auto) { return std::get<I>(v.ins); })...,
+          hana::make_pair(BOOST_HANA_STRING("out"), [](auto&& v) -> decltype(auto) { return (v.out); }),
+          hana::make_pair(BOOST_HANA_STRING("scalars"), [](auto&& v) -> decltype(auto) { return (v.scalars); }),
+          hana::make_pair(BOOST_HANA_STRING("expr"), [](auto&& v) -> decltype(auto) { return (v.e); }));
+    }
+    static constexpr auto apply() { return apply(std::make_index_sequence<N>{}); }
+  };
+
+  void compute() {
+    expr::Operands o;
+    o.scalar = scalars;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((o.ptr[I] = std::get<I>(ins).data()), ...);
+    }(std::make_index_sequence<N>{});
+    expr::evaluate<In, Out>(e.get(), o, N, out.data(), out.size());
+  }
+  /// IPU estimate: 64-bit vectors (2 f32 or 4 f16 lanes), one cycle per node and vector, plus setup.
+  std::uint64_t cycle_estimate() const {
+    std::uint64_t const w = Out == VT::f16 ? 4 : 2;
+    return 20 + (out.size() + w - 1) / w * std::max<std::uint64_t>(1, E::nodes);
+  }
+};
+
+/// NumPy broadcast of shapes; throws shape_error naming the op when they do not broadcast.
+inline Shape broadcast_shapes(char const* op, std::vector<Shape> const& shapes) {
+  std::size_t rank = 0;
+  for (auto const& s : shapes) rank = std::max(rank, s.size());
+  Shape out(rank, 1);
+  for (auto const& s : shapes)
+    for (std::size_t d = 0; d < s.size(); ++d) {
+      std::size_t& o = out[rank - s.size() + d];
+      if (s[d] == o || s[d] == 1) continue;
+      if (o != 1) {
+        std::string list;
+        for (auto const& x : shapes) list += (list.empty() ? "" : " and ") + to_string(x);
+        throw shape_error(std::string(op) + ": operand shapes " + list + " do not broadcast");
+      }
+      o = s[d];
+    }
+  return out;
+}
+
+template <VT... Fixed>
+constexpr Types make_types() {
+  Types t{};
+  t.fill(VT::any);
+  std::size_t i = 0;
+  ((t[i++] = Fixed), ...);
+  return t;
+}
+
+/// Calls leaf.template operator()<In>() with the value types of the operands, instantiating only the type
+/// combinations under which E type-checks.
+template <class E, std::size_t N, VT... Fixed, class F>
+void dispatch(std::array<VT, N> const& rt, F& leaf) {
+  constexpr std::size_t K = sizeof...(Fixed);
+  if constexpr (K == N) {
+    leaf.template operator()<make_types<Fixed...>()>();
+  } else {
+    auto const go = [&]<VT T>() {
+      if constexpr (E::infer(make_types<Fixed..., T>()).type != VT::error) dispatch<E, N, Fixed..., T>(rt, leaf);
+    };
+    switch (rt[K]) {
+      case VT::f32: go.template operator()<VT::f32>(); break;
+      case VT::f16: go.template operator()<VT::f16>(); break;
+      case VT::i32: go.template operator()<VT::i32>(); break;
+      case VT::u32: go.template operator()<VT::u32>(); break;
+      case VT::boolean: go.template operator()<VT::boolean>(); break;
+      default: break;
+    }
+  }
+}
+template <class F>
+void dispatch_out(VT t, F& leaf) {
+  switch (t) {
+    case VT::f32: leaf.template operator()<VT::f32>(); break;
+    case VT::f16: leaf.template operator()<VT::f16>(); break;
+    case VT::i32: leaf.template operator()<VT::i32>(); break;
+    case VT::u32: leaf.template operator()<VT::u32>(); break;
+    default: leaf.template operator()<VT::boolean>(); break;
+  }
+}
+
+/// Pieces of `out`'s flattened elements, per tile, cut so that each tile's work goes to at most `workers`
+/// vertices in chunks that are multiples of 16 elements (whole SIMD batches).
+inline std::vector<std::pair<std::size_t, Interval>> pieces(Graph const& g, Tensor const& out) {
+  std::map<std::size_t, std::vector<Interval>> by_tile;
+  for (auto const& [tile, r] : g.tile_mapping(out)) by_tile[tile].push_back(r);
+  std::vector<std::pair<std::size_t, Interval>> r;
+  std::size_t const workers = std::max<std::size_t>(1, g.target().workers_per_tile);
+  for (auto const& [tile, regions] : by_tile) {
+    std::size_t total = 0;
+    for (auto const& iv : regions) total += iv.size();
+    std::size_t const chunk = std::max<std::size_t>(16, ((total + workers - 1) / workers + 15) / 16 * 16);
+    for (auto const& iv : regions)
+      for (std::size_t b = iv.begin; b < iv.end; b += chunk) r.emplace_back(tile, Interval{b, std::min(iv.end, b + chunk)});
+  }
+  return r;
+}
+
+/// True when every element of `t` lives on `tile` (a tile of g's view).
+inline bool all_on(Graph const& g, Tensor const& t, std::size_t tile) {
+  bool ok = true;
+  tilebsp::detail::for_each_mapped(g.impl(), t, [&](std::int64_t, std::int64_t, std::uint32_t gt) {
+    ok = ok && gt == g.first_tile() + tile;
+  });
+  return ok;
+}
+
+enum class Mode { new_output, in_place, given_output };
+
+template <class E, std::size_t N>
+Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& ins, Tensor out, Mode mode,
+           char const* op) {
+  static_assert(N <= expr::max_operands, "map: at most 8 tensor operands");
+  if (E::max_index > N)
+    throw index_error(std::string(op) + ": the expression uses _" + std::to_string(E::max_index) + " but only " +
+                      std::to_string(N) + " tensor" + (N == 1 ? " was" : "s were") + " given");
+  std::vector<Shape> shapes;
+  std::array<VT, N> rt{};
+  Types types{};
+  types.fill(VT::any);
+  for (std::size_t k = 0; k < N; ++k) {
+    g.check_tensor(op, ins[k]);
+    shapes.push_back(ins[k].shape());
+    rt[k] = types[k] = expr::vt_of(ins[k].element_type());
+    if (rt[k] == VT::error)
+      throw type_error(std::string(op) + ": operand _" + std::to_string(k + 1) + " is u8, which expressions do not "
+                       "support (use an i32 or u32 tensor)");
+  }
+  if (mode != Mode::new_output) {
+    g.check_tensor(op, out);
+    shapes.push_back(out.shape());
+  }
+  Shape const shape = broadcast_shapes(op, shapes);
+  if (mode != Mode::new_output && out.shape() != shape)
+    throw shape_error(std::string(op) + ": the output " + to_string(out.shape()) + " would have to be broadcast to " +
+                      to_string(shape) + (mode == Mode::in_place ? "; a broadcast tensor cannot be written in place" : ""));
+  expr::Inferred const inferred = E::infer(types);
+  if (inferred.type == VT::error) throw type_error(std::string(op) + ": " + expr::describe(inferred));
+  VT result = inferred.type == VT::weak || inferred.type == VT::any ? VT::f32 : inferred.type;
+  if (mode != Mode::new_output) {
+    VT const want = expr::vt_of(out.element_type());
+    if (inferred.type == VT::weak || inferred.type == VT::any) result = want;
+    else if (want != result)
+      throw type_error(std::string(op) + ": the expression gives " + expr::name_of(result) + " but the output holds " +
+                       std::string(name_of(out.element_type())) + " (use cast<T>)");
+    if (want == VT::error) throw type_error(std::string(op) + ": u8 outputs are not supported");
+  }
+  if (mode == Mode::new_output) {
+    out = g.add_variable(expr::element_of(result), shape, op);
+    std::size_t largest = N;
+    for (std::size_t k = 0; k < N; ++k)
+      if (ins[k].shape() == shape && (largest == N || ins[k].num_elements() > ins[largest].num_elements())) largest = k;
+    if (largest < N) {
+      Tensor const flat = out.flatten();
+      for (auto const& [tile, r] : g.tile_mapping(ins[largest])) g.set_tile_mapping(flat.slice(r), tile);
+    } else {
+      map_linearly(g, out);
+    }
+  }
+  if (out.num_elements() == 0) return out;
+
+  // Operands as flat views over the output's elements; scalars stay one element.
+  std::array<Tensor, N> flat;
+  std::uint32_t scalar_mask = 0;
+  for (std::size_t k = 0; k < N; ++k) {
+    if (ins[k].num_elements() == 1) {
+      flat[k] = ins[k].flatten();
+      scalar_mask |= 1u << k;
+    } else {
+      flat[k] = ins[k].broadcast(shape).flatten();
+    }
+  }
+  Tensor const out_flat = out.flatten();
+  Sequence exchange;
+  ComputeSet const cs = g.add_compute_set(op);
+  std::map<std::pair<std::size_t, std::size_t>, Tensor> local_scalars;  // (operand, tile) -> copy on the tile
+  std::vector<std::pair<std::size_t, Interval>> const work = pieces(g, out_flat);
+
+  auto leaf_out = [&]<Types In, VT Out>() {
+    using V = MapVertex<E, In, Out, N>;
+    for (auto const& [tile, r] : work) {
+      std::array<Tensor, N> conn;
+      if constexpr (N > 0) {
+        for (std::size_t k = 0; k < N; ++k) {
+          Tensor view = scalar_mask >> k & 1u ? flat[k] : flat[k].slice(r);
+          if (!all_on(g, view, tile)) {
+            auto const key = std::pair{k, tile};
+            if (scalar_mask >> k & 1u) {
+              auto it = local_scalars.find(key);
+              if (it == local_scalars.end()) {
+                Tensor copy = g.add_variable(view.element_type(), {1}, std::string(op) + "/scalar", {.temporary = true});
+                g.set_tile_mapping(copy, tile);
+                exchange.add(tilebsp::copy(view, copy));
+                it = local_scalars.emplace(key, copy).first;
+              }
+              view = it->second;
+            } else {
+              Tensor copy = g.add_variable(view.element_type(), {r.size()}, std::string(op) + "/operand", {.temporary = true});
+              g.set_tile_mapping(copy, tile);
+              exchange.add(tilebsp::copy(view, copy));
+              view = copy;
+            }
+          }
+          conn[k] = view;
+        }
+      }
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        g.add_vertex<V>(cs, tile, conn[I]..., out_flat.slice(r), scalar_mask, e);
+      }(std::make_index_sequence<N>{});
+    }
+  };
+  auto leaf = [&]<Types In>() {
+    constexpr VT R = E::infer(In).type;
+    if constexpr (R == VT::weak || R == VT::any) {
+      auto with_inputs = [&]<VT Out>() { leaf_out.template operator()<In, Out>(); };
+      dispatch_out(result, with_inputs);
+    } else {
+      leaf_out.template operator()<In, R>();
+    }
+  };
+  dispatch<E>(rt, leaf);
+  if (exchange.size() > 0) prog.add(std::move(exchange));
+  prog.add(execute(cs));
+  return out;
+}
+
+template <class... T>
+concept Tensors = (std::same_as<std::remove_cvref_t<T>, Tensor> && ...);
+
+}  // namespace detail
+
+/// A new tensor holding expr applied elementwise to the operands (NumPy broadcasting), mapped like the largest
+/// operand of the output's shape. Appends any exchanges and one compute set to `prog`.
+/// Throws index_error (placeholder beyond the operands), shape_error (shapes that do not broadcast) and
+/// type_error (element types mixed without a cast, or an operator that does not take a type).
+template <expr::ExprLike E, class... T>
+  requires detail::Tensors<T...>
+Tensor map(Graph& g, Sequence& prog, E const& e, T const&... operands) {
+  return detail::map(g, prog, e, std::array<Tensor, sizeof...(T)>{operands...}, Tensor{}, detail::Mode::new_output, "map");
+}
+/// Writes expr into the first operand, which must already have the broadcast shape.
+template <expr::ExprLike E, class... T>
+  requires detail::Tensors<T...>
+void map_in_place(Graph& g, Sequence& prog, E const& e, Tensor const& first, T const&... operands) {
+  detail::map(g, prog, e, std::array<Tensor, sizeof...(T) + 1>{first, operands...}, first, detail::Mode::in_place,
+              "map_in_place");
+}
+/// Writes expr into `out`, whose shape must be the operands' broadcast shape and whose type the expression's.
+template <expr::ExprLike E, class... T>
+  requires detail::Tensors<T...>
+void map_with_output(Graph& g, Sequence& prog, E const& e, Tensor const& out, T const&... operands) {
+  detail::map(g, prog, e, std::array<Tensor, sizeof...(T)>{operands...}, out, detail::Mode::given_output,
+              "map_with_output");
+}
+
+/// a + b
+inline Tensor add(Graph& g, Sequence& prog, Tensor const& a, Tensor const& b) { return map(g, prog, expr::_1 + expr::_2, a, b); }
+/// a - b
+inline Tensor sub(Graph& g, Sequence& prog, Tensor const& a, Tensor const& b) { return map(g, prog, expr::_1 - expr::_2, a, b); }
+/// a * b
+inline Tensor mul(Graph& g, Sequence& prog, Tensor const& a, Tensor const& b) { return map(g, prog, expr::_1 * expr::_2, a, b); }
+/// max(a, 0)
+inline Tensor relu(Graph& g, Sequence& prog, Tensor const& a) { return map(g, prog, expr::relu(expr::_1), a); }
+/// a += k * b (the SGD update when b is a gradient and k = -learning rate).
+inline void scaled_add(Graph& g, Sequence& prog, Tensor const& a, Tensor const& b, double k) {
+  map_in_place(g, prog, expr::_1 + expr::_2 * k, a, b);
+}
+/// Sets every element of t to value.
+inline void fill(Graph& g, Sequence& prog, Tensor const& t, double value) {
+  map_with_output(g, prog, expr::constant(value), t);
+}
+/// A new tensor holding t converted to `type` (f32, f16, i32, u32 or bool).
+inline Tensor cast(Graph& g, Sequence& prog, Tensor const& t, ElementType type) {
+  using namespace expr;
+  switch (type) {
+    case ElementType::f32: return map(g, prog, expr::cast<float>(_1), t);
+    case ElementType::f16: return map(g, prog, expr::cast<half>(_1), t);
+    case ElementType::i32: return map(g, prog, expr::cast<std::int32_t>(_1), t);
+    case ElementType::u32: return map(g, prog, expr::cast<std::uint32_t>(_1), t);
+    case ElementType::boolean: return map(g, prog, expr::cast<bool>(_1), t);
+    case ElementType::u8: break;
+  }
+  throw type_error("cast: u8 is not a supported target type");
+}
+
+}  // namespace ops
+}  // namespace tilebsp

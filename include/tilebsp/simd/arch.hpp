@@ -1,0 +1,64 @@
+// The SIMD architecture tilebsp's kernels compile for, and f16 <-> f32 batch conversion.
+#pragma once
+
+#include <tilebsp/core/half.hpp>
+
+#include <xsimd/xsimd.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+namespace tilebsp::simd {
+
+/// The best instruction set enabled at compile time (AVX-512 with -march=native on this machine; SSE2 on a
+/// plain x86-64 build). Kernels are instantiated for this one architecture.
+using arch = xsimd::default_arch;
+template <class T>
+using batch = xsimd::batch<T, arch>;
+using mask = xsimd::batch_bool<float, arch>;
+/// Lanes of a 32-bit batch.
+inline constexpr std::size_t lanes = batch<float>::size;
+
+/// Loads `lanes` halves as floats (F16C when the target has it).
+inline batch<float> load_f16(half const* p) noexcept {
+#if defined(__F16C__) && defined(__AVX512F__)
+  static_assert(lanes == 16);
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<__m256i const*>(p)));
+#elif defined(__F16C__) && defined(__AVX__)
+  static_assert(lanes == 8);
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<__m128i const*>(p)));
+#else
+  alignas(64) float tmp[lanes];
+  for (std::size_t i = 0; i < lanes; ++i) tmp[i] = p[i];
+  return batch<float>::load_aligned(tmp);
+#endif
+}
+
+/// Stores a batch of floats as halves, rounding to nearest even.
+inline void store_f16(batch<float> const& x, half* p) noexcept {
+#if defined(__F16C__) && defined(__AVX512F__)
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+#elif defined(__F16C__) && defined(__AVX__)
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+#else
+  alignas(64) float tmp[lanes];
+  x.store_aligned(tmp);
+  for (std::size_t i = 0; i < lanes; ++i) p[i] = half(tmp[i]);
+#endif
+}
+
+/// Reinterprets the bits of a 32-bit integer batch as another 32-bit integer type.
+template <class To, class From>
+batch<To> reinterpret(batch<From> const& x) noexcept {
+#if defined(__SSE2__)
+  return batch<To>(x.data);  // x86 integer registers (__m128i, __m256i, __m512i) do not carry the element type
+#else
+  return xsimd::bitwise_cast<To>(x);
+#endif
+}
+
+}  // namespace tilebsp::simd
