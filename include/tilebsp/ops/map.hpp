@@ -14,6 +14,7 @@
 #include <boost/hana/tuple.hpp>
 
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -231,7 +232,7 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
   std::vector<std::pair<std::size_t, Interval>> const work = pieces(g, out_flat);
 
   auto leaf_out = [&]<Types In, VT Out>() {
-    using V = MapVertex<E, In, Out, N>;
+    using Vertex = MapVertex<E, In, Out, N>;
     for (auto const& [tile, r] : work) {
       std::array<Tensor, N> conn;
       if constexpr (N > 0) {
@@ -259,7 +260,7 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
         }
       }
       [&]<std::size_t... I>(std::index_sequence<I...>) {
-        g.add_vertex<V>(cs, tile, conn[I]..., out_flat.slice(r), scalar_mask, e);
+        g.add_vertex<Vertex>(cs, tile, conn[I]..., out_flat.slice(r), scalar_mask, e);
       }(std::make_index_sequence<N>{});
     }
   };
@@ -272,7 +273,7 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
       leaf_out.template operator()<In, R>();
     }
   };
-  dispatch<E>(rt, leaf);
+  if constexpr (E::max_index <= N) dispatch<E>(rt, leaf);  // otherwise the index_error above was thrown
   if (exchange.size() > 0) prog.add(std::move(exchange));
   prog.add(execute(cs));
   return out;
@@ -307,24 +308,31 @@ void map_with_output(Graph& g, Sequence& prog, E const& e, Tensor const& out, T 
               "map_with_output");
 }
 
-/// a + b
-inline Tensor add(Graph& g, Sequence& prog, Tensor const& a, Tensor const& b) { return map(g, prog, expr::_1 + expr::_2, a, b); }
+/// a + b. (The helpers are templates so that only the ones a program uses are instantiated.)
+template <std::same_as<Tensor> T>
+T add(Graph& g, Sequence& prog, T const& a, T const& b) { return map(g, prog, expr::_1 + expr::_2, a, b); }
 /// a - b
-inline Tensor sub(Graph& g, Sequence& prog, Tensor const& a, Tensor const& b) { return map(g, prog, expr::_1 - expr::_2, a, b); }
+template <std::same_as<Tensor> T>
+T sub(Graph& g, Sequence& prog, T const& a, T const& b) { return map(g, prog, expr::_1 - expr::_2, a, b); }
 /// a * b
-inline Tensor mul(Graph& g, Sequence& prog, Tensor const& a, Tensor const& b) { return map(g, prog, expr::_1 * expr::_2, a, b); }
+template <std::same_as<Tensor> T>
+T mul(Graph& g, Sequence& prog, T const& a, T const& b) { return map(g, prog, expr::_1 * expr::_2, a, b); }
 /// max(a, 0)
-inline Tensor relu(Graph& g, Sequence& prog, Tensor const& a) { return map(g, prog, expr::relu(expr::_1), a); }
+template <std::same_as<Tensor> T>
+T relu(Graph& g, Sequence& prog, T const& a) { return map(g, prog, expr::relu(expr::_1), a); }
 /// a += k * b (the SGD update when b is a gradient and k = -learning rate).
-inline void scaled_add(Graph& g, Sequence& prog, Tensor const& a, Tensor const& b, double k) {
+template <std::same_as<Tensor> T>
+void scaled_add(Graph& g, Sequence& prog, T const& a, T const& b, double k) {
   map_in_place(g, prog, expr::_1 + expr::_2 * k, a, b);
 }
 /// Sets every element of t to value.
-inline void fill(Graph& g, Sequence& prog, Tensor const& t, double value) {
+template <std::same_as<Tensor> T>
+void fill(Graph& g, Sequence& prog, T const& t, double value) {
   map_with_output(g, prog, expr::constant(value), t);
 }
 /// A new tensor holding t converted to `type` (f32, f16, i32, u32 or bool).
-inline Tensor cast(Graph& g, Sequence& prog, Tensor const& t, ElementType type) {
+template <std::same_as<Tensor> T>
+T cast(Graph& g, Sequence& prog, T const& t, ElementType type) {
   using namespace expr;
   switch (type) {
     case ElementType::f32: return map(g, prog, expr::cast<float>(_1), t);

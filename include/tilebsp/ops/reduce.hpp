@@ -9,6 +9,7 @@
 #include <tilebsp/vertex/add_vertex.hpp>
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -195,8 +196,9 @@ Tensor reduce_as(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::siz
 /// Reduces t over `dims` with `op`, accumulating in f32; the result has t's element type and the remaining
 /// dimensions (rank 0 when all are reduced). The cross-tile order is fixed, so results do not depend on the
 /// number of host threads. Throws index_error for a dimension out of range.
-inline Tensor reduce(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::size_t> const& dims, ReduceOp op,
-                     std::string const& name = "reduce") {
+template <std::same_as<Tensor> T>
+T reduce(Graph& g, Sequence& prog, T const& t, std::vector<std::size_t> const& dims, ReduceOp op,
+         std::string const& name = "reduce") {
   g.check_tensor("reduce", t);
   switch (op) {
     case ReduceOp::add: return detail::reduce_as<ReduceOp::add>(g, prog, t, dims, name);

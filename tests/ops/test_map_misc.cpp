@@ -1,0 +1,154 @@
+// ops::map: broadcasting, operands on other tiles, in-place and given outputs, helpers, errors, determinism.
+#include "helpers.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+namespace tb = tilebsp;
+using namespace tb::expr;
+
+TEST_CASE("NumPy broadcasting: [N, C] + [C], [N, 1] * [1, C], rank extension") {
+  tb::Graph g{tb::targets::tiny(8)};
+  auto x = g.add_variable<float>({6, 5}, "x"), bias = g.add_variable<float>({5}, "bias");
+  auto col = g.add_variable<float>({6, 1}, "col"), row = g.add_variable<float>({1, 5}, "row");
+  tb::map_linearly(g, x);
+  g.set_tile_mapping(bias, 3);  // lives on one tile: the other tiles need it exchanged
+  tb::map_linearly(g, col);
+  tb::map_linearly(g, row);
+  tb::Sequence prog;
+  auto y = tb::ops::map(g, prog, _1 + _2, x, bias);
+  auto outer = tb::ops::map(g, prog, _1 * _2, col, row);
+  CHECK(y.shape() == tb::Shape{6, 5});
+  CHECK(outer.shape() == tb::Shape{6, 5});
+  tb::Engine e{tb::compile(g, prog), {.host_threads = 3}};
+  std::vector<float> xv(30), bv{1, 2, 3, 4, 5}, cv{1, 2, 3, 4, 5, 6}, rv{10, 20, 30, 40, 50};
+  for (std::size_t i = 0; i < 30; ++i) xv[i] = static_cast<float>(i);
+  e.write(x, xv);
+  e.write(bias, bv);
+  e.write(col, cv);
+  e.write(row, rv);
+  e.run();
+  auto yv = e.read<float>(y), ov = e.read<float>(outer);
+  for (std::size_t i = 0; i < 6; ++i)
+    for (std::size_t j = 0; j < 5; ++j) {
+      CHECK(yv[i * 5 + j] == xv[i * 5 + j] + bv[j]);
+      CHECK(ov[i * 5 + j] == cv[i] * rv[j]);
+    }
+}
+
+TEST_CASE("the output is mapped like the largest operand; misaligned operands are exchanged") {
+  tb::Graph g{tb::targets::tiny(4)};
+  auto a = g.add_variable<float>({64}, "a"), b = g.add_variable<float>({64}, "b");
+  tb::map_linearly(g, a);                                  // 16 per tile
+  for (std::size_t t = 0; t < 4; ++t) g.set_tile_mapping(b.slice(t * 16, t * 16 + 16), 3 - t);  // reversed
+  tb::Sequence prog;
+  auto c = tb::ops::map(g, prog, _1 - _2, a, b);
+  CHECK(g.tile_mapping(c).regions_on(0) == std::vector<tb::Interval>{{0, 16}});
+  auto exe = tb::compile(g, prog);
+  CHECK(exe.schedule().exchanges.size() == 1);  // b's pieces move to a's tiles
+  tb::Engine e{std::move(exe), {.host_threads = 2}};
+  std::vector<float> av(64), bv(64);
+  for (std::size_t i = 0; i < 64; ++i) av[i] = 3.0f * i, bv[i] = 1.0f * i;
+  e.write(a, av);
+  e.write(b, bv);
+  e.run();
+  auto cv = e.read<float>(c);
+  for (std::size_t i = 0; i < 64; ++i) CHECK(cv[i] == 2.0f * i);
+}
+
+TEST_CASE("map_in_place, map_with_output and the named helpers") {
+  tb::Graph g{tb::targets::tiny(4)};
+  auto w = g.add_variable<float>({100}, "w"), grad = g.add_variable<float>({100}, "grad");
+  auto out = g.add_variable<float>({100}, "out"), f = g.add_variable<tb::half>({100}, "f");
+  for (auto const& t : {w, grad, out, f}) tb::map_linearly(g, t);
+  tb::Sequence prog;
+  tb::ops::scaled_add(g, prog, w, grad, -0.5);  // w -= 0.5 * grad
+  tb::ops::map_with_output(g, prog, _1 * _2, out, w, grad);
+  auto sum = tb::ops::add(g, prog, w, grad);
+  auto diff = tb::ops::sub(g, prog, w, grad);
+  auto prod = tb::ops::mul(g, prog, w, grad);
+  auto pos = tb::ops::relu(g, prog, diff);
+  tb::ops::fill(g, prog, f, 2.5);
+  auto ints = tb::ops::cast(g, prog, sum, tb::i32);
+  auto halves = tb::ops::cast(g, prog, sum, tb::f16);
+  CHECK(ints.element_type() == tb::i32);
+  CHECK(halves.element_type() == tb::f16);
+  tb::Engine e{tb::compile(g, prog), {.host_threads = 2}};
+  std::vector<float> wv(100), gv(100);
+  for (std::size_t i = 0; i < 100; ++i) wv[i] = float(i), gv[i] = 2.0f;
+  e.write(w, wv);
+  e.write(grad, gv);
+  e.run();
+  auto const W = e.read<float>(w);
+  for (std::size_t i = 0; i < 100; ++i) {
+    float const nw = float(i) - 1.0f;
+    CHECK(W[i] == nw);
+    CHECK(e.read<float>(out)[i] == nw * 2.0f);
+    CHECK(e.read<float>(sum)[i] == nw + 2.0f);
+    CHECK(e.read<float>(diff)[i] == nw - 2.0f);
+    CHECK(e.read<float>(prod)[i] == nw * 2.0f);
+    CHECK(e.read<float>(pos)[i] == std::max(0.0f, nw - 2.0f));
+    CHECK(float(e.read<tb::half>(f)[i]) == 2.5f);
+    CHECK(e.read<std::int32_t>(ints)[i] == static_cast<std::int32_t>(nw + 2.0f));
+  }
+}
+
+TEST_CASE("map errors: shapes, placeholders, mixed types, in-place broadcast, unsupported operands") {
+  tb::Graph g{tb::targets::tiny(2)};
+  auto a = g.add_variable<float>({3}, "a"), b = g.add_variable<float>({4}, "b");
+  auto i = g.add_variable<std::int32_t>({3}, "i"), m = g.add_variable<float>({2, 3}, "m");
+  auto u = g.add_variable<std::uint8_t>({3}, "u");
+  for (auto const& t : {a, b, i, m, u}) tb::map_linearly(g, t);
+  tb::Sequence prog;
+  CHECK_THROWS_WITH_AS(tb::ops::map(g, prog, _1 + _2, a, b), "map: operand shapes [3] and [4] do not broadcast",
+                       tb::shape_error);
+  CHECK_THROWS_WITH_AS(tb::ops::map(g, prog, _1 + _3, a, a), "map: the expression uses _3 but only 2 tensors were given",
+                       tb::index_error);
+  CHECK_THROWS_WITH_AS(tb::ops::map(g, prog, _1 + _2, a, i),
+                       "map: mixing element types without a cast: operator '+' has f32 and i32 operands (use cast<T>)",
+                       tb::type_error);
+  CHECK_NOTHROW(tb::ops::map(g, prog, _1 + cast<float>(_2), a, i));
+  CHECK_THROWS_WITH_AS(tb::ops::map(g, prog, exp(_1), i), "map: operator 'exp' does not accept a i32 operand",
+                       tb::type_error);
+  CHECK_THROWS_WITH_AS(tb::ops::map(g, prog, select(_1, _1, _1), a), "map: operator 'select' does not accept a f32 operand",
+                       tb::type_error);
+  CHECK_THROWS_WITH_AS(tb::ops::map_in_place(g, prog, _1 + _2, a, m),
+                       "map_in_place: the output [3] would have to be broadcast to [2, 3]; a broadcast tensor cannot be "
+                       "written in place",
+                       tb::shape_error);
+  CHECK_THROWS_WITH_AS(tb::ops::map_with_output(g, prog, _1 < _2, a, a, a),
+                       "map_with_output: the expression gives bool but the output holds f32 (use cast<T>)", tb::type_error);
+  CHECK_THROWS_AS(tb::ops::map(g, prog, _1 + 1, u), tb::type_error);
+  CHECK_THROWS_AS(tb::ops::cast(g, prog, a, tb::u8), tb::type_error);
+}
+
+TEST_CASE("map and reduce results are bitwise identical for 1, 2, 3 and 7 host threads") {
+  auto run = [](std::size_t threads) {
+    tb::Graph g{tb::targets::tiny(13, 1 << 20)};
+    auto x = g.add_variable<float>({50000}, "x"), y = g.add_variable<float>({50000}, "y");
+    tb::map_linearly(g, x);
+    tb::map_linearly(g, y, {.grain = 7});
+    tb::Sequence prog;
+    auto z = tb::ops::map(g, prog, tanh(_1 * 0.37f + _2) * exp(-square(_2)) / (abs(_1) + 1), x, y);
+    auto s = tb::ops::reduce(g, prog, z.reshape({100, 500}), {1}, tb::ops::ReduceOp::add);
+    auto l = tb::ops::reduce(g, prog, z, {0}, tb::ops::ReduceOp::log_add);
+    tb::Engine e{tb::compile(g, prog), {.host_threads = threads}};
+    std::vector<float> xv(50000), yv(50000);
+    for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = std::sin(0.001f * i) * 3, yv[i] = std::cos(0.0013f * i);
+    e.write(x, xv);
+    e.write(y, yv);
+    e.run();
+    auto r = e.read<float>(z);
+    auto sv = e.read<float>(s);
+    r.insert(r.end(), sv.begin(), sv.end());
+    r.push_back(e.read<float>(l)[0]);
+    return r;
+  };
+  auto const ref = run(1);
+  for (std::size_t t : {2, 3, 7}) {
+    auto const r = run(t);
+    REQUIRE(r.size() == ref.size());
+    CHECK(std::memcmp(r.data(), ref.data(), r.size() * sizeof(float)) == 0);
+  }
+}

@@ -1,0 +1,111 @@
+// ops::reduce against a double-precision reference, over any set of dimensions, f32 and f16.
+#include "ops/map_harness.hpp"
+
+#include <functional>
+#include <limits>
+
+namespace tb = tilebsp;
+using Op = tb::ops::ReduceOp;
+
+namespace {
+
+double ref_fold(Op op, std::vector<double> const& xs) {
+  double const inf = std::numeric_limits<double>::infinity();
+  double acc = op == Op::mul ? 1 : op == Op::max || op == Op::log_add ? -inf : op == Op::min ? inf : 0;
+  if (op == Op::log_add) {
+    if (xs.empty()) return -inf;
+    double m = -inf;
+    for (double x : xs) m = std::max(m, x);
+    double s = 0;
+    for (double x : xs) s += std::exp(x - m);
+    return m + std::log(s);
+  }
+  for (double x : xs) {
+    switch (op) {
+      case Op::add: acc += x; break;
+      case Op::mul: acc *= x; break;
+      case Op::max: acc = std::max(acc, x); break;
+      case Op::min: acc = std::min(acc, x); break;
+      case Op::square_add: acc += x * x; break;
+      default: break;
+    }
+  }
+  return acc;
+}
+
+/// Reduces a tensor of `shape` over `dims` on a 7-tile target and checks every output against double math.
+template <class T>
+void check_reduce(Op op, tb::Shape const& shape, std::vector<std::size_t> const& dims, double lo, double hi) {
+  INFO("op " << static_cast<int>(op) << " shape " << tb::to_string(shape) << " dims " << tb::to_string(dims));
+  tb::Graph g{tb::targets::tiny(7, 8 << 20)};
+  auto t = g.add_variable<T>(shape, "t");
+  tb::map_linearly(g, t, {.grain = 5});
+  tb::Sequence prog;
+  auto r = tb::ops::reduce(g, prog, t, dims, op);
+  tb::Engine e{tb::compile(g, prog), {.host_threads = 2}};
+  auto values = tbt::random_values<T>(t.num_elements(), lo, hi, 42);
+  if (!values.empty()) e.write(t, values);
+  e.run();
+  auto const got = e.read<T>(r);
+  // Reference: walk every element, accumulate into its output index.
+  std::size_t const rank = shape.size();
+  std::vector<bool> red(rank, false);
+  for (auto d : dims) red[d] = true;
+  std::vector<std::vector<double>> groups(got.size());
+  std::vector<std::size_t> idx(rank, 0);
+  for (std::size_t flat = 0; flat < values.size(); ++flat) {
+    std::size_t out = 0;
+    for (std::size_t d = 0; d < rank; ++d)
+      if (!red[d]) out = out * shape[d] + idx[d];
+    groups[out].push_back(static_cast<double>(static_cast<float>(values[flat])));
+    for (std::size_t d = rank; d-- > 0;)
+      if (++idx[d] < shape[d]) break;
+      else idx[d] = 0;
+  }
+  bool const f16 = std::is_same_v<T, tb::half>;
+  for (std::size_t k = 0; k < got.size(); ++k) {
+    double const want = ref_fold(op, groups[k]);
+    double scale = 0;  // error bound grows with the magnitudes summed
+    for (double x : groups[k]) scale += op == Op::square_add ? x * x : std::abs(x);
+    double const tol = (f16 ? 1e-3 : 1e-5) * std::max({std::abs(want), scale * (op == Op::add || op == Op::square_add ? 1e-1 : 0), 1e-3});
+    INFO("output " << k);
+    CHECK(tbt::close<T>(got[k], want, 0, tol));
+  }
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("every reduction over every dimension set", T, float, tb::half) {
+  for (Op op : {Op::add, Op::max, Op::min, Op::square_add, Op::log_add}) {
+    check_reduce<T>(op, {1000}, {0}, -2, 2);
+    check_reduce<T>(op, {37, 53}, {0}, -2, 2);
+    check_reduce<T>(op, {37, 53}, {1}, -2, 2);
+    check_reduce<T>(op, {37, 53}, {0, 1}, -2, 2);
+    check_reduce<T>(op, {4, 5, 6}, {0, 2}, -2, 2);
+    check_reduce<T>(op, {4, 5, 6}, {}, -2, 2);
+  }
+  check_reduce<T>(Op::mul, {300}, {0}, 0.99, 1.01);
+  check_reduce<T>(Op::mul, {20, 30}, {1}, 0.9, 1.1);
+}
+
+TEST_CASE("reductions of every tested length, including empty ones") {
+  for (std::size_t n : tbt::lengths()) {
+    check_reduce<float>(Op::add, {n}, {0}, -1, 1);
+    check_reduce<float>(Op::max, {n}, {0}, -1, 1);
+  }
+  check_reduce<float>(Op::add, {0, 4}, {0}, -1, 1);  // identity for empty rows
+  check_reduce<float>(Op::add, {4, 0}, {0}, -1, 1);  // empty output
+}
+
+TEST_CASE("reduce errors") {
+  tb::Graph g{tb::targets::tiny(2)};
+  auto t = g.add_variable<float>({3, 4}, "t");
+  auto i = g.add_variable<std::int32_t>({3}, "i");
+  tb::Sequence prog;
+  CHECK_THROWS_WITH_AS(tb::ops::reduce(g, prog, t, {2}, Op::add), "reduce: dimension 2 out of range for rank 2",
+                       tb::index_error);
+  CHECK_THROWS_WITH_AS(tb::ops::reduce(g, prog, t, {1, 1}, Op::add), "reduce: dimension 1 is listed twice",
+                       tb::shape_error);
+  CHECK_THROWS_WITH_AS(tb::ops::reduce(g, prog, i, {0}, Op::add), "reduce: only f32 and f16 tensors can be reduced, not i32",
+                       tb::type_error);
+}
