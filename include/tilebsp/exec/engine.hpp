@@ -102,6 +102,8 @@ inline std::vector<std::vector<CopyOp>> split_copies(std::vector<CopyOp> const& 
 }
 
 struct WorkItem {
+  std::size_t tile = 0;
+  std::size_t size = 0;  ///< bytes per vertex object
   void (*compute)(void*, std::size_t) = nullptr;
   void* first = nullptr;
   std::size_t count = 0;
@@ -359,7 +361,7 @@ class Engine : public HostContext {
       off += ops->size;
       ops->copy_construct(obj, rec.prototype.get());
       objects_.emplace_back(ops, obj);
-      detail::WorkItem item{ops->compute, obj, 1, static_cast<std::uint32_t>(e.gathers.size()), 0,
+      detail::WorkItem item{rec.tile, ops->size, ops->compute, obj, 1, static_cast<std::uint32_t>(e.gathers.size()), 0,
                             static_cast<std::uint32_t>(e.scatters.size()), 0, pv.cycles};
       std::vector<detail::FieldBinding> b(rec.fields.size());
       for (std::uint32_t fi = 0; fi < rec.fields.size(); ++fi) {
@@ -394,31 +396,42 @@ class Engine : public HostContext {
       ops->bind(obj, b.data());
       item.gather_end = static_cast<std::uint32_t>(e.gathers.size());
       item.scatter_end = static_cast<std::uint32_t>(e.scatters.size());
-      bool const staged = item.gather_begin != item.gather_end || item.scatter_begin != item.scatter_end;
-      if (!e.items.empty() && !staged) {
-        auto& p = e.items.back();
-        bool const p_staged = p.gather_begin != p.gather_end || p.scatter_begin != p.scatter_end;
-        if (!p_staged && p.compute == item.compute &&
-            static_cast<std::byte*>(p.first) + p.count * ops->size == static_cast<std::byte*>(obj)) {
-          ++p.count;
-          p.weight += item.weight;
-          continue;
-        }
-      }
       e.items.push_back(item);
     }
-    // Deal items to threads by estimated work, in order.
+    // Deal tiles (their items) to threads by estimated work, in order.
     std::uint64_t total = 0;
     for (auto const& it : e.items) total += it.weight;
-    e.split.assign(threads_ + 1, e.items.size());
-    e.split[0] = 0;
+    std::vector<std::size_t> split(threads_ + 1, e.items.size());
+    split[0] = 0;
     std::uint64_t acc = 0;
     std::size_t i = 0;
     for (unsigned t = 1; t < threads_; ++t) {
       std::uint64_t const goal = total * t / threads_;
       while (i < e.items.size() && acc + e.items[i].weight / 2 < goal) acc += e.items[i++].weight;
-      e.split[t] = i;
+      while (i > 0 && i < e.items.size() && e.items[i].tile == e.items[i - 1].tile) acc += e.items[i++].weight;
+      split[t] = i;
     }
+    // Within each thread's share, runs of same-type vertices stored contiguously become one call.
+    std::vector<detail::WorkItem> merged;
+    e.split.assign(threads_ + 1, 0);
+    for (unsigned t = 0; t < threads_; ++t) {
+      e.split[t] = merged.size();
+      for (std::size_t k = split[t]; k < split[t + 1]; ++k) {
+        auto const& it = e.items[k];
+        auto const staged = [](detail::WorkItem const& w) {
+          return w.gather_begin != w.gather_end || w.scatter_begin != w.scatter_end;
+        };
+        if (merged.size() > e.split[t] && !staged(it) && !staged(merged.back()) && merged.back().compute == it.compute &&
+            static_cast<std::byte*>(merged.back().first) + merged.back().count * it.size == static_cast<std::byte*>(it.first)) {
+          merged.back().count += it.count;
+          merged.back().weight += it.weight;
+        } else {
+          merged.push_back(it);
+        }
+      }
+    }
+    e.split[threads_] = merged.size();
+    e.items = std::move(merged);
     return e;
   }
   static detail::Staging const* find_staging(detail::PlacedVertex const& pv, std::uint32_t field, std::uint32_t item) {

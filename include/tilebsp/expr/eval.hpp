@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <algorithm>
 #include <limits>
 #include <type_traits>
 
@@ -43,6 +44,11 @@ struct Operands {
   void const* ptr[max_operands] = {};
   std::uint32_t scalar = 0;
   std::size_t offset = 0;
+};
+/// Operands as the kernels see them: when Scalars is false no operand is a scalar and the check compiles away.
+template <bool Scalars>
+struct Access : Operands {
+  static constexpr bool scalars = Scalars;
 };
 
 namespace detail {
@@ -119,27 +125,28 @@ value_t<T> convert(value_t<F> const& x) {
 
 // ---- evaluation of each node kind ----------------------------------------------------------------------
 
-template <Types In, VT Want, std::size_t I>
-value_t<resolve(In[I - 1], Want)> eval(Placeholder<I> const&, Operands const& o) {
+template <Types In, VT Want, std::size_t I, class O>
+value_t<resolve(In[I - 1], Want)> eval(Placeholder<I> const&, O const& o) {
   constexpr VT T = In[I - 1];
-  if (o.scalar >> (I - 1) & 1u) return detail::splat<T>(o.ptr[I - 1]);
+  if constexpr (O::scalars)
+    if (o.scalar >> (I - 1) & 1u) return detail::splat<T>(o.ptr[I - 1]);
   return detail::load<T>(o.ptr[I - 1], o.offset);
 }
 
-template <Types In, VT Want>
-value_t<Want> eval(Constant const& c, Operands const&) {
+template <Types In, VT Want, class O>
+value_t<Want> eval(Constant const& c, O const&) {
   if constexpr (Want == VT::boolean) return simd::mask(c.value != 0);
   else return value_t<Want>(static_cast<scalar_t<Want>>(c.value));
 }
 
-template <Types In, VT Want, VT T, class A>
-value_t<T> eval(Cast<T, A> const& e, Operands const& o) {
+template <Types In, VT Want, VT T, class A, class O>
+value_t<T> eval(Cast<T, A> const& e, O const& o) {
   constexpr VT F = resolve(A::infer(In).type, T);
   return detail::convert<T, F>(eval<In, F>(e.a, o));
 }
 
-template <Types In, VT Want, class C, class A, class B>
-auto eval(Select<C, A, B> const& e, Operands const& o) {
+template <Types In, VT Want, class C, class A, class B, class O>
+auto eval(Select<C, A, B> const& e, O const& o) {
   constexpr VT T = resolve(Select<C, A, B>::infer(In).type, Want);
   auto const c = eval<In, VT::boolean>(e.c, o);
   auto const a = eval<In, T>(e.a, o);
@@ -152,8 +159,8 @@ auto eval(Select<C, A, B> const& e, Operands const& o) {
         xsimd::select(detail::int_mask(c), simd::reinterpret<std::int32_t>(a), simd::reinterpret<std::int32_t>(b)));
 }
 
-template <Types In, VT Want, class Op, class A>
-auto eval(Unary<Op, A> const& e, Operands const& o) {
+template <Types In, VT Want, class Op, class A, class O>
+auto eval(Unary<Op, A> const& e, O const& o) {
   constexpr VT T = resolve(Unary<Op, A>::infer(In).type, Want);
   if constexpr (std::is_same_v<Op, op::Not>) {
     return ~eval<In, VT::boolean>(e.a, o);
@@ -176,8 +183,8 @@ auto eval(Unary<Op, A> const& e, Operands const& o) {
   }
 }
 
-template <Types In, VT Want, class Op, class A, class B>
-auto eval(Binary<Op, A, B> const& e, Operands const& o) {
+template <Types In, VT Want, class Op, class A, class B, class O>
+auto eval(Binary<Op, A, B> const& e, O const& o) {
   constexpr bool logical = std::is_same_v<Op, op::And> || std::is_same_v<Op, op::Or>;
   constexpr bool compare = std::is_same_v<Op, op::Less> || std::is_same_v<Op, op::LessEqual> ||
                            std::is_same_v<Op, op::Greater> || std::is_same_v<Op, op::GreaterEqual> ||
@@ -234,30 +241,60 @@ auto eval(Binary<Op, A, B> const& e, Operands const& o) {
   }
 }
 
-/// out[i] = e(operands at i) for i < n, computed in batches; the last partial batch is padded so every element
-/// sees the same instructions whatever its position. Operands may alias the output element for element.
-template <Types In, VT Out, class E>
-void evaluate(E const& e, Operands o, std::size_t num_operands, void* out, std::size_t n) {
+namespace detail {
+constexpr std::size_t width(VT v) noexcept { return v == VT::boolean ? 1 : v == VT::f16 ? 2 : 4; }
+
+/// Elements [i, i + count) (count < lanes) through one padded batch: the same instructions as full batches.
+template <Types In, VT Out, class E, class O>
+void partial(E const& e, O const& o, std::size_t num_operands, void* out, std::size_t i, std::size_t count) {
   constexpr std::size_t L = simd::lanes;
-  std::size_t i = 0;
-  for (; i + L <= n; i += L) {
-    o.offset = i;
-    detail::store<Out>(eval<In, Out>(e, o), out, i);
-  }
-  if (i == n) return;
-  std::size_t const rest = n - i;
   alignas(64) std::byte buf[max_operands][L * 4] = {};
   alignas(64) std::byte result[L * 4];
-  Operands t = o;
+  O t = o;
   t.offset = 0;
-  auto const width = [](VT v) -> std::size_t { return v == VT::boolean ? 1 : v == VT::f16 ? 2 : 4; };
   for (std::size_t k = 0; k < num_operands; ++k) {
     if (t.scalar >> k & 1u) continue;
-    std::memcpy(buf[k], static_cast<std::byte const*>(o.ptr[k]) + i * width(In[k]), rest * width(In[k]));
+    std::memcpy(buf[k], static_cast<std::byte const*>(o.ptr[k]) + i * width(In[k]), count * width(In[k]));
     t.ptr[k] = buf[k];
   }
-  detail::store<Out>(eval<In, Out>(e, t), result, 0);
-  std::memcpy(static_cast<std::byte*>(out) + i * width(Out), result, rest * width(Out));
+  store<Out>(eval<In, Out>(e, t), result, 0);
+  std::memcpy(static_cast<std::byte*>(out) + i * width(Out), result, count * width(Out));
+}
+
+template <Types In, VT Out, class E, class O>
+void run(E const& e, O o, std::size_t num_operands, void* out, std::size_t n, bool stream) {
+  constexpr std::size_t L = simd::lanes;
+  std::size_t i = 0;
+  if constexpr (width(Out) == 4) {
+    if (stream && n >= 8 * L) {
+      // Peel a head up to the batch alignment, then stream whole batches past the cache.
+      std::size_t const mis = (reinterpret_cast<std::uintptr_t>(out) % (4 * L)) / 4;
+      std::size_t const head = std::min(n, (L - mis) % L);
+      if (head) partial<In, Out>(e, o, num_operands, out, 0, head);
+      for (i = head; i + L <= n; i += L) {
+        o.offset = i;
+        simd::store_stream(eval<In, Out>(e, o), static_cast<storage_t<Out>*>(out) + i);
+      }
+      simd::stream_fence();
+      if (i < n) partial<In, Out>(e, o, num_operands, out, i, n - i);
+      return;
+    }
+  }
+  for (; i + L <= n; i += L) {
+    o.offset = i;
+    store<Out>(eval<In, Out>(e, o), out, i);
+  }
+  if (i < n) partial<In, Out>(e, o, num_operands, out, i, n - i);
+}
+}  // namespace detail
+
+/// out[i] = e(operands at i) for i < n, computed in batches; partial batches are padded so every element sees
+/// the same instructions whatever its position. Operands may alias the output element for element. With
+/// `stream`, 32-bit outputs are written with non-temporal stores (for outputs much larger than the cache).
+template <Types In, VT Out, class E>
+void evaluate(E const& e, Operands const& o, std::size_t num_operands, void* out, std::size_t n, bool stream = false) {
+  if (o.scalar) detail::run<In, Out>(e, Access<true>{o}, num_operands, out, n, stream);
+  else detail::run<In, Out>(e, Access<false>{o}, num_operands, out, n, stream);
 }
 
 }  // namespace tilebsp::expr

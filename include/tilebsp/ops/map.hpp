@@ -43,6 +43,7 @@ struct MapVertex {
   Inputs ins;
   output<expr::storage_t<Out>> out;
   param<std::uint32_t> scalars;
+  param<bool> stream;
   param<E> e;
 
   struct hana_accessors_impl {
@@ -54,6 +55,7 @@ struct MapVertex {
                           [](auto&& v) -> decltype(auto) { return std::get<I>(v.ins); })...,
           hana::make_pair(BOOST_HANA_STRING("out"), [](auto&& v) -> decltype(auto) { return (v.out); }),
           hana::make_pair(BOOST_HANA_STRING("scalars"), [](auto&& v) -> decltype(auto) { return (v.scalars); }),
+          hana::make_pair(BOOST_HANA_STRING("stream"), [](auto&& v) -> decltype(auto) { return (v.stream); }),
           hana::make_pair(BOOST_HANA_STRING("expr"), [](auto&& v) -> decltype(auto) { return (v.e); }));
     }
     static constexpr auto apply() { return apply(std::make_index_sequence<N>{}); }
@@ -65,7 +67,7 @@ struct MapVertex {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       ((o.ptr[I] = std::get<I>(ins).data()), ...);
     }(std::make_index_sequence<N>{});
-    expr::evaluate<In, Out>(e.get(), o, N, out.data(), out.size());
+    expr::evaluate<In, Out>(e.get(), o, N, out.data(), out.size(), stream);
   }
   /// IPU estimate: 64-bit vectors (2 f32 or 4 f16 lanes), one cycle per node and vector, plus setup.
   std::uint64_t cycle_estimate() const {
@@ -162,6 +164,9 @@ inline bool all_on(Graph const& g, Tensor const& t, std::size_t tile) {
 
 enum class Mode { new_output, in_place, given_output };
 
+/// Map outputs of at least this many bytes use streaming stores on the host.
+inline constexpr std::size_t streaming_bytes = std::size_t{8} << 20;
+
 template <class E, std::size_t N>
 Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& ins, Tensor out, Mode mode,
            char const* op) {
@@ -226,6 +231,8 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
     }
   }
   Tensor const out_flat = out.flatten();
+  // Outputs far larger than the caches are written past them (non-temporal stores): no read-for-ownership.
+  bool const stream = out.num_elements() * size_of(out.element_type()) >= streaming_bytes;
   Sequence exchange;
   ComputeSet const cs = g.add_compute_set(op);
   std::map<std::pair<std::size_t, std::size_t>, Tensor> local_scalars;  // (operand, tile) -> copy on the tile
@@ -260,7 +267,7 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
         }
       }
       [&]<std::size_t... I>(std::index_sequence<I...>) {
-        g.add_vertex<Vertex>(cs, tile, conn[I]..., out_flat.slice(r), scalar_mask, e);
+        g.add_vertex<Vertex>(cs, tile, conn[I]..., out_flat.slice(r), scalar_mask, stream, e);
       }(std::make_index_sequence<N>{});
     }
   };

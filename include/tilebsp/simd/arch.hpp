@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
-#if defined(__F16C__)
+#if defined(__SSE2__)
 #include <immintrin.h>
 #endif
 
@@ -48,6 +48,31 @@ inline void store_f16(batch<float> const& x, half* p) noexcept {
   alignas(64) float tmp[lanes];
   x.store_aligned(tmp);
   for (std::size_t i = 0; i < lanes; ++i) p[i] = half(tmp[i]);
+#endif
+}
+
+/// Stores a 32-bit batch to aligned memory, bypassing the cache (for outputs too large to stay in it).
+/// `p` must be aligned to the batch size.
+template <class T>
+void store_stream(batch<T> const& x, T* p) noexcept {
+  static_assert(sizeof(T) == 4);
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) _mm512_stream_ps(p, x);
+  else _mm512_stream_si512(reinterpret_cast<__m512i*>(p), x);
+#elif defined(__AVX__)
+  if constexpr (std::is_same_v<T, float>) _mm256_stream_ps(p, x);
+  else _mm256_stream_si256(reinterpret_cast<__m256i*>(p), x);
+#elif defined(__SSE2__)
+  if constexpr (std::is_same_v<T, float>) _mm_stream_ps(p, x);
+  else _mm_stream_si128(reinterpret_cast<__m128i*>(p), x);
+#else
+  x.store_aligned(p);
+#endif
+}
+/// Orders streaming stores before later stores (call once after a run of store_stream).
+inline void stream_fence() noexcept {
+#if defined(__SSE2__)
+  _mm_sfence();
 #endif
 }
 

@@ -49,8 +49,8 @@ batch<float> load(T const* p) noexcept {
 /// Folds a segment: step(acc, x) per batch into four independent accumulators (for throughput), a final
 /// partial batch padded with `pad` (neutral for step), then merge(a, b) over accumulators and lanes in a fixed
 /// order, so the result depends only on the segment.
-template <class T, class Step, class Merge>
-float fold(T const* p, std::size_t n, float init, float pad, Step step, Merge merge) noexcept {
+template <class T, class Step, class Merge, class ScalarMerge>
+float fold(T const* p, std::size_t n, float init, float pad, Step step, Merge merge, ScalarMerge smerge) noexcept {
   constexpr std::size_t L = lanes;
   batch<float> acc[4] = {batch<float>(init), batch<float>(init), batch<float>(init), batch<float>(init)};
   std::size_t i = 0;
@@ -65,7 +65,7 @@ float fold(T const* p, std::size_t n, float init, float pad, Step step, Merge me
   alignas(64) float lane[L];
   merge(merge(acc[0], acc[1]), merge(acc[2], acc[3])).store_aligned(lane);
   float r = lane[0];
-  for (std::size_t k = 1; k < L; ++k) r = merge(batch<float>(r), batch<float>(lane[k])).get(0);
+  for (std::size_t k = 1; k < L; ++k) r = smerge(r, lane[k]);
   return r;
 }
 }  // namespace detail
@@ -74,30 +74,30 @@ float fold(T const* p, std::size_t n, float init, float pad, Step step, Merge me
 template <class T>
 float reduce(Reduction r, T const* p, std::size_t n) noexcept {
   using B = batch<float>;
-  auto const plus = [](B a, B b) { return a + b; };
+  auto const plus = [](auto a, auto b) { return a + b; };
   float const inf = std::numeric_limits<float>::infinity();
   switch (r) {
-    case Reduction::add: return detail::fold(p, n, 0.0f, 0.0f, plus, plus);
+    case Reduction::add: return detail::fold(p, n, 0.0f, 0.0f, plus, plus, plus);
     case Reduction::mul: {
-      auto const times = [](B a, B b) { return a * b; };
-      return detail::fold(p, n, 1.0f, 1.0f, times, times);
+      auto const times = [](auto a, auto b) { return a * b; };
+      return detail::fold(p, n, 1.0f, 1.0f, times, times, times);
     }
     case Reduction::max: {
       auto const mx = [](B a, B b) { return xsimd::max(a, b); };
-      return detail::fold(p, n, -inf, -inf, mx, mx);
+      return detail::fold(p, n, -inf, -inf, mx, mx, [](float a, float b) { return b > a ? b : a; });
     }
     case Reduction::min: {
       auto const mn = [](B a, B b) { return xsimd::min(a, b); };
-      return detail::fold(p, n, inf, inf, mn, mn);
+      return detail::fold(p, n, inf, inf, mn, mn, [](float a, float b) { return b < a ? b : a; });
     }
     case Reduction::square_add:
-      return detail::fold(p, n, 0.0f, 0.0f, [](B a, B x) { return xsimd::fma(x, x, a); }, plus);
+      return detail::fold(p, n, 0.0f, 0.0f, [](B a, B x) { return xsimd::fma(x, x, a); }, plus, plus);
     case Reduction::log_add: {
       // log(sum(exp(x))) = m + log(sum(exp(x - m))) with m the maximum, so nothing overflows.
       float const m = reduce(Reduction::max, p, n);
       if (std::isinf(m) || std::isnan(m)) return m;
       B const mb(m);
-      float const s = detail::fold(p, n, 0.0f, -inf, [&](B a, B x) { return a + xsimd::exp(x - mb); }, plus);
+      float const s = detail::fold(p, n, 0.0f, -inf, [&](B a, B x) { return a + xsimd::exp(x - mb); }, plus, plus);
       return m + std::log(s);
     }
   }
