@@ -37,3 +37,34 @@ TEST_CASE("README example") {
   CHECK(y.front() == 20.0f);
   CHECK(y.back() == 20.0f);
 }
+
+// [expr-example]
+#include <tilebsp/tilebsp.hpp>
+using namespace tilebsp::expr;  // _1 .. _8, operators, relu, exp, select, cast<T>, ...
+
+std::vector<float> expr_example() {
+  tb::Graph g{tb::targets::ipu_mk2()};
+  tb::Tensor w = g.add_variable<float>({256, 10}, "w");
+  tb::Tensor grad = g.add_variable<float>({256, 10}, "grad");
+  tb::Tensor bias = g.add_variable<float>({10}, "bias");
+  for (auto const& t : {w, grad, bias}) tb::map_linearly(g, t);
+
+  tb::Sequence prog;
+  tb::ops::scaled_add(g, prog, w, grad, -0.05);                        // w -= 0.05 * grad, in place
+  tb::Tensor act = tb::ops::map(g, prog, relu(_1 * 2 + _2), w, bias);  // one fused pass, bias broadcast
+  tb::Tensor norm = tb::ops::reduce(g, prog, act, {0}, tb::ops::ReduceOp::square_add);  // [10]
+
+  tb::Engine engine{tb::compile(g, prog), {.host_threads = 2}};
+  engine.write(w, std::vector<float>(2560, 1.0f));
+  engine.write(grad, std::vector<float>(2560, 2.0f));
+  engine.write(bias, std::vector<float>(10, 0.5f));
+  engine.run();                                                        // act = relu(0.9 * 2 + 0.5) = 2.3
+  return engine.read<float>(norm);                                     // 256 * 2.3^2 per column
+}
+// [expr-example]
+
+TEST_CASE("expressions and reductions example") {
+  auto norm = expr_example();
+  REQUIRE(norm.size() == 10);
+  for (float v : norm) CHECK(v == doctest::Approx(256 * 2.3 * 2.3).epsilon(1e-5));
+}
