@@ -64,6 +64,12 @@ inline xsimd::batch_bool<std::int32_t, simd::arch> int_mask(simd::mask const& m)
 /// Unsigned order as signed order after flipping the sign bits (SIMD has no unsigned compares everywhere).
 inline i32b flip(u32b const& x) { return simd::reinterpret<std::int32_t>(x ^ u32b(0x80000000u)); }
 
+/// i32 arithmetic that wraps (as on the IPU) instead of overflowing: computed on the unsigned bits.
+template <class F>
+i32b wrapping(i32b const& a, i32b const& b, F f) {
+  return simd::reinterpret<std::int32_t>(f(simd::reinterpret<std::uint32_t>(a), simd::reinterpret<std::uint32_t>(b)));
+}
+
 template <class F, class B>
 B lanewise(B const& a, B const& b, F f) {
   using T = typename B::value_type;
@@ -112,11 +118,18 @@ value_t<T> convert(value_t<F> const& x) {
     return xsimd::batch_cast<float>(x);
   } else if constexpr ((F == VT::i32 && T == VT::u32) || (F == VT::u32 && T == VT::i32)) {
     return simd::reinterpret<scalar_t<T>>(x);
-  } else {  // f32 <-> u32: lane by lane, with C++ semantics
+  } else {  // f32 <-> u32, lane by lane; floats outside [0, 2^32) saturate and NaN gives 0 (never undefined)
     alignas(64) scalar_t<F> in[simd::lanes];
     alignas(64) scalar_t<T> out[simd::lanes];
     x.store_aligned(in);
-    for (std::size_t i = 0; i < simd::lanes; ++i) out[i] = static_cast<scalar_t<T>>(in[i]);
+    for (std::size_t i = 0; i < simd::lanes; ++i) {
+      if constexpr (T == VT::u32) {
+        float const v = in[i];
+        out[i] = !(v > 0) ? 0u : v >= 4294967296.0f ? 0xffffffffu : static_cast<std::uint32_t>(v);
+      } else {
+        out[i] = static_cast<scalar_t<T>>(in[i]);
+      }
+    }
     return value_t<T>::load_aligned(out);
   }
 }
@@ -167,12 +180,20 @@ auto eval(Unary<Op, A> const& e, O const& o) {
   } else {
     auto const x = eval<In, T>(e.a, o);
     using B = value_t<T>;
-    if constexpr (std::is_same_v<Op, op::Neg>) return B(0) - x;
-    else if constexpr (std::is_same_v<Op, op::Abs>) {
+    constexpr bool i32 = T == VT::i32;
+    auto const sub = [](auto p, auto q) { return p - q; };
+    if constexpr (std::is_same_v<Op, op::Neg>) {
+      if constexpr (i32) return detail::wrapping(B(0), x, sub);
+      else return B(0) - x;
+    } else if constexpr (std::is_same_v<Op, op::Abs>) {
       if constexpr (T == VT::u32) return x;
+      else if constexpr (i32) return detail::wrapping(x ^ (x >> 31), x >> 31, sub);  // abs(INT_MIN) wraps
       else return xsimd::abs(x);
     } else if constexpr (std::is_same_v<Op, op::Relu>) return xsimd::max(x, B(0));
-    else if constexpr (std::is_same_v<Op, op::Square>) return x * x;
+    else if constexpr (std::is_same_v<Op, op::Square>) {
+      if constexpr (i32) return detail::wrapping(x, x, [](auto p, auto q) { return p * q; });
+      else return x * x;
+    }
     else if constexpr (std::is_same_v<Op, op::Sqrt>) return xsimd::sqrt(x);
     else if constexpr (std::is_same_v<Op, op::Rsqrt>) return B(1) / xsimd::sqrt(x);
     else if constexpr (std::is_same_v<Op, op::Exp>) return xsimd::exp(x);
@@ -216,9 +237,17 @@ auto eval(Binary<Op, A, B> const& e, O const& o) {
     constexpr VT T = resolve(Binary<Op, A, B>::infer(In).type, Want);
     auto const x = eval<In, T>(e.a, o);
     auto const y = eval<In, T>(e.b, o);
-    if constexpr (std::is_same_v<Op, op::Add>) return x + y;
-    else if constexpr (std::is_same_v<Op, op::Sub>) return x - y;
-    else if constexpr (std::is_same_v<Op, op::Mul>) return x * y;
+    constexpr bool i32 = T == VT::i32;  // signed overflow wraps instead of being undefined
+    if constexpr (std::is_same_v<Op, op::Add>) {
+      if constexpr (i32) return detail::wrapping(x, y, [](auto p, auto q) { return p + q; });
+      else return x + y;
+    } else if constexpr (std::is_same_v<Op, op::Sub>) {
+      if constexpr (i32) return detail::wrapping(x, y, [](auto p, auto q) { return p - q; });
+      else return x - y;
+    } else if constexpr (std::is_same_v<Op, op::Mul>) {
+      if constexpr (i32) return detail::wrapping(x, y, [](auto p, auto q) { return p * q; });
+      else return x * y;
+    }
     else if constexpr (std::is_same_v<Op, op::Min>) return xsimd::min(x, y);
     else if constexpr (std::is_same_v<Op, op::Max>) return xsimd::max(x, y);
     else if constexpr (std::is_same_v<Op, op::Pow>) return xsimd::pow(x, y);
