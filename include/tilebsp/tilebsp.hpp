@@ -29,4 +29,5 @@
 #include <tilebsp/ops/map.hpp>
 #include <tilebsp/ops/reduce.hpp>
 #include <tilebsp/simd/arch.hpp>
+#include <tilebsp/simd/gemm.hpp>
 #include <tilebsp/simd/reduce.hpp>
