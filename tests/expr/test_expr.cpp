@@ -24,7 +24,6 @@ TEST_CASE("inference is constexpr: constants adopt their partner's type") {
   // Partially known types still type-check (the basis of pruning kernel instantiations).
   static_assert(decltype(_1 + _2)::infer(types(VT::f32, VT::any)).type == VT::f32);
   static_assert(decltype(_1 + _2)::infer(types(VT::f32, VT::i32)).type == VT::error);
-  CHECK(true);
 }
 
 TEST_CASE("type errors say which operator and which types") {

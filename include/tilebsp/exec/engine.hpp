@@ -165,6 +165,11 @@ class Engine : public HostContext {
     for (auto const& cs : s_.compute_sets) cs_.push_back(bind_compute_set(cs));
     for (auto const& ex : s_.exchanges) ex_.push_back(bind_exchange(ex));
     fifos_.resize(g_.fifos.size());
+    // Flags of repeat_while / if_ are single elements: resolve their host addresses once.
+    for (auto const& t : s_.slots) {
+      auto const runs = t.runs();
+      flags_.push_back(runs.size() == 1 ? at(runs[0].var, runs[0].start, size_of(t.element_type())) : nullptr);
+    }
     counters_.assign(threads_, std::vector<std::int64_t>(s_.counters, 0));
     for (auto const& p : s_.programs) {
       counts_.emplace_back(p.code.size(), 0);
@@ -506,9 +511,10 @@ class Engine : public HostContext {
     if (c.drain) c.drain(host);
   }
 
-  bool flag_value(Tensor const& t) const {
+  /// A flag's value, read without allocating (every thread evaluates it at each branch).
+  bool flag_value(std::size_t slot) const noexcept {
     std::uint32_t v = 0;
-    read_bytes(t, &v, size_of(t.element_type()));
+    std::memcpy(&v, flags_[slot], size_of(s_.slots[slot].element_type()));
     return v != 0;
   }
 
@@ -567,7 +573,7 @@ class Engine : public HostContext {
           break;
         case detail::Op::branch_if_false: {
           // Every thread reads the flag, then syncs so that nobody overwrites it before all have read it.
-          bool const f = flag_value(s_.slots[static_cast<std::size_t>(in.a)]);
+          bool const f = flag_value(static_cast<std::size_t>(in.a));
           if (barrier_.arrive_and_wait(failed)) return;
           if (!f) next = static_cast<std::size_t>(in.b);
           break;
@@ -599,6 +605,7 @@ class Engine : public HostContext {
   std::vector<detail::ComputeSetExec> cs_;
   std::vector<detail::ExchangeExec> ex_;
   std::vector<detail::FifoConnection> fifos_;
+  std::vector<std::byte const*> flags_;  ///< per slot: host address of a one-element tensor
   std::vector<std::vector<std::int64_t>> counters_;
   std::vector<std::vector<std::uint64_t>> counts_, ns_;
   std::mutex error_mutex_;
