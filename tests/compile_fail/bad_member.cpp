@@ -1,4 +1,4 @@
-// expect: every reflected vertex member must be input<T>, output<T>, inout<T>, input_list<T> or
+// expect: every reflected vertex member must be input<T>, output<T>, inout<T>, input_list<T>,
 #include "vertices.hpp"
 int main() {
   auto g = graph();

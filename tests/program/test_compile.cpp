@@ -24,7 +24,7 @@ TEST_CASE("a vertex field connected to data on another tile") {
   g.add_vertex<tbt::Axpy>(cs, 0, x, y, 2.0f);
   CHECK_THROWS_WITH_AS(tb::compile(g, tb::execute(cs)),
                        "compute set 'axpy': vertex tbt::Axpy on tile 0: field 'y' is connected to element 3 of 'y', "
-                       "which is on tile 1",
+                       "which is on tile 1 (connect it with fetch() to read data from other tiles)",
                        tb::mapping_error);
 }
 

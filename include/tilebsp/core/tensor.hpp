@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -22,6 +23,13 @@ struct Run {
   std::int64_t start = 0;
   std::int64_t stride = 1;
   std::int64_t count = 0;
+};
+
+/// Element (i0, i1, ...) of a view at var[start + i0 * strides[0] + i1 * strides[1] + ...].
+struct Affine {
+  std::uint32_t var = 0;
+  std::int64_t start = 0;
+  std::vector<std::int64_t> strides;
 };
 
 /// An immutable sequence of variable elements; tensors are strided views over one.
@@ -253,6 +261,16 @@ class Tensor {
     std::vector<detail::Run> out;
     for_each_run([&](std::uint32_t v, std::int64_t s, std::int64_t st, std::int64_t n) { out.push_back({v, s, st, n}); });
     return out;
+  }
+
+  /// The view as one variable's elements at affine positions, when it is one (every view of a single
+  /// variable made with slice, index, transpose, dimshuffle, broadcast, expand, squeeze or reverse is).
+  std::optional<detail::Affine> affine() const {
+    if (!valid() || seq_->runs.size() != 1) return std::nullopt;
+    auto const& r = seq_->runs[0];
+    detail::Affine a{r.var, r.start + offset_ * r.stride, {}};
+    for (auto s : strides_) a.strides.push_back(s * r.stride);
+    return a;
   }
 
   friend Tensor concat(std::vector<Tensor> const& ts, std::size_t dim);

@@ -271,10 +271,17 @@ class Engine : public HostContext {
         switch (in.op) {
           case detail::Op::superstep: {
             sp.kind = "superstep";
-            if (in.a >= 0) sp.label = "compute set '" + g_.compute_sets[s_.compute_sets[static_cast<std::size_t>(in.a)].id] + "'";
+            if (in.a >= 0) {
+              auto const& cs = s_.compute_sets[static_cast<std::size_t>(in.a)];
+              sp.label = "compute set '" + g_.compute_sets[cs.id] + "'";
+              if (cs.fetch_bytes > 0) {
+                sp.exchange_bytes += cs.fetch_bytes;
+                sp.label = "fetch " + std::to_string(cs.fetch_bytes) + " B + " + sp.label;
+              }
+            }
             if (in.b >= 0) {
               auto const& ex = s_.exchanges[static_cast<std::size_t>(in.b)];
-              sp.exchange_bytes = ex.bytes;
+              sp.exchange_bytes += ex.bytes;
               sp.label += (sp.label.empty() ? "" : " + ") + std::string("exchange ") + std::to_string(ex.bytes) + " B";
             }
             break;
@@ -385,6 +392,19 @@ class Engine : public HostContext {
             if (st->scatter)
               for (auto const& op : tensor_ops(st->runs, buf, eb, false)) e.scatters.push_back(op);
             items[k] = {buf, static_cast<std::size_t>(st->elements)};
+            std::ptrdiff_t step = 1;
+            for (std::size_t d = f.rank; d-- > 0;) {
+              items[k].shape[d] = t.dim(d);
+              items[k].stride[d] = step;
+              step *= static_cast<std::ptrdiff_t>(t.dim(d));
+            }
+          } else if (f.rank > 0) {
+            auto const a = *t.affine();  // planned as direct only when affine
+            items[k] = {at(a.var, a.start, eb), t.num_elements()};
+            for (std::size_t d = 0; d < f.rank; ++d) {
+              items[k].shape[d] = t.dim(d);
+              items[k].stride[d] = a.strides[d];
+            }
           } else {
             auto const runs = t.runs();
             items[k] = {runs.empty() ? nullptr : at(runs[0].var, runs[0].start, eb), t.num_elements()};

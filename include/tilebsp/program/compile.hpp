@@ -89,6 +89,11 @@ inline std::uint64_t vertex_state_bytes(VertexRecord const& rec) {
 
 inline void estimate_cycles(Schedule& s) {
   Target const& t = s.graph->target;
+  for (auto& cs : s.compute_sets) {
+    cs.fetch_cycles = cs.fetches.empty() ? 0 : exchange_cycles(t, cs.fetches);
+    cs.fetch_bytes = 0;
+    for (auto const& x : cs.fetches) cs.fetch_bytes += static_cast<std::uint64_t>(x.count) * x.elem_bytes;
+  }
   for (auto& ex : s.exchanges) {
     ex.cycles = exchange_cycles(t, ex.transfers);
     ex.bytes = 0;
@@ -102,7 +107,11 @@ inline void estimate_cycles(Schedule& s) {
       std::uint64_t c = 0;
       switch (i.op) {
         case Op::superstep:
-          if (i.a >= 0) c += s.compute_sets[static_cast<std::size_t>(i.a)].cycles + sync;
+          if (i.a >= 0) {
+            auto const& cs = s.compute_sets[static_cast<std::size_t>(i.a)];
+            c += cs.cycles + sync;
+            if (!cs.fetches.empty()) c += cs.fetch_cycles + sync;
+          }
           if (i.b >= 0) c += s.exchanges[static_cast<std::size_t>(i.b)].cycles + sync;
           break;
         case Op::stream_in:
@@ -123,8 +132,8 @@ inline void estimate_cycles(Schedule& s) {
 }
 
 /// Per-tile memory: always-live data, and the peak over each program's instructions of temporary data
-/// (staging buffers, staged exchanges, and temporary variables live from first to last use, whole loops
-/// included when used inside them).
+/// (staging buffers, staged exchanges, fetched inputs received for a compute set, and temporary variables live
+/// from first to last use, whole loops included when used inside them).
 inline std::vector<TileMemory> account_memory(Schedule const& s) {
   GraphImpl const& g = *s.graph;
   std::size_t const tiles = g.target.num_tiles();
@@ -160,6 +169,7 @@ inline std::vector<TileMemory> account_memory(Schedule const& s) {
           for (auto const& st : pv.staging)
             at(static_cast<std::uint32_t>(g.vertices[pv.record].tile), pc, pc,
                static_cast<std::uint64_t>(st.elements) * st.elem_bytes);
+        for (auto const& x : cs.fetches) at(x.dst_tile, pc, pc, static_cast<std::uint64_t>(x.count) * x.elem_bytes);
       }
       if (i.op == Op::superstep && i.b >= 0) {
         auto const& ex = s.exchanges[static_cast<std::size_t>(i.b)];

@@ -21,12 +21,14 @@ inline constexpr double on_tile_copy_bytes_per_cycle = 8;
 /// Default vertex estimate when the vertex has no cycle_estimate(): 20 + one worker cycle per element.
 inline std::uint64_t default_vertex_cycles(std::int64_t elements) { return 20 + static_cast<std::uint64_t>(elements); }
 
-/// A tile's compute-set cycles: vertices go in order to the least loaded of the tile's workers; each worker
-/// issues every `workers`-th cycle, so a tile needs workers × (largest worker load) cycles.
-inline std::uint64_t tile_compute_cycles(std::vector<std::uint64_t> const& vertex_cycles, std::size_t workers) {
+/// A tile's compute-set cycles: worker vertices go in order to the least loaded of the tile's workers; each
+/// worker issues every `workers`-th cycle, so they need workers × (largest worker load) cycles. Supervisor
+/// vertices (which drive all workers themselves) add their tile cycles.
+inline std::uint64_t tile_compute_cycles(std::vector<std::uint64_t> const& vertex_cycles, std::size_t workers,
+                                         std::uint64_t supervisor_cycles = 0) {
   std::vector<std::uint64_t> load(std::max<std::size_t>(workers, 1), 0);
   for (auto c : vertex_cycles) *std::min_element(load.begin(), load.end()) += c;
-  return compute_set_overhead_cycles + load.size() * *std::max_element(load.begin(), load.end());
+  return compute_set_overhead_cycles + supervisor_cycles + load.size() * *std::max_element(load.begin(), load.end());
 }
 
 inline std::uint64_t sync_cycles(Target const& t) { return t.ipus > 1 ? t.inter_ipu_sync_cycles : t.sync_cycles; }

@@ -295,15 +295,30 @@ class Lowering {
           auto const& t = f.tensors[k];
           auto runs = t.runs();
           elements += static_cast<std::int64_t>(t.num_elements());
+          auto const eb = static_cast<std::uint32_t>(size_of(t.element_type()));
           for (auto const& r : runs) {
             vars.push_back(r.var);
-            tile_changes(g_, r.var, r.start, r.stride, r.count, [&](std::int64_t o, std::uint32_t tile) {
-              if (tile != rec.tile)
-                throw mapping_error("compute set '" + csname + "': vertex " + vname + " on tile " +
-                                    std::to_string(rec.tile) + ": field '" + std::string(f.name) +
-                                    "' is connected to element " + std::to_string(r.start + o * r.stride) + " of '" +
-                                    g_.variables[r.var].name + "', which is on tile " + std::to_string(tile));
-            });
+            if (f.fetched) {
+              // Pieces on other tiles travel to this one before the compute phase.
+              std::vector<std::pair<std::int64_t, std::uint32_t>> ch;
+              tile_changes(g_, r.var, r.start, r.stride, r.count, [&](std::int64_t o, std::uint32_t tile) { ch.emplace_back(o, tile); });
+              for (std::size_t c = 0; c < ch.size(); ++c) {
+                std::int64_t const o = ch[c].first, end = c + 1 < ch.size() ? ch[c + 1].first : r.count;
+                auto const dst = static_cast<std::uint32_t>(rec.tile);
+                if (ch[c].second != dst)
+                  plan.fetches.push_back({r.var, r.var, r.start + o * r.stride, r.stride, r.start + o * r.stride,
+                                          r.stride, end - o, ch[c].second, dst, eb});
+              }
+            } else {
+              tile_changes(g_, r.var, r.start, r.stride, r.count, [&](std::int64_t o, std::uint32_t tile) {
+                if (tile != rec.tile)
+                  throw mapping_error("compute set '" + csname + "': vertex " + vname + " on tile " +
+                                      std::to_string(rec.tile) + ": field '" + std::string(f.name) +
+                                      "' is connected to element " + std::to_string(r.start + o * r.stride) + " of '" +
+                                      g_.variables[r.var].name + "', which is on tile " + std::to_string(tile) +
+                                      " (connect it with fetch() to read data from other tiles)");
+              });
+            }
             if (writes_(f.kind) && g_.variables[r.var].constant)
               throw error("compute set '" + csname + "': vertex " + vname + " field '" + std::string(f.name) +
                           "' writes the constant '" + g_.variables[r.var].name + "'");
@@ -325,7 +340,8 @@ class Lowering {
               }
             }
           }
-          bool const direct = runs.empty() || (runs.size() == 1 && (runs[0].stride == 1 || runs[0].count == 1));
+          bool const direct = f.rank > 0 ? t.affine().has_value()
+                                         : runs.empty() || (runs.size() == 1 && (runs[0].stride == 1 || runs[0].count == 1));
           if (!direct) {
             Staging st;
             st.field = fi;
@@ -334,12 +350,13 @@ class Lowering {
             st.scatter = writes_(f.kind);
             st.runs = std::move(runs);
             st.elements = static_cast<std::int64_t>(t.num_elements());
-            st.elem_bytes = static_cast<std::uint32_t>(size_of(t.element_type()));
+            st.elem_bytes = eb;
             pv.staging.push_back(std::move(st));
           }
         }
       }
       pv.cycles = rec.ops->cycles ? vertex_estimate(rec) : default_vertex_cycles(elements);
+      pv.supervisor = rec.ops->supervisor;
       for (auto const& st : pv.staging)  // gathers and scatters cost one worker cycle per element each way
         pv.cycles += static_cast<std::uint64_t>(st.elements) * ((st.gather ? 1 : 0) + (st.scatter ? 1 : 0));
       plan.vertices.push_back(std::move(pv));
@@ -352,10 +369,14 @@ class Lowering {
     std::vector<std::uint64_t> per;
     for (std::size_t i = 0; i < plan.vertices.size();) {
       per.clear();
+      std::uint64_t supervisor = 0;
       auto const tile = g_.vertices[plan.vertices[i].record].tile;
-      for (; i < plan.vertices.size() && g_.vertices[plan.vertices[i].record].tile == tile; ++i)
-        per.push_back(plan.vertices[i].cycles);
-      plan.cycles = std::max(plan.cycles, tile_compute_cycles(per, g_.target.workers_per_tile));
+      for (; i < plan.vertices.size() && g_.vertices[plan.vertices[i].record].tile == tile; ++i) {
+        auto const& pv = plan.vertices[i];
+        if (pv.supervisor) supervisor += pv.cycles;
+        else per.push_back(pv.cycles);
+      }
+      plan.cycles = std::max(plan.cycles, tile_compute_cycles(per, g_.target.workers_per_tile, supervisor));
     }
     std::sort(vars.begin(), vars.end());
     vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
@@ -377,6 +398,7 @@ class Lowering {
         b[i] = {lists[i].data(), lists[i].size()};
       } else if (!f.tensors.empty()) {
         b[i] = {nullptr, f.tensors[0].num_elements()};
+        for (std::size_t d = 0; d < f.rank; ++d) b[i].shape[d] = f.tensors[0].dim(d);
       }
     }
     std::vector<std::max_align_t> storage((ops->size + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t) + 1);

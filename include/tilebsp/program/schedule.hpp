@@ -61,6 +61,7 @@ struct Staging {
 struct PlacedVertex {
   std::uint32_t record = 0;
   std::uint64_t cycles = 0;
+  bool supervisor = false;
   std::vector<Staging> staging;
 };
 
@@ -69,6 +70,10 @@ struct ComputeSetPlan {
   std::vector<PlacedVertex> vertices;  ///< ordered by tile
   std::vector<std::uint32_t> vars;     ///< variables the compute set touches
   std::uint64_t cycles = 0;
+  /// Pieces of fetched inputs that live on other tiles: modelled as an exchange before the compute phase (cycles,
+  /// and temporary memory of the receiving tile); the host reads them in place.
+  std::vector<Transfer> fetches;
+  std::uint64_t fetch_cycles = 0, fetch_bytes = 0;
 };
 
 struct LoopRange {

@@ -13,12 +13,15 @@
 namespace tilebsp {
 namespace detail {
 
-enum class Connection { ok, not_a_vertex, bad_member, arity, tensor_field, list_field, param_field };
+enum class Connection { ok, not_a_vertex, bad_member, arity, tensor_field, list_field, param_field, fetch_write };
 
 template <class F, class A>
 constexpr Connection check_one() {
   if constexpr (!is_field_v<F>) return Connection::bad_member;
-  else if constexpr (is_tensor_field_v<F>) return std::is_same_v<A, Tensor> ? Connection::ok : Connection::tensor_field;
+  else if constexpr (is_tensor_field_v<F>) {
+    if constexpr (std::is_same_v<A, Fetch>) return F::kind == FieldKind::input ? Connection::ok : Connection::fetch_write;
+    else return std::is_same_v<A, Tensor> ? Connection::ok : Connection::tensor_field;
+  }
   else if constexpr (is_list_field_v<F>)
     return std::is_convertible_v<A, std::vector<Tensor>> ? Connection::ok : Connection::list_field;
   else
@@ -56,7 +59,18 @@ void connect_field(Graph const& g, std::string_view vertex, std::string_view nam
   };
   if constexpr (is_tensor_field_v<F>) {
     c.type = element_type_v<typename F::value_type>;
-    check(arg);
+    c.rank = static_cast<std::uint8_t>(view_rank_v<F>);
+    Tensor const* t = nullptr;
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(arg)>, Fetch>) {
+      c.fetched = true;
+      t = &arg.tensor;
+    } else {
+      t = &arg;
+    }
+    check(*t);
+    if (c.rank != 0 && t->rank() != c.rank)
+      throw shape_error("add_vertex<" + std::string(vertex) + ">: field '" + std::string(name) + "' is a rank-" +
+                        std::to_string(c.rank) + " view but is connected to a tensor of shape " + to_string(t->shape()));
   } else if constexpr (is_list_field_v<F>) {
     c.type = element_type_v<typename F::value_type>;
     for (Tensor const& t : std::vector<Tensor>(arg)) check(t);
@@ -93,8 +107,8 @@ void Graph::add_vertex(ComputeSet cs, std::size_t tile, Args&&... connections) {
   static_assert(r != Connection::not_a_vertex,
                 "add_vertex: V must be a copyable struct declared with BOOST_HANA_DEFINE_STRUCT and a member compute()");
   static_assert(r != Connection::bad_member,
-                "add_vertex: every reflected vertex member must be input<T>, output<T>, inout<T>, input_list<T> or "
-                "param<T>");
+                "add_vertex: every reflected vertex member must be input<T>, output<T>, inout<T>, input_list<T>, "
+                "input_view<T, R>, output_view<T, R>, inout_view<T, R> or param<T>");
   static_assert(r != Connection::arity,
                 "add_vertex: the number of connections must equal the number of vertex fields (declaration order)");
   static_assert(r != Connection::tensor_field,
@@ -103,6 +117,8 @@ void Graph::add_vertex(ComputeSet cs, std::size_t tile, Args&&... connections) {
                 "add_vertex: an input_list field must be connected to a std::vector<tilebsp::Tensor>");
   static_assert(r != Connection::param_field,
                 "add_vertex: a param<T> field must be connected to a value convertible to T (not a Tensor)");
+  static_assert(r != Connection::fetch_write,
+                "add_vertex: fetch() connects only input fields (input<T>, input_view<T, R>): fetched data is read-only");
   if constexpr (r == Connection::ok) detail::add_vertex_impl<V>(*this, cs, tile, std::forward<Args>(connections)...);
 }
 

@@ -1,4 +1,5 @@
-// Vertex field kinds: input<T>, output<T>, inout<T>, input_list<T> and param<T>.
+// Vertex field kinds: input<T>, output<T>, inout<T>, input_list<T>, the strided views input_view<T, R>,
+// output_view<T, R> and inout_view<T, R>, and param<T>; fetch(t) connects an input to data on other tiles.
 #pragma once
 
 #include <tilebsp/core/types.hpp>
@@ -6,6 +7,8 @@
 
 #include <cstddef>
 #include <span>
+#include <type_traits>
+#include <utility>
 
 namespace tilebsp {
 
@@ -34,6 +37,51 @@ class span_field {
   Ptr data_ = nullptr;
   std::size_t size_ = 0;
 };
+
+/// A rank-R strided view of tile data (a block of a matrix, a transposed operand): element (i0, ..., iR-1) at
+/// data()[i0 * stride(0) + ... + iR-1 * stride(R-1)]. Views of one variable bind in place; any other view is
+/// gathered into (and, when written, scattered from) a contiguous buffer around compute().
+template <class T, class Ptr, FieldKind K, std::size_t R>
+class view_field {
+  static_assert(R >= 1 && R <= max_view_rank, "view fields have rank 1, 2 or 3");
+
+ public:
+  using value_type = T;
+  static constexpr FieldKind kind = K;
+  static constexpr std::size_t rank = R;
+
+  std::size_t dim(std::size_t d) const noexcept { return shape_[d]; }
+  std::ptrdiff_t stride(std::size_t d) const noexcept { return stride_[d]; }
+  std::size_t size() const noexcept {
+    std::size_t n = 1;
+    for (std::size_t d = 0; d < R; ++d) n *= shape_[d];
+    return n;
+  }
+  bool empty() const noexcept { return size() == 0; }
+  Ptr data() const noexcept { return data_; }
+  template <class... I>
+    requires(sizeof...(I) == R && (std::is_integral_v<I> && ...))
+  decltype(auto) operator()(I... i) const noexcept {
+    std::ptrdiff_t off = 0;
+    std::size_t d = 0;
+    ((off += static_cast<std::ptrdiff_t>(i) * stride_[d++]), ...);
+    return data_[off];
+  }
+
+  /// Internal: points the field at host memory.
+  void bind(FieldBinding b) noexcept {
+    data_ = static_cast<Ptr>(b.data);
+    for (std::size_t d = 0; d < R; ++d) {
+      shape_[d] = b.shape[d];
+      stride_[d] = b.stride[d];
+    }
+  }
+
+ private:
+  Ptr data_ = nullptr;
+  std::size_t shape_[R] = {};
+  std::ptrdiff_t stride_[R] = {};
+};
 }  // namespace detail
 
 /// Elements the vertex reads.
@@ -45,6 +93,26 @@ class output : public detail::span_field<T, T*, detail::FieldKind::output> {};
 /// Elements the vertex reads and writes.
 template <ElementLike T>
 class inout : public detail::span_field<T, T*, detail::FieldKind::inout> {};
+
+/// A rank-R strided view the vertex reads (R = 2: a matrix block, possibly transposed).
+template <ElementLike T, std::size_t R = 2>
+class input_view : public detail::view_field<T, T const*, detail::FieldKind::input, R> {};
+/// A rank-R strided view the vertex writes.
+template <ElementLike T, std::size_t R = 2>
+class output_view : public detail::view_field<T, T*, detail::FieldKind::output, R> {};
+/// A rank-R strided view the vertex reads and writes.
+template <ElementLike T, std::size_t R = 2>
+class inout_view : public detail::view_field<T, T*, detail::FieldKind::inout, R> {};
+
+/// A connection for an input field to data that may live on other tiles: compile() models the exchange that
+/// brings it to the vertex's tile before the compute set (cycles, and the received bytes as temporary memory of
+/// that tile), while on the host the vertex reads the data where it is. Correct because no vertex of the same
+/// compute set may write what another reads.
+struct Fetch {
+  Tensor tensor;
+};
+/// Connects an input field to `t` wherever it is mapped (see Fetch).
+inline Fetch fetch(Tensor t) { return Fetch{std::move(t)}; }
 
 /// A list of read-only element spans, each connected to its own tensor.
 template <ElementLike T>
@@ -110,10 +178,21 @@ template <class T> inline constexpr bool is_field_v<output<T>> = true;
 template <class T> inline constexpr bool is_field_v<inout<T>> = true;
 template <class T> inline constexpr bool is_field_v<input_list<T>> = true;
 template <class T> inline constexpr bool is_field_v<param<T>> = true;
+template <class T, std::size_t R> inline constexpr bool is_field_v<input_view<T, R>> = true;
+template <class T, std::size_t R> inline constexpr bool is_field_v<output_view<T, R>> = true;
+template <class T, std::size_t R> inline constexpr bool is_field_v<inout_view<T, R>> = true;
 template <class F> inline constexpr bool is_tensor_field_v = false;
 template <class T> inline constexpr bool is_tensor_field_v<input<T>> = true;
 template <class T> inline constexpr bool is_tensor_field_v<output<T>> = true;
 template <class T> inline constexpr bool is_tensor_field_v<inout<T>> = true;
+template <class T, std::size_t R> inline constexpr bool is_tensor_field_v<input_view<T, R>> = true;
+template <class T, std::size_t R> inline constexpr bool is_tensor_field_v<output_view<T, R>> = true;
+template <class T, std::size_t R> inline constexpr bool is_tensor_field_v<inout_view<T, R>> = true;
+/// Rank of a view field type, 0 for every other field.
+template <class F> inline constexpr std::size_t view_rank_v = 0;
+template <class T, std::size_t R> inline constexpr std::size_t view_rank_v<input_view<T, R>> = R;
+template <class T, std::size_t R> inline constexpr std::size_t view_rank_v<output_view<T, R>> = R;
+template <class T, std::size_t R> inline constexpr std::size_t view_rank_v<inout_view<T, R>> = R;
 template <class F> inline constexpr bool is_list_field_v = false;
 template <class T> inline constexpr bool is_list_field_v<input_list<T>> = true;
 template <class F> inline constexpr bool is_param_field_v = false;

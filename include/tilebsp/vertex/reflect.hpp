@@ -54,6 +54,9 @@ concept has_cycle_estimate = requires(V const& v) {
   { v.cycle_estimate() } -> std::convertible_to<std::uint64_t>;
 };
 
+template <class V>
+concept has_supervisor_flag = requires { { V::supervisor } -> std::convertible_to<bool>; };
+
 template <class V, std::size_t... I>
 void bind_fields(V& v, FieldBinding const* b, std::index_sequence<I...>) {
   (field<V, I>(v).bind(b[I]), ...);
@@ -76,6 +79,7 @@ VertexOps const* vertex_ops() {
       V* v = static_cast<V*>(first);
       for (std::size_t i = 0; i < count; ++i) v[i].compute();
     };
+    if constexpr (has_supervisor_flag<V>) o.supervisor = V::supervisor;
     if constexpr (has_cycle_estimate<V>)
       o.cycles = [](void const* v) { return static_cast<std::uint64_t>(static_cast<V const*>(v)->cycle_estimate()); };
     return o;
@@ -86,7 +90,9 @@ VertexOps const* vertex_ops() {
 }  // namespace detail
 
 /// A vertex (codelet): a copyable struct declared with BOOST_HANA_DEFINE_STRUCT whose reflected members are
-/// tilebsp fields, with a member `compute()`. An optional `cycle_estimate() const` feeds the cost model.
+/// tilebsp fields, with a member `compute()`. An optional `cycle_estimate() const` feeds the cost model; a
+/// `static constexpr bool supervisor = true` marks a vertex that drives all of its tile's workers (as Poplar's
+/// supervisor vertices do), whose estimate is then in tile cycles.
 template <class V>
 concept VertexLike = boost::hana::Struct<V>::value && std::is_default_constructible_v<V> &&
                      std::is_copy_constructible_v<V> && requires(V& v) { v.compute(); };
