@@ -12,6 +12,7 @@
 #include <tilebsp/core/tensor.hpp>
 #include <tilebsp/core/tile_mapping.hpp>
 #include <tilebsp/core/types.hpp>
+#include <tilebsp/core/warning.hpp>
 
 #include <tilebsp/vertex/add_vertex.hpp>
 #include <tilebsp/vertex/fields.hpp>
@@ -27,7 +28,9 @@
 #include <tilebsp/expr/eval.hpp>
 #include <tilebsp/expr/expr.hpp>
 #include <tilebsp/ops/map.hpp>
+#include <tilebsp/ops/matmul.hpp>
 #include <tilebsp/ops/reduce.hpp>
+#include <tilebsp/plan/matmul.hpp>
 #include <tilebsp/simd/arch.hpp>
 #include <tilebsp/simd/gemm.hpp>
 #include <tilebsp/simd/reduce.hpp>

@@ -1,39 +1,57 @@
-// simd::gemm, the packed register-blocked micro-kernel under tile matmuls, against a double reference.
+// simd::gemm, the register-blocked micro-kernel under tile matmuls, against a double reference: f32 and f16
+// operands and results, transposed operands, strided results, alpha and beta.
 #include <tilebsp/simd/gemm.hpp>
 
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <random>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 namespace sd = tilebsp::simd;
+using tilebsp::half;
 
 namespace {
-/// Runs C = alpha * op(A) * op(B) + beta * C with A and/or B stored transposed, checks PopLibs-style tolerances
-/// (relative 0.01, absolute 1e-6) or exact equality for +-1 data.
-void check(std::size_t m, std::size_t n, std::size_t k, bool ta, bool tb, bool ones, float alpha = 1, float beta = 0) {
-  INFO(m << "x" << n << "x" << k << (ta ? " A^T" : "") << (tb ? " B^T" : "") << (ones ? " +-1" : ""));
+/// Runs C = alpha * op(A) * op(B) + beta * C with A and/or B stored transposed and C stored transposed when tc,
+/// checks PopLibs-style tolerances (relative 0.01 / absolute 1e-6 for f32 results, 0.1 / 1e-5 for f16) or exact
+/// equality for +-1 data.
+template <class TA = float, class TB = float, class TC = float>
+void check(std::size_t m, std::size_t n, std::size_t k, bool ta, bool tb, bool ones, float alpha = 1, float beta = 0,
+           bool tc = false) {
+  std::string const label = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + (ta ? " A^T" : "") +
+                            (tb ? " B^T" : "") + (tc ? " C^T" : "") + (ones ? " +-1" : "");
+  INFO(label);
   std::mt19937 rng(static_cast<unsigned>(m * 131 + n * 17 + k));
   std::uniform_real_distribution<float> d(-1, 1);
   auto value = [&] { return ones ? (d(rng) < 0 ? -1.0f : 1.0f) : d(rng); };
-  std::vector<float> a(m * k), b(k * n), c(m * n);
-  for (auto& x : a) x = value();
-  for (auto& x : b) x = value();
-  for (auto& x : c) x = value();
+  std::vector<TA> a(m * k);
+  std::vector<TB> b(k * n);
+  std::vector<TC> c(m * n);
+  for (auto& x : a) x = TA(value());
+  for (auto& x : b) x = TB(value());
+  for (auto& x : c) x = TC(value());
   auto const c0 = c;
-  // A stored [m][k] or, transposed, [k][m]; B stored [k][n] or [n][k].
-  sd::MatrixRef const ar = ta ? sd::MatrixRef{a.data(), 1, m} : sd::MatrixRef{a.data(), k, 1};
-  sd::MatrixRef const br = tb ? sd::MatrixRef{b.data(), 1, k} : sd::MatrixRef{b.data(), n, 1};
-  sd::gemm(m, n, k, alpha, ar, br, beta, c.data(), n);
+  auto const M = static_cast<std::ptrdiff_t>(m), N = static_cast<std::ptrdiff_t>(n), K = static_cast<std::ptrdiff_t>(k);
+  // A stored [m][k] or, transposed, [k][m]; B stored [k][n] or [n][k]; C [m][n] or [n][m].
+  sd::Matrix<TA> const ar = ta ? sd::Matrix<TA>{a.data(), 1, M} : sd::Matrix<TA>{a.data(), K, 1};
+  sd::Matrix<TB> const br = tb ? sd::Matrix<TB>{b.data(), 1, K} : sd::Matrix<TB>{b.data(), N, 1};
+  sd::MatrixOut<TC> const cr = tc ? sd::MatrixOut<TC>{c.data(), 1, M} : sd::MatrixOut<TC>{c.data(), N, 1};
+  sd::gemm(m, n, k, alpha, ar, br, beta, cr);
   std::size_t bad = 0;
+  bool const f16 = std::is_same_v<TC, half>;
   for (std::size_t i = 0; i < m; ++i)
     for (std::size_t j = 0; j < n; ++j) {
       double s = 0;
-      for (std::size_t p = 0; p < k; ++p) s += double(ar.data[i * ar.rs + p * ar.cs]) * br.data[p * br.rs + j * br.cs];
-      double const want = alpha * s + beta * double(c0[i * n + j]);
-      double const got = c[i * n + j];
-      bool const ok = ones ? got == want : std::abs(got - want) <= 1e-6 + 0.01 * std::abs(want);
+      for (std::size_t p = 0; p < k; ++p)
+        s += double(static_cast<float>(ar.data[static_cast<std::ptrdiff_t>(i) * ar.rs + static_cast<std::ptrdiff_t>(p) * ar.cs])) *
+             static_cast<float>(br.data[static_cast<std::ptrdiff_t>(p) * br.rs + static_cast<std::ptrdiff_t>(j) * br.cs]);
+      auto const at = static_cast<std::ptrdiff_t>(i) * cr.rs + static_cast<std::ptrdiff_t>(j) * cr.cs;
+      double const want = alpha * s + beta * double(static_cast<float>(c0[static_cast<std::size_t>(at)]));
+      double const got = static_cast<float>(c[static_cast<std::size_t>(at)]);
+      bool const ok = ones ? got == want
+                           : std::abs(got - want) <= (f16 ? 1e-5 : 1e-6) + (f16 ? 0.1 : 0.01) * std::abs(want);
       bad += !ok;
     }
   CHECK(bad == 0);
@@ -51,7 +69,20 @@ TEST_CASE("gemm: the matmul issue's shapes, transposed operands, +-1 data exact"
       for (bool tb : {false, true}) check(40, 39, 38, ta, tb, ones);
   }
   check(37, 300, 513, false, true, false, 0.5f, 2.0f);  // several K blocks accumulate onto beta * C
-  check(7, 65, 300, true, false, false, -1.0f, 1.0f);
+  check(7, 65, 300, true, false, false, -1.0f, 1.0f);   // B read in place (few rows), tail panel packed
+  check(12, 64, 600, false, false, false, 1.0f, 0.5f);  // B read in place over several K blocks
+  check(13, 70, 40, false, false, false, 1.0f, 0.0f, true);  // strided (transposed) C
+}
+
+TEST_CASE("gemm: f16 operands and results accumulate in f32") {
+  for (bool ones : {true, false}) {
+    check<half, half, float>(40, 39, 38, false, false, ones);
+    check<half, half, half>(100, 100, 100, false, true, ones);
+    check<half, float, half>(3, 100, 5, true, false, ones);
+    check<float, half, float>(1, 1000, 1, false, false, ones);
+  }
+  check<half, half, half>(37, 300, 513, false, false, false, 0.5f, 2.0f);
+  check<half, half, half>(20, 33, 17, false, false, false, 1.0f, 0.0f, true);
 }
 
 TEST_CASE("gemm: zero-size M, N or K") {

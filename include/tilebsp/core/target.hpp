@@ -20,6 +20,8 @@ struct Target {
   double exchange_bytes_per_cycle = 4;      ///< per tile, on one IPU (send and receive each)
   double inter_ipu_bytes_per_cycle = 48;    ///< per IPU pair and direction (one 64 GB/s link at 1.33 GHz)
   double host_bytes_per_cycle = 24;         ///< host link (PCIe Gen4 x16, ~32 GB/s at 1.33 GHz)
+  double f32_macs_per_cycle = 16;           ///< per tile, f32 operands (accumulating matmul/conv unit)
+  double f16_macs_per_cycle = 64;           ///< per tile, f16 operands
   std::size_t sync_cycles = 150;            ///< on-chip barrier
   std::size_t inter_ipu_sync_cycles = 1500;  ///< barrier across IPUs
 
@@ -40,10 +42,13 @@ inline Target ipu_mk1(std::size_t ipus = 1) {
   t.bytes_per_tile = 256 * 1024;
   t.clock_hz = 1.6e9;
   t.inter_ipu_bytes_per_cycle = 40;  // 64 GB/s at 1.6 GHz
+  t.f32_macs_per_cycle = 8;          // 31.1 TFLOP/s f32 and 124.5 TFLOP/s f16 over 1216 tiles at 1.6 GHz
+  t.f16_macs_per_cycle = 32;
   return t;
 }
 
-/// Graphcore Colossus GC200 (IPU Mk2): 1472 tiles × 624 KiB, 6 workers per tile, 1.33 GHz.
+/// Graphcore Colossus GC200 (IPU Mk2): 1472 tiles × 624 KiB, 6 workers per tile, 1.33 GHz; 62.5 TFLOP/s f32
+/// and 250 TFLOP/s f16 give 16 and 64 MACs per tile-cycle.
 inline Target ipu_mk2(std::size_t ipus = 1) {
   if (ipus == 0) throw index_error("ipu_mk2: the number of IPUs must be at least 1");
   Target t;

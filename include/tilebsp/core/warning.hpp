@@ -1,0 +1,42 @@
+// Warnings: conditions a user should hear about that are not errors (a planner relaxing a memory bound).
+#pragma once
+
+#include <functional>
+#include <iostream>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace tilebsp {
+
+/// Receives each warning; the default prints "tilebsp warning: <text>" to std::clog.
+using WarningHandler = std::function<void(std::string_view)>;
+
+namespace detail {
+struct Warnings {
+  std::mutex m;
+  WarningHandler handler;
+};
+inline Warnings& warnings() {
+  static Warnings w;
+  return w;
+}
+}  // namespace detail
+
+/// Installs `h` (an empty handler restores the default); returns the previous handler.
+inline WarningHandler set_warning_handler(WarningHandler h) {
+  auto& w = detail::warnings();
+  std::lock_guard lock(w.m);
+  return std::exchange(w.handler, std::move(h));
+}
+
+/// Reports a warning through the installed handler.
+inline void warn(std::string const& text) {
+  auto& w = detail::warnings();
+  std::lock_guard lock(w.m);
+  if (w.handler) w.handler(text);
+  else std::clog << "tilebsp warning: " << text << '\n';
+}
+
+}  // namespace tilebsp

@@ -1,0 +1,333 @@
+// ops::matmul and ops::matmul_acc: (grouped) matrix products built from a plan_matmul plan: one supervisor
+// vertex per tile and serial step running the SIMD GEMM kernel on fetched operand blocks, then a fixed-order
+// cross-tile reduction of partials when K is split.
+#pragma once
+
+#include <tilebsp/core/error.hpp>
+#include <tilebsp/core/graph.hpp>
+#include <tilebsp/ops/map.hpp>
+#include <tilebsp/plan/matmul.hpp>
+#include <tilebsp/program/programs.hpp>
+#include <tilebsp/simd/gemm.hpp>
+#include <tilebsp/vertex/add_vertex.hpp>
+
+#include <boost/hana/define_struct.hpp>
+
+#include <algorithm>
+#include <concepts>
+#include <cstddef>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace tilebsp {
+namespace ops {
+namespace detail {
+
+/// c[g] (=|+=) a[g] * b[g] for each group g of the tile's piece, f32 accumulation.
+template <class TA, class TW, bool Acc>
+struct MatmulVertex {
+  using Out = std::conditional_t<Acc, inout_view<TW, 3>, output_view<TW, 3>>;
+  BOOST_HANA_DEFINE_STRUCT(MatmulVertex, (input_view<TA, 3>, a), (input_view<TA, 3>, b), (Out, c),
+                           (param<float>, macs_per_cycle));
+  static constexpr bool supervisor = true;
+  void compute() {
+    for (std::size_t g = 0; g < c.dim(0); ++g) {
+      auto const ga = static_cast<std::ptrdiff_t>(g);
+      simd::gemm(c.dim(1), c.dim(2), a.dim(2), 1.0f, simd::Matrix<TA>{a.data() + ga * a.stride(0), a.stride(1), a.stride(2)},
+                 simd::Matrix<TA>{b.data() + ga * b.stride(0), b.stride(1), b.stride(2)}, Acc ? 1.0f : 0.0f,
+                 simd::MatrixOut<TW>{c.data() + ga * c.stride(0), c.stride(1), c.stride(2)});
+    }
+  }
+  std::uint64_t cycle_estimate() const {
+    return tilebsp::detail::matmul_vertex_cycles(macs_per_cycle, c.dim(0), c.dim(1), c.dim(2), a.dim(2), sizeof(TW));
+  }
+};
+
+/// out (=|+=) alpha * (sum over p of parts[p]), summed in f32 in order p = 0, 1, ...
+template <class TP, class TO, bool Acc>
+struct MatmulReduce {
+  using Out = std::conditional_t<Acc, inout_view<TO, 2>, output_view<TO, 2>>;
+  BOOST_HANA_DEFINE_STRUCT(MatmulReduce, (input_view<TP, 3>, parts), (Out, out), (param<float>, alpha));
+  static constexpr bool supervisor = true;
+  void compute() {
+    std::size_t const rows = out.dim(0), cols = out.dim(1), np = parts.dim(0);
+    constexpr std::size_t L = simd::lanes;
+    alignas(64) float acc[L];
+    for (std::size_t i = 0; i < rows; ++i)
+      for (std::size_t j0 = 0; j0 < cols; j0 += L) {
+        std::size_t const w = std::min(L, cols - j0);
+        if constexpr (std::is_same_v<TP, float>) {
+          if (w == L && parts.stride(2) == 1) {
+            using B = simd::batch<float>;
+            TP const* src = &parts(std::size_t{0}, i, j0);
+            B s = B::load_unaligned(src);
+            for (std::size_t p = 1; p < np; ++p) s += B::load_unaligned(src + static_cast<std::ptrdiff_t>(p) * parts.stride(0));
+            if constexpr (std::is_same_v<TO, float>) {
+              if (out.stride(1) == 1) {
+                TO* o = &out(i, j0);
+                B r = s * B(static_cast<float>(alpha));
+                if constexpr (Acc) r += B::load_unaligned(o);
+                r.store_unaligned(o);
+                continue;
+              }
+            }
+            s.store_aligned(acc);
+            store(i, j0, w, acc);
+            continue;
+          }
+        }
+        for (std::size_t j = 0; j < w; ++j) {
+          float s = 0.0f;
+          for (std::size_t p = 0; p < np; ++p) s += static_cast<float>(parts(p, i, j0 + j));
+          acc[j] = s;
+        }
+        store(i, j0, w, acc);
+      }
+  }
+  void store(std::size_t i, std::size_t j0, std::size_t w, float const* acc) const {
+    for (std::size_t j = 0; j < w; ++j) {
+      auto& o = out(i, j0 + j);
+      o = TO(Acc ? static_cast<float>(o) + alpha * acc[j] : alpha * acc[j]);
+    }
+  }
+  std::uint64_t cycle_estimate() const {
+    return tilebsp::detail::matmul_reduce_cycles(out.dim(0) * out.dim(1), parts.dim(0), sizeof(TP));
+  }
+};
+
+/// The machine a graph view plans for: its own tiles (a shard is one IPU of a multi-IPU target).
+inline Target view_target(Graph const& g) {
+  Target t = g.target();
+  if (g.num_tiles() != t.num_tiles()) {
+    t.ipus = std::max<std::size_t>(1, g.num_tiles() / t.tiles_per_ipu);
+    t.tiles_per_ipu = g.num_tiles() / t.ipus;
+  }
+  return t;
+}
+
+template <class F>
+void with_float_type(ElementType t, F&& f) {
+  if (t == ElementType::f16) f.template operator()<half>();
+  else f.template operator()<float>();
+}
+
+inline void check_float(char const* op, char const* what, ElementType t) {
+  if (t != ElementType::f32 && t != ElementType::f16)
+    throw type_error(std::string(op) + ": " + what + " must be f32 or f16, not " + std::string(name_of(t)));
+}
+
+/// Validates operands ([M, K] x [K, N] or [G, M, K] x [G, K, N]) and options; returns the problem.
+inline MatmulProblem problem_of(char const* op, Graph const& g, Tensor const& a, Tensor const& b,
+                                MatmulOptions const& o, std::optional<ElementType> acc_type) {
+  g.check_tensor(op, a);
+  g.check_tensor(op, b);
+  double const amp = o.available_memory_proportion;
+  if (!(amp >= 0.0 && amp <= 1.0))
+    throw option_error(std::string(op) + ": available_memory_proportion must be in [0, 1], got " + std::to_string(amp));
+  if (a.rank() != b.rank() || (a.rank() != 2 && a.rank() != 3))
+    throw shape_error(std::string(op) + ": operands must both be matrices [M, K] x [K, N] or grouped [G, M, K] x "
+                      "[G, K, N]; got " + to_string(a.shape()) + " and " + to_string(b.shape()));
+  std::size_t const r = a.rank();
+  if (r == 3 && a.dim(0) != b.dim(0))
+    throw shape_error(std::string(op) + ": group counts differ: " + to_string(a.shape()) + " has " +
+                      std::to_string(a.dim(0)) + " groups, " + to_string(b.shape()) + " has " + std::to_string(b.dim(0)));
+  if (a.dim(r - 1) != b.dim(r - 2))
+    throw shape_error(std::string(op) + ": inner dimensions differ: " + to_string(a.shape()) + " x " +
+                      to_string(b.shape()) + " (" + std::to_string(a.dim(r - 1)) + " vs " +
+                      std::to_string(b.dim(r - 2)) + ")");
+  if (a.element_type() != b.element_type() || (a.element_type() != ElementType::f32 && a.element_type() != ElementType::f16))
+    throw type_error(std::string(op) + ": unsupported operand types " + std::string(name_of(a.element_type())) + " x " +
+                     std::string(name_of(b.element_type())) + " (both f32 or both f16)");
+  check_float(op, "partials", o.partials);
+  MatmulProblem q;
+  q.groups = r == 3 ? a.dim(0) : 1;
+  q.m = a.dim(r - 2);
+  q.k = a.dim(r - 1);
+  q.n = b.dim(r - 1);
+  q.input = a.element_type();
+  q.partials = o.partials;
+  q.output = o.output_type.value_or(acc_type.value_or(q.input));
+  check_float(op, "the output type", q.output);
+  q.accumulate = acc_type.has_value();
+  return q;
+}
+
+/// Adds the plan's compute sets to `prog`: serial steps into c3 (or partials), then the final stage into c3.
+template <class TA, class TP, class TO>
+void build(Graph& g, Sequence& prog, MatmulPlan const& p, Tensor const& a3, Tensor const& b3, Tensor const& c3,
+           float alpha, std::string const& name) {
+  auto const& q = p.problem;
+  Tensor parts;
+  if (p.reduce) {
+    parts = g.add_variable(q.partials, {p.k_split, q.groups, q.m, q.n}, name + "/partials", {.temporary = true});
+  }
+  auto const each_block = [&](auto&& f) {
+    for (std::size_t ig = 0; ig < p.g_split; ++ig)
+      for (std::size_t ik = 0; ik < p.k_split; ++ik)
+        for (std::size_t in = 0; in < p.n_split; ++in)
+          for (std::size_t im = 0; im < p.m_split; ++im) {
+            std::size_t const g0 = ig * p.g_tile, m0 = im * p.m_tile, n0 = in * p.n_tile, k0 = ik * p.k_tile;
+            f(p.tile_of(ig, ik, in, im), ik, g0, std::min(q.groups, g0 + p.g_tile), m0, std::min(q.m, m0 + p.m_tile), n0,
+              std::min(q.n, n0 + p.n_tile), k0, std::min(q.k, k0 + p.k_tile));
+          }
+  };
+  if (p.reduce)
+    each_block([&](std::size_t tile, std::size_t ik, std::size_t g0, std::size_t g1, std::size_t m0, std::size_t m1,
+                   std::size_t n0, std::size_t n1, std::size_t, std::size_t) {
+      g.set_tile_mapping(parts.slice({ik, g0, m0, n0}, {ik + 1, g1, m1, n1}), tile);
+    });
+  auto const rate = static_cast<float>(tilebsp::detail::macs_per_cycle(g.target(), q.input));
+  for (std::size_t s = 0; s < p.k_steps; ++s) {
+    ComputeSet const cs = g.add_compute_set(name + (p.k_steps > 1 ? "/step" + std::to_string(s) : ""));
+    auto const add = [&]<class TW, bool Acc>(Tensor const& w, std::size_t tile, Tensor const& av, Tensor const& bv) {
+      g.add_vertex<MatmulVertex<TA, TW, Acc>>(cs, tile, fetch(av), fetch(bv), w, rate);
+    };
+    each_block([&](std::size_t tile, std::size_t ik, std::size_t g0, std::size_t g1, std::size_t m0, std::size_t m1,
+                   std::size_t n0, std::size_t n1, std::size_t kb, std::size_t ke) {
+      std::size_t const k0 = std::min(ke, kb + s * p.k_step), k1 = std::min(ke, k0 + p.k_step);
+      if (s > 0 && k0 == k1) return;  // this tile's K range is done
+      Tensor const av = a3.slice({g0, m0, k0}, {g1, m1, k1}), bv = b3.slice({g0, k0, n0}, {g1, k1, n1});
+      Tensor const w = p.reduce ? parts.slice({ik, g0, m0, n0}, {ik + 1, g1, m1, n1}).index(0)
+                                : c3.slice({g0, m0, n0}, {g1, m1, n1});
+      if (p.reduce) {
+        if (s == 0) add.template operator()<TP, false>(w, tile, av, bv);
+        else add.template operator()<TP, true>(w, tile, av, bv);
+      } else {
+        if (s == 0) add.template operator()<TO, false>(w, tile, av, bv);
+        else add.template operator()<TO, true>(w, tile, av, bv);
+      }
+    });
+    prog.add(execute(cs));
+  }
+  if (!p.reduce) return;
+  // Final stage, where the result lives: each rectangle of a tile's region inside one plan block sums that
+  // block's partials (fetched from the K-split tiles) in K-block order.
+  ComputeSet const cs = g.add_compute_set(name + "/reduce");
+  Tensor const by_group = parts.dimshuffle({1, 0, 2, 3});  // [G, k_split, M, N]
+  auto const rect = [&](std::size_t tile, std::size_t gi, std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) {
+    for (std::size_t i = r0; i < r1;) {
+      std::size_t const i1 = std::min(r1, (i / p.m_tile + 1) * p.m_tile);
+      for (std::size_t j = c0; j < c1;) {
+        std::size_t const j1 = std::min(c1, (j / p.n_tile + 1) * p.n_tile);
+        Tensor const src = by_group.index(gi).slice({0, i, j}, {p.k_split, i1, j1});
+        Tensor const dst = c3.index(gi).slice({i, j}, {i1, j1});
+        if (q.accumulate) g.add_vertex<MatmulReduce<TP, TO, true>>(cs, tile, fetch(src), dst, alpha);
+        else g.add_vertex<MatmulReduce<TP, TO, false>>(cs, tile, fetch(src), dst, alpha);
+        j = j1;
+      }
+      i = i1;
+    }
+  };
+  std::size_t const mn = q.m * q.n;
+  for (auto const& [tile, iv] : g.tile_mapping(c3.flatten())) {
+    for (std::size_t b = iv.begin; b < iv.end;) {
+      std::size_t const gi = b / mn, rem = b % mn, i = rem / q.n, j = rem % q.n;
+      std::size_t const left = iv.end - b;
+      if (j != 0 || left < q.n) {  // part of one row
+        std::size_t const len = std::min(q.n - j, left);
+        rect(tile, gi, i, i + 1, j, j + len);
+        b += len;
+      } else {  // whole rows of one group
+        std::size_t const rows = std::min(left / q.n, q.m - i);
+        rect(tile, gi, i, i + rows, 0, q.n);
+        b += rows * q.n;
+      }
+    }
+  }
+  prog.add(execute(cs));
+}
+
+/// Maps a new result per plan: each block on its tile, split between the K-split tiles when they reduce it.
+inline void map_result(Graph& g, MatmulPlan const& p, Tensor const& c3) {
+  auto const& q = p.problem;
+  for (std::size_t ig = 0; ig < p.g_split; ++ig)
+    for (std::size_t in = 0; in < p.n_split; ++in)
+      for (std::size_t im = 0; im < p.m_split; ++im) {
+        std::size_t const g0 = ig * p.g_tile, m0 = im * p.m_tile, n0 = in * p.n_tile;
+        std::size_t const g1 = std::min(q.groups, g0 + p.g_tile), m1 = std::min(q.m, m0 + p.m_tile),
+                          n1 = std::min(q.n, n0 + p.n_tile);
+        std::size_t const parts = p.reduce ? p.k_split : 1, cols = n1 - n0, rows = m1 - m0;
+        // Whole rows per part when there are enough rows, else elements (row segments).
+        std::size_t const unit = rows >= parts ? cols : 1, e = rows * cols / unit;
+        for (std::size_t gi = g0; gi < g1; ++gi)
+          for (std::size_t ik = 0; ik < parts; ++ik) {
+            std::size_t const tile = p.tile_of(ig, ik, in, im);
+            // Part ik of the block's elements, row-major: row segments.
+            for (std::size_t x = e * ik / parts * unit, end = e * (ik + 1) / parts * unit; x < end;) {
+              std::size_t const r = x / cols, cc = x % cols, len = std::min(cols - cc, end - x);
+              g.set_tile_mapping(c3.index(gi).slice({m0 + r, n0 + cc}, {m0 + r + 1, n0 + cc + len}), tile);
+              x += len;
+            }
+          }
+      }
+}
+
+template <class F>
+void dispatch_types(MatmulProblem const& q, F&& f) {
+  with_float_type(q.input, [&]<class TA>() {
+    with_float_type(q.partials, [&]<class TP>() {
+      with_float_type(q.output, [&]<class TO>() { f.template operator()<TA, TP, TO>(); });
+    });
+  });
+}
+
+}  // namespace detail
+
+/// The plan ops::matmul would use for a x b (shapes and options checked as by ops::matmul), without building it.
+template <std::same_as<Tensor> T>
+MatmulPlan plan_matmul(Graph const& g, T const& a, T const& b, MatmulOptions const& options = {}) {
+  return plan_matmul(detail::view_target(g), detail::problem_of("plan_matmul", g, a, b, options, std::nullopt), options);
+}
+
+/// a x b for [M, K] x [K, N] (or grouped [G, M, K] x [G, K, N]) f32 or f16 operands (any views: transposes
+/// cost nothing), planned within options.available_memory_proportion. The result is mapped per plan. Zero-size
+/// M, N or G give an empty result; K = 0 gives zeros. Throws shape_error (inner dimensions or group counts that
+/// differ), type_error (unsupported types) and option_error (AMP outside [0, 1]).
+template <std::same_as<Tensor> T>
+T matmul(Graph& g, Sequence& prog, T const& a, T const& b, MatmulOptions const& options = {},
+         std::string const& name = "matmul") {
+  MatmulProblem const q = detail::problem_of("matmul", g, a, b, options, std::nullopt);
+  bool const grouped = a.rank() == 3;
+  Shape const shape = grouped ? Shape{q.groups, q.m, q.n} : Shape{q.m, q.n};
+  Tensor c = g.add_variable(q.output, shape, name);
+  if (c.num_elements() == 0) return c;
+  Tensor const c3 = grouped ? c : c.expand(0);
+  if (q.k == 0) {
+    map_linearly(g, c);
+    fill(g, prog, c, 0.0);
+    return c;
+  }
+  MatmulPlan const p = plan_matmul(detail::view_target(g), q, options);
+  detail::map_result(g, p, c3);
+  detail::dispatch_types(q, [&]<class TA, class TP, class TO>() {
+    detail::build<TA, TP, TO>(g, prog, p, grouped ? a : a.expand(0), grouped ? b : b.expand(0), c3, 1.0f, name);
+  });
+  return c;
+}
+
+/// c += k * (a x b), with c of the product's shape (and, unless options.output_type says otherwise, any f32 or
+/// f16 type); c keeps its own tile mapping. Same operands and errors as matmul, plus shape_error and type_error
+/// for c.
+template <std::same_as<Tensor> T>
+void matmul_acc(Graph& g, Sequence& prog, T const& c, float k, T const& a, T const& b,
+                MatmulOptions const& options = {}, std::string const& name = "matmul_acc") {
+  g.check_tensor("matmul_acc", c);
+  MatmulProblem const q = detail::problem_of("matmul_acc", g, a, b, options, c.element_type());
+  bool const grouped = a.rank() == 3;
+  Shape const shape = grouped ? Shape{q.groups, q.m, q.n} : Shape{q.m, q.n};
+  if (c.shape() != shape)
+    throw shape_error("matmul_acc: the accumulator is " + to_string(c.shape()) + " but the product is " + to_string(shape));
+  if (c.element_type() != q.output)
+    throw type_error("matmul_acc: the accumulator is " + std::string(name_of(c.element_type())) +
+                     " but output_type is " + std::string(name_of(q.output)));
+  if (c.num_elements() == 0 || q.k == 0) return;
+  MatmulPlan const p = plan_matmul(detail::view_target(g), q, options);
+  detail::dispatch_types(q, [&]<class TA, class TP, class TO>() {
+    detail::build<TA, TP, TO>(g, prog, p, grouped ? a : a.expand(0), grouped ? b : b.expand(0), grouped ? c : c.expand(0),
+                              k, name);
+  });
+}
+
+}  // namespace ops
+}  // namespace tilebsp

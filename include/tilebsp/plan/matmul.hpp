@@ -1,0 +1,275 @@
+// plan_matmul: how a (grouped) matmul is split across tiles: parallel splits of groups, M, N and K, serial
+// steps over K, chosen for the fewest estimated cycles with each tile's temporary memory within
+// availableMemoryProportion × bytes_per_tile.
+#pragma once
+
+#include <tilebsp/core/error.hpp>
+#include <tilebsp/core/target.hpp>
+#include <tilebsp/core/types.hpp>
+#include <tilebsp/core/warning.hpp>
+#include <tilebsp/program/cost.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace tilebsp {
+
+/// Which training pass a matmul belongs to (PopLibs' fullyConnectedPass). Recorded in the plan and its
+/// description; the cost model treats all passes alike.
+enum class MatmulPass { inference, training_forward, training_backward, training_weight_update };
+
+constexpr std::string_view name_of(MatmulPass p) noexcept {
+  switch (p) {
+    case MatmulPass::inference: return "inference";
+    case MatmulPass::training_forward: return "training forward";
+    case MatmulPass::training_backward: return "training backward";
+    case MatmulPass::training_weight_update: return "training weight update";
+  }
+  return "?";
+}
+
+/// Options of ops::matmul, ops::matmul_acc and plan_matmul.
+struct MatmulOptions {
+  /// Bound on each tile's temporary memory as a proportion of bytes_per_tile, in [0, 1]; 0 asks for the plan
+  /// with the least temporary memory.
+  double available_memory_proportion = 0.6;
+  /// Type of partial sums kept between serial steps and reduced across tiles (f32 or f16). Within one step the
+  /// kernel always accumulates in f32.
+  ElementType partials = ElementType::f32;
+  /// Type of the result (f32 or f16); by default the operands' type (matmul) or the accumulator's (matmul_acc).
+  std::optional<ElementType> output_type = std::nullopt;
+  MatmulPass pass = MatmulPass::inference;
+};
+
+/// A matmul: `groups` independent products of [m, k] and [k, n] operands of type `input`.
+struct MatmulProblem {
+  std::size_t groups = 1, m = 0, n = 0, k = 0;
+  ElementType input = ElementType::f32;
+  ElementType partials = ElementType::f32;
+  ElementType output = ElementType::f32;
+  /// The result is added to an existing tensor (matmul_acc): always through a final reduction stage.
+  bool accumulate = false;
+};
+
+/// How a plan relates to its memory bound.
+enum class PlanFit {
+  within_bound,  ///< every tile's temporary memory is within the bound
+  least_memory,  ///< AMP 0: the plan with the least temporary memory
+  relaxed,       ///< nothing fitted: the bound was doubled (up to 2x tile memory) and the least-memory plan taken
+  over_memory,   ///< nothing fits even 2x tile memory: planned for speed
+};
+
+/// The splits of a matmul across tiles, with its estimated temporary memory and cycles.
+struct MatmulPlan {
+  MatmulProblem problem;
+  MatmulPass pass = MatmulPass::inference;
+  std::string target;
+  double amp = 0.6;
+  /// Parallel splits: number of pieces of each dimension and the (largest) piece size.
+  std::size_t g_split = 1, m_split = 1, n_split = 1, k_split = 1;
+  std::size_t g_tile = 0, m_tile = 0, n_tile = 0, k_tile = 0;
+  /// Serial steps over each tile's K range, of k_step elements each.
+  std::size_t k_steps = 1, k_step = 0;
+  /// Partial results are reduced across tiles (or added to the accumulator) in a final stage.
+  bool reduce = false;
+  std::size_t tiles = 0;
+  /// Temporary bytes per tile: during each serial step, during the reduction, and their maximum.
+  std::uint64_t step_bytes = 0, reduce_bytes = 0, temp_bytes = 0;
+  std::uint64_t bound = 0;          ///< amp × bytes_per_tile
+  std::uint64_t relaxed_bound = 0;  ///< the doubled bound it fits (PlanFit::relaxed)
+  PlanFit fit = PlanFit::within_bound;
+  std::uint64_t cycles = 0, compute_cycles = 0, exchange_cycles = 0, reduce_cycles = 0;
+
+  /// Tile of parallel piece (group block, K block, N block, M block): M blocks vary fastest, so neighbouring
+  /// tiles share a B panel and hold vertically adjacent pieces of A and C.
+  std::size_t tile_of(std::size_t ig, std::size_t ik, std::size_t in, std::size_t im) const noexcept {
+    return ((ig * k_split + ik) * n_split + in) * m_split + im;
+  }
+  std::string describe() const;
+};
+
+namespace detail {
+
+inline std::size_t ceil_div(std::size_t a, std::size_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
+
+inline double macs_per_cycle(Target const& t, ElementType input) {
+  return input == ElementType::f16 ? t.f16_macs_per_cycle : t.f32_macs_per_cycle;
+}
+/// Tile cycles of a matmul vertex: setup, the multiply-accumulates at the tile's MAC rate, and writing the
+/// results (one 64-bit store per cycle).
+inline std::uint64_t matmul_vertex_cycles(double macs_per_cycle, std::size_t g, std::size_t m, std::size_t n,
+                                          std::size_t k, std::size_t out_bytes) {
+  double const macs = static_cast<double>(g) * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  return 50 + static_cast<std::uint64_t>(std::ceil(macs / macs_per_cycle)) +
+         static_cast<std::uint64_t>(ceil_div(g * m * n * out_bytes, 8));
+}
+/// Tile cycles of a reduction vertex: `elements` results from `parts` partials each, one 64-bit add per cycle.
+inline std::uint64_t matmul_reduce_cycles(std::size_t elements, std::size_t parts, std::size_t partial_bytes) {
+  return 20 + static_cast<std::uint64_t>(ceil_div(elements * parts * partial_bytes, 8));
+}
+
+/// (pieces, piece size) for each distinct piece size when `d` is split into at most `limit` pieces.
+inline std::vector<std::pair<std::size_t, std::size_t>> split_candidates(std::size_t d, std::size_t limit) {
+  if (d == 0) return {{1, 0}};
+  std::vector<std::pair<std::size_t, std::size_t>> r;
+  for (std::size_t c = 1; c <= std::min(d, limit);) {
+    std::size_t const p = ceil_div(d, c);
+    r.emplace_back(ceil_div(d, p), p);  // the fewest pieces of this size
+    if (p == 1) break;
+    c = ceil_div(d, p - 1);  // the first count giving a smaller piece
+  }
+  return r;
+}
+
+inline std::string bytes_text(std::uint64_t b) { return std::to_string(b) + " B"; }
+
+/// Evaluates one candidate: fills sizes, memory and cycles.
+inline void evaluate(MatmulPlan& p, Target const& t) {
+  auto const& q = p.problem;
+  std::size_t const ein = size_of(q.input), ep = size_of(q.partials), eout = size_of(q.output);
+  p.k_step = ceil_div(p.k_tile, p.k_steps);
+  p.tiles = p.g_split * p.m_split * p.n_split * p.k_split;
+  std::uint64_t const out_tile = static_cast<std::uint64_t>(p.g_tile) * p.m_tile * p.n_tile;
+  std::uint64_t const partial_tile = p.reduce ? out_tile * ep : 0;
+  // Each serial step fetches the tile's A and B slices (an upper bound: pieces already on the tile need not move).
+  std::uint64_t const recv = static_cast<std::uint64_t>(p.g_tile) * (p.m_tile + p.n_tile) * p.k_step * ein;
+  p.step_bytes = recv + partial_tile;
+  // Sending side, for row-major operands mapped linearly over all tiles: a step's columns of A are on every
+  // tile and go to n_split tiles each; its rows of B (k_split slices of k_step rows) are on a share of the
+  // tiles and go to m_split tiles each.
+  double const T = static_cast<double>(t.num_tiles()), G = static_cast<double>(q.groups);
+  double const slice = static_cast<double>(p.k_split * p.k_step);
+  double const sent_a = G * static_cast<double>(q.m) * slice * static_cast<double>(ein * p.n_split) / T;
+  double const holders_b = std::max(1.0, std::min(T, T * slice / std::max<double>(1.0, static_cast<double>(q.k))));
+  double const sent_b = G * slice * static_cast<double>(q.n) * static_cast<double>(ein * p.m_split) / holders_b;
+  double const sent = sent_a + sent_b;
+  auto const step_exchange =
+      static_cast<std::uint64_t>(std::ceil(std::max(static_cast<double>(recv), sent) / t.exchange_bytes_per_cycle));
+  std::uint64_t const sync = sync_cycles(t);
+  std::uint64_t const work = matmul_vertex_cycles(macs_per_cycle(t, q.input), p.g_tile, p.m_tile, p.n_tile, p.k_step,
+                                                  p.reduce ? ep : eout);
+  p.compute_cycles = p.k_steps * (compute_set_overhead_cycles + work);
+  p.exchange_cycles = p.k_steps * step_exchange;
+  p.cycles = p.k_steps * (step_exchange + sync + compute_set_overhead_cycles + work + sync);
+  p.reduce_bytes = p.reduce_cycles = 0;
+  if (p.reduce) {
+    std::uint64_t const share = ceil_div(static_cast<std::size_t>(out_tile), p.k_split);
+    std::uint64_t const fetched = share * (p.k_split - 1) * ep;
+    p.reduce_bytes = partial_tile + fetched;
+    auto const ex = static_cast<std::uint64_t>(std::ceil(static_cast<double>(fetched) / t.exchange_bytes_per_cycle));
+    p.reduce_cycles = ex + sync + compute_set_overhead_cycles +
+                      matmul_reduce_cycles(static_cast<std::size_t>(share), p.k_split, ep) + sync;
+    p.cycles += p.reduce_cycles;
+  }
+  p.temp_bytes = std::max(p.step_bytes, p.reduce_bytes);
+}
+
+/// Total order used to pick plans: the first key, then the other, then the splits (deterministic ties).
+inline auto speed_key(MatmulPlan const& p) {
+  return std::tuple(p.cycles, p.temp_bytes, p.k_split, p.k_steps, p.g_split, p.m_split, p.n_split);
+}
+inline auto memory_key(MatmulPlan const& p) {
+  return std::tuple(p.temp_bytes, p.cycles, p.k_split, p.k_steps, p.g_split, p.m_split, p.n_split);
+}
+
+}  // namespace detail
+
+/// Plans `q` on target `t`. Throws option_error for an AMP outside [0, 1]. When no plan keeps the temporary
+/// memory within the bound, warns (see set_warning_handler) and relaxes it, as the plan's `fit` records.
+inline MatmulPlan plan_matmul(Target const& t, MatmulProblem const& q, MatmulOptions const& o = {}) {
+  double const amp = o.available_memory_proportion;
+  if (!(amp >= 0.0 && amp <= 1.0))
+    throw option_error("matmul: available_memory_proportion must be in [0, 1], got " + std::to_string(amp));
+  std::size_t const tiles = t.num_tiles();
+  auto const bound = static_cast<std::uint64_t>(amp * static_cast<double>(t.bytes_per_tile));
+  MatmulPlan base;
+  base.problem = q;
+  base.pass = o.pass;
+  base.target = t.name;
+  base.amp = amp;
+  base.bound = bound;
+  std::optional<MatmulPlan> fast, small, fastest;
+  static constexpr std::size_t serial_steps[] = {1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64};
+  for (auto const& [gs, gt] : detail::split_candidates(q.groups, tiles))
+    for (auto const& [ms, mt] : detail::split_candidates(q.m, tiles / gs))
+      for (auto const& [ns, nt] : detail::split_candidates(q.n, tiles / (gs * ms)))
+        for (auto const& [ks, kt] : detail::split_candidates(q.k, tiles / (gs * ms * ns))) {
+          MatmulPlan p = base;
+          p.g_split = gs, p.m_split = ms, p.n_split = ns, p.k_split = ks;
+          p.g_tile = gt, p.m_tile = mt, p.n_tile = nt, p.k_tile = kt;
+          std::size_t last_step = 0;
+          for (std::size_t s : serial_steps) {
+            if (s > 1 && s > kt) break;
+            std::size_t const step = detail::ceil_div(kt, s);
+            if (s > 1 && step == last_step) continue;
+            last_step = step;
+            p.k_steps = s;
+            p.reduce = q.accumulate || ks > 1 || (s > 1 && q.output != q.partials);
+            detail::evaluate(p, t);
+            if (p.temp_bytes <= bound && (!fast || detail::speed_key(p) < detail::speed_key(*fast))) fast = p;
+            if (!small || detail::memory_key(p) < detail::memory_key(*small)) small = p;
+            if (!fastest || detail::speed_key(p) < detail::speed_key(*fastest)) fastest = p;
+          }
+        }
+  std::string const what = "matmul " + std::string(q.groups > 1 ? std::to_string(q.groups) + " groups of " : "") +
+                           std::to_string(q.m) + "x" + std::to_string(q.k) + " * " + std::to_string(q.k) + "x" +
+                           std::to_string(q.n);
+  if (amp == 0.0) {
+    small->fit = PlanFit::least_memory;
+    return *small;
+  }
+  if (fast) return *fast;
+  std::uint64_t const cap = 2 * static_cast<std::uint64_t>(t.bytes_per_tile);
+  if (small->temp_bytes <= cap) {
+    std::uint64_t relaxed = std::max<std::uint64_t>(bound, 1);
+    while (relaxed < small->temp_bytes) relaxed *= 2;
+    small->fit = PlanFit::relaxed;
+    small->relaxed_bound = std::min(relaxed, cap);
+    warn(what + ": no plan keeps temporary memory within " + detail::bytes_text(bound) +
+         " per tile (available_memory_proportion " + std::to_string(amp) + "); relaxed the bound to " +
+         detail::bytes_text(small->relaxed_bound) + " and took the plan with the least temporary memory (" +
+         detail::bytes_text(small->temp_bytes) + ")");
+    return *small;
+  }
+  fastest->fit = PlanFit::over_memory;
+  warn(what + ": even the plan with the least temporary memory needs " + detail::bytes_text(small->temp_bytes) +
+       " per tile, more than twice the tile's " + detail::bytes_text(t.bytes_per_tile) + "; planning for speed");
+  return *fastest;
+}
+
+inline std::string MatmulPlan::describe() const {
+  auto const& q = problem;
+  std::ostringstream s;
+  s << "matmul " << (q.groups > 1 ? std::to_string(q.groups) + " groups of " : "") << q.m << "x" << q.k << " * " << q.k
+    << "x" << q.n << " (" << name_of(q.input) << " operands, " << name_of(q.partials) << " partials, "
+    << name_of(q.output) << " result" << (q.accumulate ? ", accumulated" : "") << "), pass " << name_of(pass)
+    << ", available_memory_proportion " << amp << " on " << target << "\n";
+  s << "  parallel splits: groups " << g_split << " (" << g_tile << " each) x M " << m_split << " (" << m_tile
+    << ") x N " << n_split << " (" << n_tile << ") x K " << k_split << " (" << k_tile << ") = " << tiles << " tiles\n";
+  s << "  serial steps over K: " << k_steps << " (" << k_step << " each)";
+  if (reduce)
+    s << "; final stage reduces " << k_split << " partial" << (k_split > 1 ? "s" : "") << " per result"
+      << (q.accumulate ? " and adds them to the accumulator" : "");
+  s << "\n  temporary memory per tile: " << temp_bytes << " B (steps " << step_bytes << " B, reduction "
+    << reduce_bytes << " B); bound " << bound << " B";
+  switch (fit) {
+    case PlanFit::within_bound: s << " (within)"; break;
+    case PlanFit::least_memory: s << " (AMP 0: least temporary memory)"; break;
+    case PlanFit::relaxed: s << " (RELAXED to " << relaxed_bound << " B: nothing fitted)"; break;
+    case PlanFit::over_memory: s << " (OVER: nothing fits twice the tile memory; planned for speed)"; break;
+  }
+  s << "\n  estimated cycles: " << cycles << " (compute " << compute_cycles << ", exchange " << exchange_cycles
+    << ", final stage " << reduce_cycles << ")\n";
+  return s.str();
+}
+
+}  // namespace tilebsp
