@@ -1,6 +1,8 @@
 // The examples shown in README.md and docs/00-quickstart.md, compiled and run.
 #include <doctest/doctest.h>
 
+#include <iostream>
+
 // [readme-example]
 #include <tilebsp/tilebsp.hpp>
 namespace tb = tilebsp;
@@ -67,4 +69,33 @@ TEST_CASE("expressions and reductions example") {
   auto norm = expr_example();
   REQUIRE(norm.size() == 10);
   for (float v : norm) CHECK(v == doctest::Approx(256 * 2.3 * 2.3).epsilon(1e-5));
+}
+
+// [matmul-example]
+std::vector<float> matmul_example() {
+  tb::Graph g{tb::targets::ipu_mk2()};
+  tb::Tensor x = g.add_variable<float>({32, 784}, "x");   // a batch of activations
+  tb::Tensor w = g.add_variable<float>({10, 784}, "w");   // weights stored [out, in]
+  for (auto const& t : {x, w}) tb::map_linearly(g, t);
+
+  tb::MatmulOptions const options{.available_memory_proportion = 0.3};
+  tb::MatmulPlan const plan = tb::ops::plan_matmul(g, x, w.transpose(), options);
+  std::cout << plan.describe();                           // splits, temporary bytes per tile, cycles
+
+  tb::Sequence prog;
+  tb::Tensor y = tb::ops::matmul(g, prog, x, w.transpose(), options);  // [32, 10]; the transpose is a view
+  tb::ops::matmul_acc(g, prog, w, -0.01f, y.transpose(), x, options);  // w -= 0.01 * y^T x
+
+  tb::Engine engine{tb::compile(g, prog), {.host_threads = 2}};
+  engine.write(x, std::vector<float>(32 * 784, 0.5f));
+  engine.write(w, std::vector<float>(10 * 784, 0.25f));
+  engine.run();                                           // y = 784 * 0.125 = 98
+  return engine.read<float>(w);                           // 0.25 - 0.01 * 32 * 98 * 0.5
+}
+// [matmul-example]
+
+TEST_CASE("matmul example") {
+  auto w = matmul_example();
+  REQUIRE(w.size() == 7840);
+  for (float v : w) CHECK(v == doctest::Approx(0.25 - 0.01 * 32 * 98 * 0.5).epsilon(1e-5));
 }
