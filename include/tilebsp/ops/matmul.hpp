@@ -122,9 +122,7 @@ inline MatmulProblem problem_of(char const* op, Graph const& g, Tensor const& a,
                                 MatmulOptions const& o, std::optional<ElementType> acc_type) {
   g.check_tensor(op, a);
   g.check_tensor(op, b);
-  double const amp = o.available_memory_proportion;
-  if (!(amp >= 0.0 && amp <= 1.0))
-    throw option_error(std::string(op) + ": available_memory_proportion must be in [0, 1], got " + std::to_string(amp));
+  tilebsp::detail::check_amp(op, o.available_memory_proportion);
   if (a.rank() != b.rank() || (a.rank() != 2 && a.rank() != 3))
     throw shape_error(std::string(op) + ": operands must both be matrices [M, K] x [K, N] or grouped [G, M, K] x "
                       "[G, K, N]; got " + to_string(a.shape()) + " and " + to_string(b.shape()));

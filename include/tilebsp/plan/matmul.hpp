@@ -130,6 +130,12 @@ inline std::vector<std::pair<std::size_t, std::size_t>> split_candidates(std::si
   return r;
 }
 
+/// Throws option_error, naming `op`, unless 0 <= amp <= 1.
+inline void check_amp(std::string_view op, double amp) {
+  if (!(amp >= 0.0 && amp <= 1.0))
+    throw option_error(std::string(op) + ": available_memory_proportion must be in [0, 1], got " + std::to_string(amp));
+}
+
 inline std::string bytes_text(std::uint64_t b) { return std::to_string(b) + " B"; }
 
 /// Evaluates one candidate: fills sizes, memory and cycles.
@@ -187,8 +193,7 @@ inline auto memory_key(MatmulPlan const& p) {
 /// memory within the bound, warns (see set_warning_handler) and relaxes it, as the plan's `fit` records.
 inline MatmulPlan plan_matmul(Target const& t, MatmulProblem const& q, MatmulOptions const& o = {}) {
   double const amp = o.available_memory_proportion;
-  if (!(amp >= 0.0 && amp <= 1.0))
-    throw option_error("matmul: available_memory_proportion must be in [0, 1], got " + std::to_string(amp));
+  detail::check_amp("matmul", amp);
   std::size_t const tiles = t.num_tiles();
   auto const bound = static_cast<std::uint64_t>(amp * static_cast<double>(t.bytes_per_tile));
   MatmulPlan base;
