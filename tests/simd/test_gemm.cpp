@@ -93,3 +93,50 @@ TEST_CASE("gemm: zero-size M, N or K") {
   sd::gemm(2, 3, 0, 1, {none, 0, 1}, {none, 3, 1}, 0.5f, c.data(), 3);  // empty sum: C = beta * C
   CHECK(c == std::vector<float>(6, 1.5f));
 }
+
+namespace {
+/// gemm_ksum against its definition: one gemm (beta 0) per K segment, then an in-order f32 sum — bitwise.
+template <class TA, class TB>
+void check_ksum(std::size_t m, std::size_t n, std::size_t k, std::size_t kb, bool ta, bool tc) {
+  INFO(m << "x" << n << "x" << k << " segments of " << kb << (ta ? " A^T" : "") << (tc ? " C^T" : ""));
+  std::mt19937 rng(static_cast<unsigned>(m * 7 + n * 11 + k * 13 + kb));
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<TA> a(m * k);
+  std::vector<TB> b(k * n);
+  for (auto& x : a) x = TA(d(rng));
+  for (auto& x : b) x = TB(d(rng));
+  auto const M = static_cast<std::ptrdiff_t>(m), N = static_cast<std::ptrdiff_t>(n), K = static_cast<std::ptrdiff_t>(k);
+  sd::Matrix<TA> const ar = ta ? sd::Matrix<TA>{a.data(), 1, M} : sd::Matrix<TA>{a.data(), K, 1};
+  sd::Matrix<TB> const br{b.data(), N, 1};
+  std::vector<float> want(m * n, 0.0f), part(m * n), got(m * n, 7.0f);
+  for (std::size_t k0 = 0; k0 < k; k0 += kb) {
+    std::size_t const len = std::min(kb, k - k0);
+    auto const o = static_cast<std::ptrdiff_t>(k0);
+    sd::gemm(m, n, len, 1.0f, sd::Matrix<TA>{ar.data + o * ar.cs, ar.rs, ar.cs}, sd::Matrix<TB>{br.data + o * br.rs, br.rs, br.cs},
+             0.0f, sd::MatrixOut<float>{part.data(), N, 1});
+    for (std::size_t i = 0; i < m * n; ++i) want[i] = k0 == 0 ? part[i] : want[i] + part[i];
+  }
+  sd::MatrixOut<float> const s = tc ? sd::MatrixOut<float>{got.data(), 1, M} : sd::MatrixOut<float>{got.data(), N, 1};
+  sd::gemm_ksum(m, n, k, kb, ar, br, s);
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j)
+      bad += got[static_cast<std::size_t>(static_cast<std::ptrdiff_t>(i) * s.rs + static_cast<std::ptrdiff_t>(j) * s.cs)] !=
+             want[i * n + j];
+  CHECK(bad == 0);
+}
+}  // namespace
+
+TEST_CASE("gemm_ksum: bitwise one gemm per K segment summed in order") {
+  check_ksum<float, float>(32, 10, 784, 22, false, false);   // direct B, masked tail, several cache blocks
+  check_ksum<float, float>(128, 128, 784, 35, false, false);  // packed B
+  check_ksum<float, float>(4, 1000, 2048, 64, false, false);
+  check_ksum<float, float>(79, 64, 1024, 147, true, false);   // one segment per cache block
+  check_ksum<float, float>(13, 45, 300, 256, false, true);    // strided result
+  check_ksum<half, half>(30, 40, 500, 37, false, false);
+  check_ksum<half, float>(7, 17, 90, 1, false, true);
+  std::vector<float> s(6, 3.0f);
+  float const* none = nullptr;
+  sd::gemm_ksum(2, 3, 0, 4, sd::Matrix<float>{none, 0, 1}, sd::Matrix<float>{none, 3, 1}, sd::MatrixOut<float>{s.data(), 3, 1});
+  CHECK(s == std::vector<float>(6, 0.0f));  // an empty sum
+}

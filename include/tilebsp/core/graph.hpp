@@ -2,6 +2,7 @@
 #pragma once
 
 #include <tilebsp/core/error.hpp>
+#include <tilebsp/core/host_kernel.hpp>
 #include <tilebsp/core/target.hpp>
 #include <tilebsp/core/tensor.hpp>
 #include <tilebsp/core/tile_mapping.hpp>
@@ -118,6 +119,7 @@ struct GraphImpl {
   std::uint32_t id = 0;
   std::vector<Variable> variables;
   std::vector<std::string> compute_sets;
+  std::vector<HostKernel> host_kernels;  ///< per compute set (empty bind: none)
   std::vector<VertexRecord> vertices;
   std::vector<FifoInfo> fifos;
 
@@ -256,7 +258,16 @@ class Graph {
 
   ComputeSet add_compute_set(std::string name) {
     impl_->compute_sets.push_back(std::move(name));
+    impl_->host_kernels.emplace_back();
     return {static_cast<std::uint32_t>(impl_->compute_sets.size() - 1), impl_->id};
+  }
+
+  /// Gives compute set `cs` a host kernel (see <tilebsp/core/host_kernel.hpp>): the engine runs it instead of the
+  /// compute set's vertices, which still define mapping, memory and cycles.
+  void set_host_kernel(ComputeSet cs, HostKernel kernel) {
+    if (cs.graph != impl_->id || cs.id >= impl_->compute_sets.size())
+      throw error("set_host_kernel: the compute set belongs to another graph");
+    impl_->host_kernels[cs.id] = std::move(kernel);
   }
 
   /// Adds a vertex of type V on `tile` of this view; connections match V's fields in declaration order.

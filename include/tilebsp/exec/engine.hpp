@@ -32,6 +32,9 @@ struct EngineOptions {
   std::size_t host_threads = 0;
   /// Measure host time per schedule step (adds two clock reads per step on thread 0).
   bool profiling = false;
+  /// Run operators' host kernels in place of their compute sets' vertices (same results, bitwise; see
+  /// <tilebsp/core/host_kernel.hpp>). Off: every vertex runs, for checking or debugging a kernel.
+  bool host_kernels = true;
 };
 
 namespace detail {
@@ -115,6 +118,7 @@ struct ComputeSetExec {
   std::vector<WorkItem> items;
   std::vector<CopyOp> gathers, scatters;
   std::vector<std::size_t> split;  ///< thread t runs items [split[t], split[t + 1])
+  HostTask task;                   ///< when set, runs instead of the items
 };
 
 struct ExchangeExec {
@@ -156,6 +160,7 @@ class Engine : public HostContext {
         threads_(static_cast<unsigned>(opt.host_threads ? opt.host_threads
                                                         : std::max(1u, std::thread::hardware_concurrency()))),
         profiling_(opt.profiling),
+        host_kernels_(opt.host_kernels),
         team_(threads_),
         barrier_(threads_) {
     for (auto const& v : g_.variables) {
@@ -457,6 +462,8 @@ class Engine : public HostContext {
     }
     e.split[threads_] = merged.size();
     e.items = std::move(merged);
+    if (auto const& k = g_.host_kernels[plan.id]; host_kernels_ && k.bind)
+      e.task = k.bind([this](std::uint32_t var) { return data_.at(var).get(); });
     return e;
   }
   static detail::Staging const* find_staging(detail::PlacedVertex const& pv, std::uint32_t field, std::uint32_t item) {
@@ -497,6 +504,10 @@ class Engine : public HostContext {
   }
 
   void run_compute(detail::ComputeSetExec const& e, unsigned tid) const {
+    if (e.task) {
+      e.task(tid, threads_);
+      return;
+    }
     for (std::size_t i = e.split[tid]; i < e.split[tid + 1]; ++i) {
       auto const& it = e.items[i];
       for (auto g = it.gather_begin; g < it.gather_end; ++g) detail::run_copy(e.gathers[g]);
@@ -617,6 +628,7 @@ class Engine : public HostContext {
   detail::GraphImpl const& g_;
   unsigned threads_;
   bool profiling_;
+  bool host_kernels_;
   detail::Team team_;
   detail::Barrier barrier_;
   std::vector<detail::Buffer> data_, arenas_, staging_;

@@ -14,6 +14,9 @@
 #include <boost/hana/define_struct.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <memory>
+#include <optional>
 #include <concepts>
 #include <cstddef>
 #include <string>
@@ -44,7 +47,28 @@ struct MatmulVertex {
   }
 };
 
-/// out (=|+=) alpha * (sum over p of parts[p]), summed in f32 in order p = 0, 1, ...
+/// The last step of a reduction, shared by the vertices and the host kernel so both round alike:
+/// out = alpha * s, or out + alpha * s (one fused multiply-add) when accumulating.
+template <class TO, bool Acc>
+void matmul_finish(float const* s, TO* out, std::ptrdiff_t stride, std::size_t n, float alpha) noexcept {
+  std::size_t j = 0;
+  if constexpr (std::is_same_v<TO, float>) {
+    if (stride == 1) {
+      using B = simd::batch<float>;
+      for (; j + simd::lanes <= n; j += simd::lanes) {
+        B const v = B::load_unaligned(s + j);
+        B const r = Acc ? xsimd::fma(B(alpha), v, B::load_unaligned(out + j)) : v * B(alpha);
+        r.store_unaligned(out + j);
+      }
+    }
+  }
+  for (; j < n; ++j) {
+    TO& o = out[static_cast<std::ptrdiff_t>(j) * stride];
+    o = TO(Acc ? std::fma(alpha, s[j], static_cast<float>(o)) : alpha * s[j]);
+  }
+}
+
+/// out (=|+=) alpha * (parts[0] + parts[1] + ...), summed in f32 in that order.
 template <class TP, class TO, bool Acc>
 struct MatmulReduce {
   using Out = std::conditional_t<Acc, inout_view<TO, 2>, output_view<TO, 2>>;
@@ -53,47 +77,146 @@ struct MatmulReduce {
   void compute() {
     std::size_t const rows = out.dim(0), cols = out.dim(1), np = parts.dim(0);
     constexpr std::size_t L = simd::lanes;
+    using B = simd::batch<float>;
     alignas(64) float acc[L];
     for (std::size_t i = 0; i < rows; ++i)
       for (std::size_t j0 = 0; j0 < cols; j0 += L) {
         std::size_t const w = std::min(L, cols - j0);
+        bool done = false;
         if constexpr (std::is_same_v<TP, float>) {
           if (w == L && parts.stride(2) == 1) {
-            using B = simd::batch<float>;
             TP const* src = &parts(std::size_t{0}, i, j0);
             B s = B::load_unaligned(src);
             for (std::size_t p = 1; p < np; ++p) s += B::load_unaligned(src + static_cast<std::ptrdiff_t>(p) * parts.stride(0));
-            if constexpr (std::is_same_v<TO, float>) {
-              if (out.stride(1) == 1) {
-                TO* o = &out(i, j0);
-                B r = s * B(static_cast<float>(alpha));
-                if constexpr (Acc) r += B::load_unaligned(o);
-                r.store_unaligned(o);
-                continue;
-              }
-            }
             s.store_aligned(acc);
-            store(i, j0, w, acc);
-            continue;
+            done = true;
           }
         }
-        for (std::size_t j = 0; j < w; ++j) {
-          float s = 0.0f;
-          for (std::size_t p = 0; p < np; ++p) s += static_cast<float>(parts(p, i, j0 + j));
-          acc[j] = s;
-        }
-        store(i, j0, w, acc);
+        if (!done)
+          for (std::size_t j = 0; j < w; ++j) {
+            float s = static_cast<float>(parts(std::size_t{0}, i, j0 + j));
+            for (std::size_t p = 1; p < np; ++p) s += static_cast<float>(parts(p, i, j0 + j));
+            acc[j] = s;
+          }
+        matmul_finish<TO, Acc>(acc, &out(i, j0), out.stride(1), w, alpha);
       }
-  }
-  void store(std::size_t i, std::size_t j0, std::size_t w, float const* acc) const {
-    for (std::size_t j = 0; j < w; ++j) {
-      auto& o = out(i, j0 + j);
-      o = TO(Acc ? static_cast<float>(o) + alpha * acc[j] : alpha * acc[j]);
-    }
   }
   std::uint64_t cycle_estimate() const {
     return tilebsp::detail::matmul_reduce_cycles(out.dim(0) * out.dim(1), parts.dim(0), sizeof(TP));
   }
+};
+
+/// The host kernel of a matmul plan: the first compute set's task computes the whole product (every serial step
+/// and the final reduction) bitwise as the vertices do — same K ranges, same kernel, same summation order —
+/// without materialising partials; the later compute sets' tasks do nothing. Work is divided by output blocks,
+/// whose values do not depend on the division. Needs each operand to be one strided variable and the result not
+/// to share a variable with an operand (else the vertices run).
+template <class TA, class TP, class TO>
+class MatmulHostKernel {
+ public:
+  MatmulHostKernel(MatmulPlan const& p, Tensor const& a3, Tensor const& b3, Tensor const& c3, float alpha)
+      : s_(std::make_shared<State>(State{p, a3.affine(), b3.affine(), c3.affine(), alpha})) {
+    auto const& x = *s_;
+    if (!x.a || !x.b || !x.c || x.c->var == x.a->var || x.c->var == x.b->var) s_.reset();
+  }
+  /// The kernel for the first compute set (computes everything) and for the others (nothing).
+  HostKernel first() const {
+    if (!s_) return {};
+    return {[s = s_](HostAddressOf const& at) -> HostTask {
+      Bound const b{at(s->a->var), at(s->b->var), at(s->c->var)};
+      return [s, b](unsigned t, unsigned threads) { s->run(b, t, threads); };
+    }};
+  }
+  HostKernel rest() const {
+    if (!s_) return {};
+    return {[](HostAddressOf const&) -> HostTask { return [](unsigned, unsigned) {}; }};
+  }
+
+ private:
+  struct Bound {
+    std::byte *a, *b, *c;
+  };
+  struct State {
+    MatmulPlan plan;
+    std::optional<tilebsp::detail::Affine> a, b, c;
+    float alpha;
+
+    void run(Bound const& at, unsigned t, unsigned threads) const {
+      auto const& q = plan.problem;
+      // Output blocks: whole rows up to 512 columns wide, row counts a multiple of the micro-kernel's; about
+      // four blocks per thread.
+      std::size_t const cc = q.n <= 512 ? q.n : 256, nc = (q.n + cc - 1) / cc;
+      std::size_t const want = 4 * std::size_t{threads}, row_units = std::max<std::size_t>(1, (want + q.groups * nc - 1) / (q.groups * nc));
+      std::size_t rc = (q.m + row_units - 1) / row_units;
+      rc = std::min(q.m, (rc + simd::gemm_mr - 1) / simd::gemm_mr * simd::gemm_mr);
+      std::size_t const mc = (q.m + rc - 1) / rc, units = q.groups * mc * nc;
+      for (std::size_t u = units * t / threads, end = units * (t + 1) / threads; u < end; ++u) {
+        std::size_t const g = u / (mc * nc), r0 = u / nc % mc * rc, c0 = u % nc * cc;
+        block(at, g, r0, std::min(q.m, r0 + rc), c0, std::min(q.n, c0 + cc));
+      }
+    }
+    void block(Bound const& at, std::size_t g, std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) const {
+      auto const& q = plan.problem;
+      auto const& sa = a->strides;
+      auto const& sb = b->strides;
+      auto const& sc = c->strides;
+      auto const i = [](std::size_t v) { return static_cast<std::ptrdiff_t>(v); };
+      TA const* pa = reinterpret_cast<TA const*>(at.a) + a->start + i(g) * sa[0] + i(r0) * sa[1];
+      TA const* pb = reinterpret_cast<TA const*>(at.b) + b->start + i(g) * sb[0] + i(c0) * sb[2];
+      TO* pc = reinterpret_cast<TO*>(at.c) + c->start + i(g) * sc[0] + i(r0) * sc[1] + i(c0) * sc[2];
+      std::size_t const m = r1 - r0, n = c1 - c0;
+      auto const av = [&](std::size_t k0) { return simd::Matrix<TA>{pa + i(k0) * sa[2], sa[1], sa[2]}; };
+      auto const bv = [&](std::size_t k0) { return simd::Matrix<TA>{pb + i(k0) * sb[1], sb[1], sb[2]}; };
+      simd::MatrixOut<TO> const out{pc, sc[1], sc[2]};
+      // The tile steps over K range [k0, k1): each step's gemm accumulates onto the previous.
+      auto const steps = [&](std::size_t k0, std::size_t k1, auto dst) {
+        for (std::size_t s = 0; s < plan.k_steps; ++s) {
+          std::size_t const s0 = std::min(k1, k0 + s * plan.k_step), s1 = std::min(k1, s0 + plan.k_step);
+          if (s > 0 && s0 == s1) break;
+          simd::gemm(m, n, s1 - s0, 1.0f, av(s0), bv(s0), s > 0 ? 1.0f : 0.0f, dst);
+        }
+      };
+      if (!plan.reduce) {
+        steps(0, q.k, out);
+        return;
+      }
+      bool const in_place = std::is_same_v<TO, float> && !q.accumulate && alpha == 1.0f;
+      float* sum = nullptr;
+      simd::MatrixOut<float> sv{};
+      if constexpr (std::is_same_v<TO, float>) {
+        if (in_place) sv = {pc, sc[1], sc[2]};
+      }
+      if (!in_place) {
+        sum = scratch(0).get(m * n);
+        sv = {sum, i(n), 1};
+      }
+      if (std::is_same_v<TP, float> && plan.k_steps == 1 && plan.k_tile <= simd::gemm_kc) {
+        simd::gemm_ksum(m, n, q.k, plan.k_tile, av(0), bv(0), sv);
+      } else {
+        auto* part = reinterpret_cast<TP*>(scratch(1).get((m * n * sizeof(TP) + sizeof(float) - 1) / sizeof(float)));
+        for (std::size_t j = 0; j < plan.k_split; ++j) {
+          std::size_t const k0 = j * plan.k_tile;
+          steps(k0, std::min(q.k, k0 + plan.k_tile), simd::MatrixOut<TP>{part, i(n), 1});
+          for (std::size_t r = 0; r < m; ++r)
+            for (std::size_t col = 0; col < n; ++col) {
+              float& o = sv.data[i(r) * sv.rs + i(col) * sv.cs];
+              float const v = static_cast<float>(part[r * n + col]);
+              o = j == 0 ? v : o + v;
+            }
+        }
+      }
+      if (in_place) return;
+      for (std::size_t r = 0; r < m; ++r) {
+        if (q.accumulate) matmul_finish<TO, true>(sum + r * n, pc + i(r) * sc[1], sc[2], n, alpha);
+        else matmul_finish<TO, false>(sum + r * n, pc + i(r) * sc[1], sc[2], n, alpha);
+      }
+    }
+    static simd::detail::Scratch& scratch(int which) {
+      thread_local simd::detail::Scratch s[2];
+      return s[which];
+    }
+  };
+  std::shared_ptr<State> s_;
 };
 
 /// The machine a graph view plans for: its own tiles (a shard is one IPU of a multi-IPU target).
@@ -176,8 +299,10 @@ void build(Graph& g, Sequence& prog, MatmulPlan const& p, Tensor const& a3, Tens
       g.set_tile_mapping(parts.slice({ik, g0, m0, n0}, {ik + 1, g1, m1, n1}), tile);
     });
   auto const rate = static_cast<float>(tilebsp::detail::macs_per_cycle(g.target(), q.input));
+  MatmulHostKernel<TA, TP, TO> const host(p, a3, b3, c3, alpha);
   for (std::size_t s = 0; s < p.k_steps; ++s) {
     ComputeSet const cs = g.add_compute_set(name + (p.k_steps > 1 ? "/step" + std::to_string(s) : ""));
+    g.set_host_kernel(cs, s == 0 ? host.first() : host.rest());
     auto const add = [&]<class TW, bool Acc>(Tensor const& w, std::size_t tile, Tensor const& av, Tensor const& bv) {
       g.add_vertex<MatmulVertex<TA, TW, Acc>>(cs, tile, fetch(av), fetch(bv), w, rate);
     };
@@ -202,6 +327,7 @@ void build(Graph& g, Sequence& prog, MatmulPlan const& p, Tensor const& a3, Tens
   // Final stage, where the result lives: each rectangle of a tile's region inside one plan block sums that
   // block's partials (fetched from the K-split tiles) in K-block order.
   ComputeSet const cs = g.add_compute_set(name + "/reduce");
+  g.set_host_kernel(cs, host.rest());
   Tensor const by_group = parts.dimshuffle({1, 0, 2, 3});  // [G, k_split, M, N]
   auto const rect = [&](std::size_t tile, std::size_t gi, std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) {
     for (std::size_t i = r0; i < r1;) {

@@ -51,6 +51,22 @@ inline void store_f16(batch<float> const& x, half* p) noexcept {
 #endif
 }
 
+/// Loads the first `n` (<= lanes) floats at p, zeros past them; never touches memory past p + n.
+inline batch<float> load_partial(float const* p, std::size_t n) noexcept {
+#if defined(__AVX512F__)
+  static_assert(lanes == 16);
+  return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1u), p);
+#elif defined(__AVX2__)
+  static_assert(lanes == 8);
+  alignas(32) static constexpr std::int32_t ramp[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+  return _mm256_maskload_ps(p, _mm256_loadu_si256(reinterpret_cast<__m256i const*>(ramp + 8 - n)));
+#else
+  alignas(64) float tmp[lanes] = {};
+  for (std::size_t i = 0; i < n; ++i) tmp[i] = p[i];
+  return batch<float>::load_aligned(tmp);
+#endif
+}
+
 /// Stores a 32-bit batch to aligned memory, bypassing the cache (for outputs too large to stay in it).
 /// `p` must be aligned to the batch size.
 template <class T>

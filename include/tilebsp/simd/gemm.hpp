@@ -40,70 +40,113 @@ namespace detail {
 template <class T>
 inline constexpr bool gemm_element = std::is_same_v<T, float> || std::is_same_v<T, half>;
 
-/// acc[R x NR] = sum over k of A(r, k) * B(k, c), with A(r, k) at a[r * ars + k * acs] (a packed panel has
-/// ars = 1, acs = MR) and B(k, c) at b[k * brs + c] (a packed panel has brs = NR); then C = alpha * acc + beta * C
-/// for the m x n valid corner. R is a compile-time row count so the accumulators stay in registers.
-template <std::size_t R, class TC>
-void micro_kernel(std::size_t kc, float const* a, std::ptrdiff_t ars, std::ptrdiff_t acs, float const* b,
-                  std::ptrdiff_t brs, MatrixOut<TC> c, std::size_t n, float alpha, float beta) noexcept {
+/// One register block: R rows of A by V vectors of B columns. Over the kc columns of the block, in segments of
+/// kb (the last may be shorter), acc = the segment's products summed from zero by FMA in k order, and
+/// tot = acc for the first segment, tot + acc after. A(r, k) is at a[r * ars + k * acs] (a packed panel has
+/// ars = 1, acs = MR), B(k, c) at b[k * brs + c]; Masked reads only the n valid columns of the last vector (B read
+/// in place). Then Sum: C (f32) = tot, or C + tot segment by segment when `load` (a running sum over calls);
+/// otherwise C = alpha * tot + beta * C for the m x n valid corner.
+template <std::size_t R, std::size_t V, bool Masked, bool Sum, class TC>
+void micro_kernel(std::size_t kc, std::size_t kb, float const* a, std::ptrdiff_t ars, std::ptrdiff_t acs, float const* b,
+                  std::ptrdiff_t brs, MatrixOut<TC> c, std::size_t n, float alpha, float beta, bool load) noexcept {
   using B = batch<float>;
-  B acc[R][2];
-  [&]<std::size_t... I>(std::index_sequence<I...>) {
-    ((acc[I][0] = B(0.0f), acc[I][1] = B(0.0f)), ...);
-    for (std::size_t k = 0; k < kc; ++k) {
-      float const* bk = b + static_cast<std::ptrdiff_t>(k) * brs;
-      B const b0 = B::load_unaligned(bk), b1 = B::load_unaligned(bk + lanes);
-      float const* ak = a + static_cast<std::ptrdiff_t>(k) * acs;
-      ((acc[I][0] = xsimd::fma(B(ak[static_cast<std::ptrdiff_t>(I) * ars]), b0, acc[I][0]),
-        acc[I][1] = xsimd::fma(B(ak[static_cast<std::ptrdiff_t>(I) * ars]), b1, acc[I][1])), ...);
+  constexpr std::size_t N = R * V;
+  B tot[N], acc[N];
+  std::size_t const tail = n - (V - 1) * lanes;  // valid columns of the last vector
+  bool const full = n == V * lanes && c.cs == 1;
+  alignas(64) float tmp[R][V * lanes];
+  bool have = false;
+  if constexpr (Sum) {
+    static_assert(std::is_same_v<TC, float>);
+    if (load) {
+      for (std::size_t i = 0; i < N; ++i) {
+        float const* cr = c.data + static_cast<std::ptrdiff_t>(i / V) * c.rs;
+        if (full) {
+          tot[i] = B::load_unaligned(cr + (i % V) * lanes);
+        } else {
+          for (std::size_t j = 0; j < lanes; ++j) {
+            std::size_t const col = (i % V) * lanes + j;
+            tmp[i / V][col] = col < n ? cr[static_cast<std::ptrdiff_t>(col) * c.cs] : 0.0f;
+          }
+          tot[i] = B::load_aligned(&tmp[i / V][(i % V) * lanes]);
+        }
+      }
+      have = true;
     }
-  }(std::make_index_sequence<R>{});
+  }
+  for (std::size_t k0 = 0; k0 < kc; k0 += kb) {
+    std::size_t const k1 = std::min(kc, k0 + kb);
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((acc[I] = B(0.0f)), ...);
+      for (std::size_t k = k0; k < k1; ++k) {
+        float const* bk = b + static_cast<std::ptrdiff_t>(k) * brs;
+        B bv[V];
+        if constexpr (V == 2) bv[0] = B::load_unaligned(bk);
+        if constexpr (Masked) bv[V - 1] = load_partial(bk + (V - 1) * lanes, tail);
+        else bv[V - 1] = B::load_unaligned(bk + (V - 1) * lanes);
+        float const* ak = a + static_cast<std::ptrdiff_t>(k) * acs;
+        ((acc[I] = xsimd::fma(B(ak[static_cast<std::ptrdiff_t>(I / V) * ars]), bv[I % V], acc[I])), ...);
+      }
+      if (have) ((tot[I] = tot[I] + acc[I]), ...);
+      else ((tot[I] = acc[I]), ...);
+    }(std::make_index_sequence<N>{});
+    have = true;
+  }
+  if constexpr (Sum) {
+    for (std::size_t i = 0; i < N; ++i) {
+      float* cr = c.data + static_cast<std::ptrdiff_t>(i / V) * c.rs;
+      if (full) tot[i].store_unaligned(cr + (i % V) * lanes);
+      else tot[i].store_aligned(&tmp[i / V][(i % V) * lanes]);
+    }
+    if (!full)
+      for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t j = 0; j < n; ++j) c.data[static_cast<std::ptrdiff_t>(r) * c.rs + static_cast<std::ptrdiff_t>(j) * c.cs] = tmp[r][j];
+    return;
+  }
   B const al(alpha);
   if constexpr (std::is_same_v<TC, float>) {
-    if (n == gemm_nr && c.cs == 1) {
-      for (std::size_t r = 0; r < R; ++r) {
-        float* cr = c.data + static_cast<std::ptrdiff_t>(r) * c.rs;
-        for (std::size_t h = 0; h < 2; ++h) {
-          B v = acc[r][h] * al;
-          if (beta != 0.0f) v = xsimd::fma(B(beta), B::load_unaligned(cr + h * lanes), v);
-          v.store_unaligned(cr + h * lanes);
-        }
+    if (full) {
+      for (std::size_t i = 0; i < N; ++i) {
+        float* cr = c.data + static_cast<std::ptrdiff_t>(i / V) * c.rs + (i % V) * lanes;
+        B v = tot[i] * al;
+        if (beta != 0.0f) v = xsimd::fma(B(beta), B::load_unaligned(cr), v);
+        v.store_unaligned(cr);
       }
       return;
     }
   } else {
-    if (n == gemm_nr && c.cs == 1 && beta == 0.0f) {
-      for (std::size_t r = 0; r < R; ++r)
-        for (std::size_t h = 0; h < 2; ++h) store_f16(acc[r][h] * al, c.data + static_cast<std::ptrdiff_t>(r) * c.rs + h * lanes);
+    if (full && beta == 0.0f) {
+      for (std::size_t i = 0; i < N; ++i)
+        store_f16(tot[i] * al, c.data + static_cast<std::ptrdiff_t>(i / V) * c.rs + (i % V) * lanes);
       return;
     }
   }
-  alignas(64) float tmp[R][gemm_nr];
-  for (std::size_t r = 0; r < R; ++r) {
-    (acc[r][0] * al).store_aligned(&tmp[r][0]);
-    (acc[r][1] * al).store_aligned(&tmp[r][lanes]);
-  }
+  for (std::size_t i = 0; i < N; ++i) (tot[i] * al).store_aligned(&tmp[i / V][(i % V) * lanes]);
   for (std::size_t r = 0; r < R; ++r)
     for (std::size_t j = 0; j < n; ++j) {
       TC& o = c.data[static_cast<std::ptrdiff_t>(r) * c.rs + static_cast<std::ptrdiff_t>(j) * c.cs];
-      o = TC(tmp[r][j] + (beta != 0.0f ? beta * static_cast<float>(o) : 0.0f));
+      o = TC(beta != 0.0f ? xsimd::fma(beta, static_cast<float>(o), tmp[r][j]) : tmp[r][j]);
     }
 }
 
-/// Runs the micro-kernel instantiated for `rows` (1..MR) rows.
-template <class TC>
-void micro_kernel_rows(std::size_t rows, std::size_t kc, float const* a, std::ptrdiff_t ars, std::ptrdiff_t acs,
-                       float const* b, std::ptrdiff_t brs, MatrixOut<TC> c, std::size_t n, float alpha,
-                       float beta) noexcept {
+/// Runs the micro-kernel instantiated for `rows` (1..MR) rows, one vector of columns when nr <= lanes.
+template <bool Masked, bool Sum, class TC>
+void micro_kernel_rows(std::size_t rows, std::size_t nr, std::size_t kc, std::size_t kb, float const* a, std::ptrdiff_t ars,
+                       std::ptrdiff_t acs, float const* b, std::ptrdiff_t brs, MatrixOut<TC> c, float alpha, float beta,
+                       bool load) noexcept {
   static_assert(gemm_mr == 6);
-  switch (rows) {
-    case 6: micro_kernel<6>(kc, a, ars, acs, b, brs, c, n, alpha, beta); break;
-    case 5: micro_kernel<5>(kc, a, ars, acs, b, brs, c, n, alpha, beta); break;
-    case 4: micro_kernel<4>(kc, a, ars, acs, b, brs, c, n, alpha, beta); break;
-    case 3: micro_kernel<3>(kc, a, ars, acs, b, brs, c, n, alpha, beta); break;
-    case 2: micro_kernel<2>(kc, a, ars, acs, b, brs, c, n, alpha, beta); break;
-    default: micro_kernel<1>(kc, a, ars, acs, b, brs, c, n, alpha, beta); break;
-  }
+  auto const run = [&]<std::size_t V>() {
+    switch (rows) {
+      case 6: micro_kernel<6, V, Masked, Sum>(kc, kb, a, ars, acs, b, brs, c, nr, alpha, beta, load); break;
+      case 5: micro_kernel<5, V, Masked, Sum>(kc, kb, a, ars, acs, b, brs, c, nr, alpha, beta, load); break;
+      case 4: micro_kernel<4, V, Masked, Sum>(kc, kb, a, ars, acs, b, brs, c, nr, alpha, beta, load); break;
+      case 3: micro_kernel<3, V, Masked, Sum>(kc, kb, a, ars, acs, b, brs, c, nr, alpha, beta, load); break;
+      case 2: micro_kernel<2, V, Masked, Sum>(kc, kb, a, ars, acs, b, brs, c, nr, alpha, beta, load); break;
+      default: micro_kernel<1, V, Masked, Sum>(kc, kb, a, ars, acs, b, brs, c, nr, alpha, beta, load); break;
+    }
+  };
+  if (nr <= lanes) run.template operator()<1>();
+  else run.template operator()<2>();
 }
 
 /// Packs rows [0, m) x columns [0, kc) of A into MR-row panels (element (r, k) of a panel at k * MR + r),
@@ -183,9 +226,77 @@ inline Scratch& scratch_c() {
 
 }  // namespace detail
 
+namespace detail {
+
+/// The blocked loops around the micro-kernel. Not Sum: C = alpha * A * B + beta * C (later K blocks accumulate
+/// onto C). Sum: C (f32) = the in-order sum of the K segments of kb columns (kb <= gemm_kc; each cache block holds
+/// whole segments, and later blocks continue the running sum in C).
+template <bool Sum, class TA, class TB, class TC>
+void gemm_blocked(std::size_t m, std::size_t n, std::size_t k, std::size_t kb, float alpha, Matrix<TA> a, Matrix<TB> b,
+                  float beta, MatrixOut<TC> c) {
+  auto const cat = [&](std::size_t i, std::size_t j) -> TC& {
+    return c.data[static_cast<std::ptrdiff_t>(i) * c.rs + static_cast<std::ptrdiff_t>(j) * c.cs];
+  };
+  // f32 A is read in place (broadcast loads need no layout); f16 A is converted into packed panels. B is read in
+  // place when it is f32 with unit column stride and few rows of A share each panel (the last columns by masked
+  // loads); otherwise packed.
+  constexpr bool direct_a = std::is_same_v<TA, float>;
+  bool const direct_b = std::is_same_v<TB, float> && b.cs == 1 && m <= 2 * gemm_mr;
+  std::size_t const np = (n + gemm_nr - 1) / gemm_nr * gemm_nr;
+  std::size_t const block = Sum ? std::max<std::size_t>(1, gemm_kc / kb) * kb : gemm_kc;
+  float* bp = direct_b ? nullptr : scratch_b().get(block * np);
+  float* ap = direct_a ? nullptr : scratch_a().get(block * (gemm_mc + gemm_mr));
+  for (std::size_t k0 = 0; k0 < k; k0 += block) {
+    std::size_t const kc = std::min(block, k - k0);
+    float const kbeta = k0 == 0 ? beta : 1.0f;  // later K blocks accumulate onto C
+    Matrix<TB> const bk{b.data + static_cast<std::ptrdiff_t>(k0) * b.rs, b.rs, b.cs};
+    if (!direct_b) pack_b(bk, kc, n, bp);
+    for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
+      std::size_t const mc = std::min(gemm_mc, m - i0);
+      float const* ablk = nullptr;
+      std::ptrdiff_t ars = 1, acs = gemm_mr, apanel = static_cast<std::ptrdiff_t>(gemm_mr * kc);
+      if constexpr (direct_a) {
+        ablk = a.data + static_cast<std::ptrdiff_t>(i0) * a.rs + static_cast<std::ptrdiff_t>(k0) * a.cs;
+        ars = a.rs;
+        acs = a.cs;
+        apanel = static_cast<std::ptrdiff_t>(gemm_mr) * a.rs;
+      } else {
+        pack_a(Matrix<TA>{a.data + static_cast<std::ptrdiff_t>(i0) * a.rs + static_cast<std::ptrdiff_t>(k0) * a.cs, a.rs, a.cs},
+               mc, kc, ap);
+        ablk = ap;
+      }
+      for (std::size_t j0 = 0; j0 < n; j0 += gemm_nr) {
+        std::size_t const nr = std::min(gemm_nr, n - j0);
+        float const* bpanel = nullptr;
+        std::ptrdiff_t brs = gemm_nr;
+        bool masked = false;
+        if (!direct_b) {
+          bpanel = bp + j0 * kc;
+        } else {
+          if constexpr (std::is_same_v<TB, float>) bpanel = bk.data + j0;
+          brs = b.rs;
+          masked = nr % lanes != 0;
+        }
+        for (std::size_t r0 = 0; r0 < mc; r0 += gemm_mr) {
+          std::size_t const rows = std::min(gemm_mr, mc - r0);
+          float const* ar = ablk + static_cast<std::ptrdiff_t>(r0 / gemm_mr) * apanel;
+          MatrixOut<TC> const cr{&cat(i0 + r0, j0), c.rs, c.cs};
+          std::size_t const seg = Sum ? kb : kc;
+          if (masked)
+            micro_kernel_rows<true, Sum>(rows, nr, kc, seg, ar, ars, acs, bpanel, brs, cr, alpha, kbeta, k0 > 0);
+          else
+            micro_kernel_rows<false, Sum>(rows, nr, kc, seg, ar, ars, acs, bpanel, brs, cr, alpha, kbeta, k0 > 0);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
 /// C[m x n] = alpha * A[m x k] * B[k x n] + beta * C, accumulating in f32 (beta == 0: C is not read). A and B are
-/// f32 or f16, C is f32 or f16, any strides. Deterministic: the summation order depends only on k and the
-/// blocking constants, never on the operands' layout or the thread.
+/// f32 or f16, C is f32 or f16, any strides. Deterministic: each element's summation order depends only on k and
+/// the blocking constants, never on m, n, the operands' layout or the thread.
 template <class TA, class TB, class TC>
 void gemm(std::size_t m, std::size_t n, std::size_t k, float alpha, Matrix<TA> a, Matrix<TB> b, float beta,
           MatrixOut<TC> c) {
@@ -206,57 +317,27 @@ void gemm(std::size_t m, std::size_t n, std::size_t k, float alpha, Matrix<TA> a
       gemm(m, n, k, alpha, a, b, 0.0f, MatrixOut<float>{t, static_cast<std::ptrdiff_t>(n), 1});
       for (std::size_t i = 0; i < m; ++i)
         for (std::size_t j = 0; j < n; ++j)
-          cat(i, j) = TC(t[i * n + j] + (beta != 0.0f ? beta * static_cast<float>(cat(i, j)) : 0.0f));
+          cat(i, j) = TC(beta != 0.0f ? xsimd::fma(beta, static_cast<float>(cat(i, j)), t[i * n + j]) : t[i * n + j]);
       return;
     }
   }
-  // f32 A is read in place (broadcast loads need no layout); f16 A is converted into packed panels. B is read in
-  // place when it is f32 with unit column stride and few rows of A share each panel; otherwise packed.
-  constexpr bool direct_a = std::is_same_v<TA, float>;
-  bool const direct_b = std::is_same_v<TB, float> && b.cs == 1 && m <= 2 * gemm_mr;
-  std::size_t const np = (n + gemm_nr - 1) / gemm_nr * gemm_nr;
-  float* bp = detail::scratch_b().get(gemm_kc * (direct_b ? gemm_nr : np));
-  float* ap = direct_a ? nullptr : detail::scratch_a().get(gemm_kc * (gemm_mc + gemm_mr));
-  for (std::size_t k0 = 0; k0 < k; k0 += gemm_kc) {
-    std::size_t const kc = std::min(gemm_kc, k - k0);
-    float const kb = k0 == 0 ? beta : 1.0f;  // later K blocks accumulate onto C
-    Matrix<TB> const bk{b.data + static_cast<std::ptrdiff_t>(k0) * b.rs, b.rs, b.cs};
-    if (!direct_b) detail::pack_b(bk, kc, n, bp);
-    for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
-      std::size_t const mc = std::min(gemm_mc, m - i0);
-      float const* ablk = nullptr;
-      std::ptrdiff_t ars = 1, acs = gemm_mr, apanel = static_cast<std::ptrdiff_t>(gemm_mr * kc);
-      if constexpr (direct_a) {
-        ablk = a.data + static_cast<std::ptrdiff_t>(i0) * a.rs + static_cast<std::ptrdiff_t>(k0) * a.cs;
-        ars = a.rs;
-        acs = a.cs;
-        apanel = static_cast<std::ptrdiff_t>(gemm_mr) * a.rs;
-      } else {
-        detail::pack_a(Matrix<TA>{a.data + static_cast<std::ptrdiff_t>(i0) * a.rs + static_cast<std::ptrdiff_t>(k0) * a.cs,
-                                  a.rs, a.cs},
-                       mc, kc, ap);
-        ablk = ap;
-      }
-      for (std::size_t j0 = 0; j0 < n; j0 += gemm_nr) {
-        std::size_t const nr = std::min(gemm_nr, n - j0);
-        float const* bpanel = nullptr;
-        std::ptrdiff_t brs = gemm_nr;
-        if (!direct_b) {
-          bpanel = bp + j0 * kc;
-        } else if (nr == gemm_nr) {
-          if constexpr (std::is_same_v<TB, float>) bpanel = bk.data + j0;
-          brs = b.rs;
-        } else {
-          detail::pack_b(Matrix<TB>{bk.data + static_cast<std::ptrdiff_t>(j0), b.rs, 1}, kc, nr, bp);
-          bpanel = bp;
-        }
-        for (std::size_t r0 = 0; r0 < mc; r0 += gemm_mr)
-          detail::micro_kernel_rows(std::min(gemm_mr, mc - r0), kc, ablk + static_cast<std::ptrdiff_t>(r0 / gemm_mr) * apanel,
-                                    ars, acs, bpanel, brs,
-                                    MatrixOut<TC>{&cat(i0 + r0, j0), c.rs, c.cs}, nr, alpha, kb);
-      }
-    }
+  detail::gemm_blocked<false>(m, n, k, k, alpha, a, b, beta, c);
+}
+
+/// S[m x n] (f32) = P_0 + P_1 + ... summed in order, where P_j = A[:, K segment j] * B[K segment j, :] over
+/// segments of `kb` columns of K (the last may be shorter), each computed exactly as gemm(beta 0) on the segment
+/// computes it: bitwise the result of one gemm per segment followed by an in-order f32 sum, without the
+/// intermediate matrices. kb is clamped to [1, gemm_kc]; k = 0 gives zeros.
+template <class TA, class TB>
+void gemm_ksum(std::size_t m, std::size_t n, std::size_t k, std::size_t kb, Matrix<TA> a, Matrix<TB> b, MatrixOut<float> s) {
+  static_assert(detail::gemm_element<TA> && detail::gemm_element<TB>, "gemm_ksum: operands are float or half");
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < n; ++j) s.data[static_cast<std::ptrdiff_t>(i) * s.rs + static_cast<std::ptrdiff_t>(j) * s.cs] = 0.0f;
+    return;
   }
+  detail::gemm_blocked<true>(m, n, k, std::clamp<std::size_t>(kb, 1, gemm_kc), 1.0f, a, b, 0.0f, s);
 }
 
 /// The f32 form with a row-major C of row stride ldc.

@@ -1,0 +1,28 @@
+// Host kernels: an operator's faster host implementation of one of its compute sets. The vertices stay the model
+// (mapping checks, memory, exchange and cycle estimates, profile); the engine runs the host kernel in their place.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+namespace tilebsp {
+
+/// What an Engine runs for a compute set that has a host kernel: called by every host thread as
+/// task(thread, threads) between the same barriers as the vertices would be. Work must be divided so that the
+/// values written do not depend on `threads`.
+using HostTask = std::function<void(unsigned thread, unsigned threads)>;
+
+/// Resolves variable `var` of the graph to the host address of its first element.
+using HostAddressOf = std::function<std::byte*(std::uint32_t var)>;
+
+/// A host implementation of a compute set. Contract: running the task writes bitwise the same values that the
+/// compute set's vertices would write to every tensor read after it (an operator's internal temporaries
+/// excepted), so an Engine with host kernels turned off (EngineOptions::host_kernels) computes the same results.
+/// bind() is called once per Engine; an empty task means "run the vertices" (for example when an operand is not
+/// one strided variable).
+struct HostKernel {
+  std::function<HostTask(HostAddressOf const&)> bind;
+};
+
+}  // namespace tilebsp
