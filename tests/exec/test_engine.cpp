@@ -178,3 +178,41 @@ TEST_CASE("profile: summary text and JSON") {
   std::remove(path.c_str());
   CHECK_THROWS_AS(p.write_json("/nonexistent-dir/x.json"), tb::error);
 }
+
+TEST_CASE("host kernels run in place of a compute set's vertices, which still define the model") {
+  tb::Graph g{tb::targets::tiny(2)};
+  auto x = g.add_variable<float>({8}, "x"), one = g.add_constant<float>({8}, 1.0f, "one");
+  tb::map_linearly(g, x);
+  tb::map_linearly(g, one);
+  auto cs = g.add_compute_set("inc");
+  for (auto const& [tile, iv] : g.tile_mapping(x))
+    g.add_vertex<tbt::Axpy>(cs, tile, one.slice(iv.begin, iv.end), x.slice(iv.begin, iv.end), 1.0f);
+  // The same increment, computed by the host: each thread takes its share of the elements.
+  auto const var = x.affine()->var;
+  g.set_host_kernel(cs, {[var](tb::HostAddressOf const& at) -> tb::HostTask {
+                      auto* p = reinterpret_cast<float*>(at(var));
+                      return [p](unsigned t, unsigned threads) {
+                        for (std::size_t i = 8 * t / threads; i < 8 * (t + 1) / threads; ++i) p[i] += 1.0f;
+                      };
+                    }});
+  auto const exe = tb::compile(g, tb::repeat(3, tb::execute(cs)));
+  for (std::size_t threads : {1, 2, 3})
+    for (bool host : {true, false}) {
+      tb::Engine e{exe, {.host_threads = threads, .host_kernels = host}};
+      e.run();
+      CHECK(e.read<float>(x) == std::vector<float>(8, 3.0f));
+      std::uint64_t cycles = 0;  // still estimated from the vertices
+      auto const profile = e.profile();
+      for (auto const& step : profile.programs[0]) cycles += step.kind == "superstep" ? step.est_cycles : 0;
+      CHECK(cycles > 0);
+    }
+  // A kernel whose bind() gives no task leaves the vertices to run.
+  g.set_host_kernel(cs, {[](tb::HostAddressOf const&) { return tb::HostTask{}; }});
+  tb::Engine e{tb::compile(g, tb::execute(cs)), {.host_threads = 2}};
+  e.run();
+  CHECK(e.read<float>(x) == std::vector<float>(8, 1.0f));
+  tb::Graph other{tb::targets::tiny(2)};
+  auto const foreign = other.add_compute_set("foreign");
+  CHECK_THROWS_WITH_AS(g.set_host_kernel(foreign, {}), "set_host_kernel: the compute set belongs to another graph",
+                       tb::error);
+}

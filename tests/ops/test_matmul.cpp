@@ -141,6 +141,44 @@ TEST_CASE("matmul_acc: c += k * a x b where c keeps its own mapping") {
   }
 }
 
+TEST_CASE("matmul: every host-kernel path matches the vertices bitwise") {
+  // check() compares the host kernel with the vertices on every case; these reach its less common paths.
+  auto const t4 = tb::targets::tiny(4, 4 << 20);
+  check<float>(t4, {1, 8, 40, 1500}, false);                        // K blocks longer than the kernel's cache block
+  check<float>(t4, {1, 8, 40, 1500}, false, {}, true);              // ... accumulated
+  check<tb::half>(t4, {1, 8, 40, 1500}, false, {.partials = tb::f16});  // f16 partials
+  check<float, tb::half>(t4, {1, 30, 70, 600}, false);              // f16 result through an f32 sum
+  check<float>(tb::targets::ipu_mk2(1), {1, 32, 10, 784}, false);   // MNIST shapes on a real target
+  check<float>(tb::targets::ipu_mk2(1), {1, 4, 1000, 2048}, false);
+  check<float>(tb::targets::ipu_mk2(1), {3, 20, 70, 90, true, true}, false, {}, false, 3);
+}
+
+TEST_CASE("matmul_acc: an accumulator that is also an operand falls back to the vertices") {
+  tb::Graph g{tb::targets::tiny(8, 256 * 1024)};
+  auto c = g.add_variable<float>({24, 24}, "c"), b = g.add_variable<float>({24, 24}, "b");
+  tb::map_linearly(g, c);
+  tb::map_linearly(g, b);
+  tb::Sequence prog;
+  tb::ops::matmul_acc(g, prog, c, 0.5f, c, b);  // c += 0.5 * c x b, reading c before writing it
+  auto const exe = tb::compile(g, prog);
+  auto const cv = values<float>(c.num_elements(), true, 7), bv = values<float>(b.num_elements(), true, 8);
+  for (bool host : {true, false}) {
+    tb::Engine e{exe, {.host_threads = 2, .host_kernels = host}};
+    e.write(c, cv);
+    e.write(b, bv);
+    e.run();
+    auto const got = e.read<float>(c);
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < 24; ++i)
+      for (std::size_t j = 0; j < 24; ++j) {
+        double s = 0;
+        for (std::size_t p = 0; p < 24; ++p) s += double(cv[i * 24 + p]) * bv[p * 24 + j];
+        bad += got[i * 24 + j] != static_cast<float>(cv[i * 24 + j] + 0.5 * s);
+      }
+    CHECK(bad == 0);
+  }
+}
+
 TEST_CASE("matmul: zero-size M, N or groups give an empty result; K = 0 gives zeros") {
   tb::Graph g{tb::targets::tiny(4)};
   tb::Sequence prog;

@@ -143,12 +143,16 @@ class MatmulHostKernel {
 
     void run(Bound const& at, unsigned t, unsigned threads) const {
       auto const& q = plan.problem;
-      // Output blocks: whole rows up to 512 columns wide, row counts a multiple of the micro-kernel's; about
-      // four blocks per thread.
-      std::size_t const cc = q.n <= 512 ? q.n : 256, nc = (q.n + cc - 1) / cc;
-      std::size_t const want = 4 * std::size_t{threads}, row_units = std::max<std::size_t>(1, (want + q.groups * nc - 1) / (q.groups * nc));
-      std::size_t rc = (q.m + row_units - 1) / row_units;
-      rc = std::min(q.m, (rc + simd::gemm_mr - 1) / simd::gemm_mr * simd::gemm_mr);
+      // Output blocks: column panels first (each block packs only its own columns of B), about one per thread and
+      // at most 256 wide; row blocks (a multiple of the micro-kernel's rows) only when there are too few panels.
+      std::size_t const nr = simd::gemm_nr;
+      std::size_t const cc = q.n <= nr ? q.n : std::min<std::size_t>(256, std::max(nr, (q.n + threads - 1) / threads + nr - 1) / nr * nr);
+      std::size_t const nc = (q.n + cc - 1) / cc, panels = q.groups * nc;
+      std::size_t rc = q.m;
+      if (panels < threads) {
+        std::size_t const row_units = (threads + panels - 1) / panels;
+        rc = std::min(q.m, ((q.m + row_units - 1) / row_units + simd::gemm_mr - 1) / simd::gemm_mr * simd::gemm_mr);
+      }
       std::size_t const mc = (q.m + rc - 1) / rc, units = q.groups * mc * nc;
       for (std::size_t u = units * t / threads, end = units * (t + 1) / threads; u < end; ++u) {
         std::size_t const g = u / (mc * nc), r0 = u / nc % mc * rc, c0 = u % nc * cc;

@@ -80,6 +80,8 @@ void micro_kernel(std::size_t kc, std::size_t kb, float const* a, std::ptrdiff_t
       ((acc[I] = B(0.0f)), ...);
       for (std::size_t k = k0; k < k1; ++k) {
         float const* bk = b + static_cast<std::ptrdiff_t>(k) * brs;
+        __builtin_prefetch(bk + 8 * brs);
+        if constexpr (V == 2) __builtin_prefetch(bk + 8 * brs + lanes);
         B bv[V];
         if constexpr (V == 2) bv[0] = B::load_unaligned(bk);
         if constexpr (Masked) bv[V - 1] = load_partial(bk + (V - 1) * lanes, tail);
@@ -172,6 +174,8 @@ void pack_b(Matrix<T> b, std::size_t kc, std::size_t n, float* out) noexcept {
     for (std::size_t k = 0; k < kc; ++k) {
       float* o = out + k * gemm_nr;
       T const* row = b.data + static_cast<std::ptrdiff_t>(k) * b.rs + static_cast<std::ptrdiff_t>(j0) * b.cs;
+      __builtin_prefetch(row + 8 * b.rs);  // rows are far apart: hardware prefetch does not see them coming
+      __builtin_prefetch(row + 8 * b.rs + 16 * b.cs);
       if (b.cs == 1 && nr == gemm_nr) {
         if constexpr (std::is_same_v<T, float>) {
           std::memcpy(o, row, gemm_nr * sizeof(float));
@@ -238,10 +242,10 @@ void gemm_blocked(std::size_t m, std::size_t n, std::size_t k, std::size_t kb, f
     return c.data[static_cast<std::ptrdiff_t>(i) * c.rs + static_cast<std::ptrdiff_t>(j) * c.cs];
   };
   // f32 A is read in place (broadcast loads need no layout); f16 A is converted into packed panels. B is read in
-  // place when it is f32 with unit column stride and few rows of A share each panel (the last columns by masked
-  // loads); otherwise packed.
+  // place when it is f32 with unit column stride and either few rows of A share each panel or its rows are no wider
+  // than a panel (the last columns by masked loads); otherwise packed.
   constexpr bool direct_a = std::is_same_v<TA, float>;
-  bool const direct_b = std::is_same_v<TB, float> && b.cs == 1 && m <= 2 * gemm_mr;
+  bool const direct_b = std::is_same_v<TB, float> && b.cs == 1 && (m <= 2 * gemm_mr || b.rs <= std::ptrdiff_t{gemm_nr});
   std::size_t const np = (n + gemm_nr - 1) / gemm_nr * gemm_nr;
   std::size_t const block = Sum ? std::max<std::size_t>(1, gemm_kc / kb) * kb : gemm_kc;
   float* bp = direct_b ? nullptr : scratch_b().get(block * np);
