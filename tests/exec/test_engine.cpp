@@ -206,6 +206,16 @@ TEST_CASE("host kernels run in place of a compute set's vertices, which still de
       for (auto const& step : profile.programs[0]) cycles += step.kind == "superstep" ? step.est_cycles : 0;
       CHECK(cycles > 0);
     }
+  // A covered compute set is skipped: its work was done by an earlier host kernel.
+  auto again = g.add_compute_set("covered");
+  for (auto const& [tile, iv] : g.tile_mapping(x))
+    g.add_vertex<tbt::Axpy>(again, tile, one.slice(iv.begin, iv.end), x.slice(iv.begin, iv.end), 1.0f);
+  g.set_host_kernel(again, {{}, true});
+  for (bool host : {true, false}) {
+    tb::Engine e{tb::compile(g, tb::seq(tb::execute(cs), tb::execute(again))), {.host_threads = 2, .host_kernels = host}};
+    e.run();
+    CHECK(e.read<float>(x) == std::vector<float>(8, host ? 1.0f : 2.0f));
+  }
   // A kernel whose bind() gives no task leaves the vertices to run.
   g.set_host_kernel(cs, {[](tb::HostAddressOf const&) { return tb::HostTask{}; }});
   tb::Engine e{tb::compile(g, tb::execute(cs)), {.host_threads = 2}};

@@ -23,6 +23,9 @@ using HostAddressOf = std::function<std::byte*(std::uint32_t var)>;
 /// one strided variable).
 struct HostKernel {
   std::function<HostTask(HostAddressOf const&)> bind;
+  /// The compute set's work is done by an earlier compute set's host kernel that always binds (for example the
+  /// later stages of one operator): the engine then skips the compute set, barrier included. bind is unused.
+  bool covered = false;
 };
 
 }  // namespace tilebsp

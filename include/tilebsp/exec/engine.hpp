@@ -119,6 +119,7 @@ struct ComputeSetExec {
   std::vector<CopyOp> gathers, scatters;
   std::vector<std::size_t> split;  ///< thread t runs items [split[t], split[t + 1])
   HostTask task;                   ///< when set, runs instead of the items
+  bool skip = false;               ///< covered by an earlier compute set's host kernel
 };
 
 struct ExchangeExec {
@@ -462,7 +463,9 @@ class Engine : public HostContext {
     }
     e.split[threads_] = merged.size();
     e.items = std::move(merged);
-    if (auto const& k = g_.host_kernels[plan.id]; host_kernels_ && k.bind)
+    if (auto const& k = g_.host_kernels[plan.id]; host_kernels_ && k.covered)
+      e.skip = true;
+    else if (host_kernels_ && k.bind)
       e.task = k.bind([this](std::uint32_t var) { return data_.at(var).get(); });
     return e;
   }
@@ -569,7 +572,7 @@ class Engine : public HostContext {
       std::size_t next = pc + 1;
       switch (in.op) {
         case detail::Op::superstep:
-          if (in.a >= 0) {
+          if (in.a >= 0 && !cs_[static_cast<std::size_t>(in.a)].skip) {
             guarded([&] { run_compute(cs_[static_cast<std::size_t>(in.a)], tid); });
             if (barrier_.arrive_and_wait(failed)) return;
           }

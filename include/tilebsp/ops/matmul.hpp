@@ -108,7 +108,7 @@ struct MatmulReduce {
 
 /// The host kernel of a matmul plan: the first compute set's task computes the whole product (every serial step
 /// and the final reduction) bitwise as the vertices do — same K ranges, same kernel, same summation order —
-/// without materialising partials; the later compute sets' tasks do nothing. Work is divided by output blocks,
+/// without materialising partials; the later compute sets are covered (skipped). Work is divided by output blocks,
 /// whose values do not depend on the division. Needs each operand to be one strided variable and the result not
 /// to share a variable with an operand (else the vertices run).
 template <class TA, class TP, class TO>
@@ -119,7 +119,7 @@ class MatmulHostKernel {
     auto const& x = *s_;
     if (!x.a || !x.b || !x.c || x.c->var == x.a->var || x.c->var == x.b->var) s_.reset();
   }
-  /// The kernel for the first compute set (computes everything) and for the others (nothing).
+  /// The kernel for the first compute set (computes everything; it always binds) and for the others (covered).
   HostKernel first() const {
     if (!s_) return {};
     return {[s = s_](HostAddressOf const& at) -> HostTask {
@@ -129,7 +129,7 @@ class MatmulHostKernel {
   }
   HostKernel rest() const {
     if (!s_) return {};
-    return {[](HostAddressOf const&) -> HostTask { return [](unsigned, unsigned) {}; }};
+    return {{}, true};
   }
 
  private:
@@ -151,7 +151,8 @@ class MatmulHostKernel {
       std::size_t rc = q.m;
       if (panels < threads) {
         std::size_t const row_units = (threads + panels - 1) / panels;
-        rc = std::min(q.m, ((q.m + row_units - 1) / row_units + simd::gemm_mr - 1) / simd::gemm_mr * simd::gemm_mr);
+        std::size_t const mr = simd::gemm_rows(cc);
+        rc = std::min(q.m, ((q.m + row_units - 1) / row_units + mr - 1) / mr * mr);
       }
       std::size_t const mc = (q.m + rc - 1) / rc, units = q.groups * mc * nc;
       for (std::size_t u = units * t / threads, end = units * (t + 1) / threads; u < end; ++u) {

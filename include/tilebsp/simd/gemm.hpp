@@ -13,9 +13,13 @@
 
 namespace tilebsp::simd {
 
-/// Register block of the micro-kernel: MR rows of A by NR columns of B (two vectors).
+/// Register block of the micro-kernel: MR rows of A by NR columns of B (two vectors); a block at most one vector
+/// wide takes MR1 rows (enough independent FMA chains to cover the FMA latency).
 inline constexpr std::size_t gemm_mr = 6;
+inline constexpr std::size_t gemm_mr1 = 8;
 inline constexpr std::size_t gemm_nr = 2 * lanes;
+/// Rows of one register block for a block `n` columns wide (A read in place).
+constexpr std::size_t gemm_rows(std::size_t n) noexcept { return n <= lanes ? gemm_mr1 : gemm_mr; }
 /// Cache blocking: a KC x NR panel of B stays in L1, an MC x KC block of A in L2.
 inline constexpr std::size_t gemm_kc = 256;
 inline constexpr std::size_t gemm_mc = 96;
@@ -80,7 +84,7 @@ void micro_kernel(std::size_t kc, std::size_t kb, float const* a, std::ptrdiff_t
       ((acc[I] = B(0.0f)), ...);
       for (std::size_t k = k0; k < k1; ++k) {
         float const* bk = b + static_cast<std::ptrdiff_t>(k) * brs;
-        __builtin_prefetch(bk + 8 * brs);
+        __builtin_prefetch(bk + 8 * brs);  // B read in place has its rows far apart: prefetch ahead
         if constexpr (V == 2) __builtin_prefetch(bk + 8 * brs + lanes);
         B bv[V];
         if constexpr (V == 2) bv[0] = B::load_unaligned(bk);
@@ -131,13 +135,18 @@ void micro_kernel(std::size_t kc, std::size_t kb, float const* a, std::ptrdiff_t
     }
 }
 
-/// Runs the micro-kernel instantiated for `rows` (1..MR) rows, one vector of columns when nr <= lanes.
+/// Runs the micro-kernel instantiated for `rows` (1..MR, or 1..MR1 when nr <= lanes) rows, one vector of columns
+/// when nr <= lanes.
 template <bool Masked, bool Sum, class TC>
 void micro_kernel_rows(std::size_t rows, std::size_t nr, std::size_t kc, std::size_t kb, float const* a, std::ptrdiff_t ars,
                        std::ptrdiff_t acs, float const* b, std::ptrdiff_t brs, MatrixOut<TC> c, float alpha, float beta,
                        bool load) noexcept {
-  static_assert(gemm_mr == 6);
+  static_assert(gemm_mr == 6 && gemm_mr1 == 8);
   auto const run = [&]<std::size_t V>() {
+    if constexpr (V == 1) {
+      if (rows == 8) return micro_kernel<8, V, Masked, Sum>(kc, kb, a, ars, acs, b, brs, c, nr, alpha, beta, load);
+      if (rows == 7) return micro_kernel<7, V, Masked, Sum>(kc, kb, a, ars, acs, b, brs, c, nr, alpha, beta, load);
+    }
     switch (rows) {
       case 6: micro_kernel<6, V, Masked, Sum>(kc, kb, a, ars, acs, b, brs, c, nr, alpha, beta, load); break;
       case 5: micro_kernel<5, V, Masked, Sum>(kc, kb, a, ars, acs, b, brs, c, nr, alpha, beta, load); break;
@@ -258,12 +267,12 @@ void gemm_blocked(std::size_t m, std::size_t n, std::size_t k, std::size_t kb, f
     for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
       std::size_t const mc = std::min(gemm_mc, m - i0);
       float const* ablk = nullptr;
-      std::ptrdiff_t ars = 1, acs = gemm_mr, apanel = static_cast<std::ptrdiff_t>(gemm_mr * kc);
+      std::ptrdiff_t ars = 1, acs = gemm_mr;
+      std::ptrdiff_t const apanel = static_cast<std::ptrdiff_t>(gemm_mr * kc);  // packed A
       if constexpr (direct_a) {
         ablk = a.data + static_cast<std::ptrdiff_t>(i0) * a.rs + static_cast<std::ptrdiff_t>(k0) * a.cs;
         ars = a.rs;
         acs = a.cs;
-        apanel = static_cast<std::ptrdiff_t>(gemm_mr) * a.rs;
       } else {
         pack_a(Matrix<TA>{a.data + static_cast<std::ptrdiff_t>(i0) * a.rs + static_cast<std::ptrdiff_t>(k0) * a.cs, a.rs, a.cs},
                mc, kc, ap);
@@ -281,9 +290,10 @@ void gemm_blocked(std::size_t m, std::size_t n, std::size_t k, std::size_t kb, f
           brs = b.rs;
           masked = nr % lanes != 0;
         }
-        for (std::size_t r0 = 0; r0 < mc; r0 += gemm_mr) {
-          std::size_t const rows = std::min(gemm_mr, mc - r0);
-          float const* ar = ablk + static_cast<std::ptrdiff_t>(r0 / gemm_mr) * apanel;
+        std::size_t const mr = direct_a ? gemm_rows(nr) : gemm_mr;  // packed A comes in MR-row panels
+        for (std::size_t r0 = 0; r0 < mc; r0 += mr) {
+          std::size_t const rows = std::min(mr, mc - r0);
+          float const* ar = direct_a ? ablk + static_cast<std::ptrdiff_t>(r0) * a.rs : ablk + static_cast<std::ptrdiff_t>(r0 / gemm_mr) * apanel;
           MatrixOut<TC> const cr{&cat(i0 + r0, j0), c.rs, c.cs};
           std::size_t const seg = Sum ? kb : kc;
           if (masked)
