@@ -30,6 +30,7 @@
 #include <tilebsp/ops/map.hpp>
 #include <tilebsp/ops/matmul.hpp>
 #include <tilebsp/ops/reduce.hpp>
+#include <tilebsp/plan/conv_params.hpp>
 #include <tilebsp/plan/matmul.hpp>
 #include <tilebsp/simd/arch.hpp>
 #include <tilebsp/simd/gemm.hpp>

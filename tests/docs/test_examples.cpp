@@ -99,3 +99,25 @@ TEST_CASE("matmul example") {
   REQUIRE(w.size() == 7840);
   for (float v : w) CHECK(v == doctest::Approx(0.25 - 0.01 * 32 * 98 * 0.5).epsilon(1e-5));
 }
+
+// [conv-params-example]
+tb::ConvParams resnext_grouped_layer() {
+  tb::ConvParams p;
+  p.batch = 4;
+  p.input_field = {56, 56};
+  p.kernel_shape = {3, 3};
+  p.channels(128, 128, 32);  // 32 groups of 4 input and 4 output channels
+  p.padding_lower = p.padding_upper = {1, 1};
+  // p.input_shape()   == {4, 56, 56, 128}   activations, channels-last
+  // p.weights_shape() == {32, 3, 3, 4, 4}   [G, kernel..., C_in, C_out]
+  // p.output_shape()  == {4, 56, 56, 128}
+  return p;
+}
+// [conv-params-example]
+
+TEST_CASE("conv params example") {
+  auto const p = resnext_grouped_layer();
+  CHECK(p.input_shape() == tb::Shape{4, 56, 56, 128});
+  CHECK(p.weights_shape() == tb::Shape{32, 3, 3, 4, 4});
+  CHECK(p.output_shape() == tb::Shape{4, 56, 56, 128});
+}
