@@ -345,12 +345,8 @@ void gemm(std::size_t m, std::size_t n, std::size_t k, float alpha, Matrix<TA> a
 template <class TA, class TB>
 void gemm_ksum(std::size_t m, std::size_t n, std::size_t k, std::size_t kb, Matrix<TA> a, Matrix<TB> b, MatrixOut<float> s) {
   static_assert(detail::gemm_element<TA> && detail::gemm_element<TB>, "gemm_ksum: operands are float or half");
+  if (k == 0) return gemm(m, n, k, 1.0f, a, b, 0.0f, s);  // the empty sum: zeros
   if (m == 0 || n == 0) return;
-  if (k == 0) {
-    for (std::size_t i = 0; i < m; ++i)
-      for (std::size_t j = 0; j < n; ++j) s.data[static_cast<std::ptrdiff_t>(i) * s.rs + static_cast<std::ptrdiff_t>(j) * s.cs] = 0.0f;
-    return;
-  }
   detail::gemm_blocked<true>(m, n, k, std::clamp<std::size_t>(kb, 1, gemm_kc), 1.0f, a, b, 0.0f, s);
 }
 
