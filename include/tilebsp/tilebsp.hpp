@@ -28,10 +28,13 @@
 #include <tilebsp/expr/eval.hpp>
 #include <tilebsp/expr/expr.hpp>
 #include <tilebsp/ops/map.hpp>
+#include <tilebsp/ops/conv.hpp>
 #include <tilebsp/ops/matmul.hpp>
 #include <tilebsp/ops/reduce.hpp>
+#include <tilebsp/plan/conv.hpp>
 #include <tilebsp/plan/conv_params.hpp>
 #include <tilebsp/plan/matmul.hpp>
 #include <tilebsp/simd/arch.hpp>
+#include <tilebsp/simd/conv.hpp>
 #include <tilebsp/simd/gemm.hpp>
 #include <tilebsp/simd/reduce.hpp>

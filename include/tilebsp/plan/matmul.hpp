@@ -68,8 +68,21 @@ enum class PlanFit {
   over_memory,   ///< nothing fits even 2x tile memory: planned for speed
 };
 
+/// The memory and cycle estimates of a plan (matmul or convolution) and how they relate to its bound.
+struct PlanCosts {
+  /// Temporary bytes per tile: during each serial step, during the reduction, and their maximum.
+  std::uint64_t step_bytes = 0, reduce_bytes = 0, temp_bytes = 0;
+  std::uint64_t bound = 0;          ///< amp × bytes_per_tile
+  std::uint64_t relaxed_bound = 0;  ///< the doubled bound it fits (PlanFit::relaxed)
+  PlanFit fit = PlanFit::within_bound;
+  std::uint64_t cycles = 0, compute_cycles = 0, exchange_cycles = 0, reduce_cycles = 0;
+
+  /// "temporary memory per tile: ... estimated cycles: ..." lines of describe().
+  std::string describe_costs() const;
+};
+
 /// The splits of a matmul across tiles, with its estimated temporary memory and cycles.
-struct MatmulPlan {
+struct MatmulPlan : PlanCosts {
   MatmulProblem problem;
   MatmulPass pass = MatmulPass::inference;
   std::string target;
@@ -82,12 +95,6 @@ struct MatmulPlan {
   /// Partial results are reduced across tiles (or added to the accumulator) in a final stage.
   bool reduce = false;
   std::size_t tiles = 0;
-  /// Temporary bytes per tile: during each serial step, during the reduction, and their maximum.
-  std::uint64_t step_bytes = 0, reduce_bytes = 0, temp_bytes = 0;
-  std::uint64_t bound = 0;          ///< amp × bytes_per_tile
-  std::uint64_t relaxed_bound = 0;  ///< the doubled bound it fits (PlanFit::relaxed)
-  PlanFit fit = PlanFit::within_bound;
-  std::uint64_t cycles = 0, compute_cycles = 0, exchange_cycles = 0, reduce_cycles = 0;
 
   /// Tile of parallel piece (group block, K block, N block, M block): M blocks vary fastest, so neighbouring
   /// tiles share a B panel and hold vertically adjacent pieces of A and C.
@@ -138,6 +145,45 @@ inline void check_amp(std::string_view op, double amp) {
 
 inline std::string bytes_text(std::uint64_t b) { return std::to_string(b) + " B"; }
 
+/// One tile's work in a plan: per serial step, the multiply-accumulates, the bytes it receives and sends and the
+/// bytes of results it writes; the partials (or accumulated results) kept across steps; and, when `reduce`, the
+/// final stage that sums `parts` partials of `result_elements` elements into the result.
+struct TileWork {
+  std::size_t steps = 1;
+  double macs = 0;
+  std::uint64_t recv = 0;
+  double sent = 0;
+  std::uint64_t written_bytes = 0;
+  std::uint64_t resident_bytes = 0;
+  bool reduce = false;
+  std::uint64_t result_elements = 0;
+  std::size_t parts = 1, partial_bytes = 4;
+};
+
+/// Fills the memory and cycle estimates of a plan from its tile work, with the cost model shared by every
+/// planner: tile compute at the target's MAC rate, exchange at its bytes per cycle, a sync around each.
+inline void cost_tile_work(PlanCosts& p, Target const& t, double macs_per_cycle, TileWork const& w) {
+  p.step_bytes = w.recv + w.resident_bytes;
+  auto const step_exchange =
+      static_cast<std::uint64_t>(std::ceil(std::max(static_cast<double>(w.recv), w.sent) / t.exchange_bytes_per_cycle));
+  std::uint64_t const sync = sync_cycles(t);
+  std::uint64_t const work = 50 + static_cast<std::uint64_t>(std::ceil(w.macs / macs_per_cycle)) + ceil_div(w.written_bytes, 8);
+  p.compute_cycles = w.steps * (compute_set_overhead_cycles + work);
+  p.exchange_cycles = w.steps * step_exchange;
+  p.cycles = w.steps * (step_exchange + sync + compute_set_overhead_cycles + work + sync);
+  p.reduce_bytes = p.reduce_cycles = 0;
+  if (w.reduce) {
+    std::uint64_t const share = ceil_div(static_cast<std::size_t>(w.result_elements), w.parts);
+    std::uint64_t const fetched = share * (w.parts - 1) * w.partial_bytes;
+    p.reduce_bytes = w.resident_bytes + fetched;
+    auto const ex = static_cast<std::uint64_t>(std::ceil(static_cast<double>(fetched) / t.exchange_bytes_per_cycle));
+    p.reduce_cycles = ex + sync + compute_set_overhead_cycles +
+                      matmul_reduce_cycles(static_cast<std::size_t>(share), w.parts, w.partial_bytes) + sync;
+    p.cycles += p.reduce_cycles;
+  }
+  p.temp_bytes = std::max(p.step_bytes, p.reduce_bytes);
+}
+
 /// Evaluates one candidate: fills sizes, memory and cycles.
 inline void evaluate(MatmulPlan& p, Target const& t) {
   auto const& q = p.problem;
@@ -145,10 +191,11 @@ inline void evaluate(MatmulPlan& p, Target const& t) {
   p.k_step = ceil_div(p.k_tile, p.k_steps);
   p.tiles = p.g_split * p.m_split * p.n_split * p.k_split;
   std::uint64_t const out_tile = static_cast<std::uint64_t>(p.g_tile) * p.m_tile * p.n_tile;
-  std::uint64_t const partial_tile = p.reduce ? out_tile * ep : 0;
+  TileWork w;
+  w.steps = p.k_steps;
+  w.macs = static_cast<double>(out_tile) * static_cast<double>(p.k_step);
   // Each serial step fetches the tile's A and B slices (an upper bound: pieces already on the tile need not move).
-  std::uint64_t const recv = static_cast<std::uint64_t>(p.g_tile) * (p.m_tile + p.n_tile) * p.k_step * ein;
-  p.step_bytes = recv + partial_tile;
+  w.recv = static_cast<std::uint64_t>(p.g_tile) * (p.m_tile + p.n_tile) * p.k_step * ein;
   // Sending side, for row-major operands mapped linearly over all tiles: a step's columns of A are on every
   // tile and go to n_split tiles each; its rows of B (k_split slices of k_step rows) are on a share of the
   // tiles and go to m_split tiles each.
@@ -157,26 +204,14 @@ inline void evaluate(MatmulPlan& p, Target const& t) {
   double const sent_a = G * static_cast<double>(q.m) * slice * static_cast<double>(ein * p.n_split) / T;
   double const holders_b = std::max(1.0, std::min(T, T * slice / std::max<double>(1.0, static_cast<double>(q.k))));
   double const sent_b = G * slice * static_cast<double>(q.n) * static_cast<double>(ein * p.m_split) / holders_b;
-  double const sent = sent_a + sent_b;
-  auto const step_exchange =
-      static_cast<std::uint64_t>(std::ceil(std::max(static_cast<double>(recv), sent) / t.exchange_bytes_per_cycle));
-  std::uint64_t const sync = sync_cycles(t);
-  std::uint64_t const work = matmul_vertex_cycles(macs_per_cycle(t, q.input), p.g_tile, p.m_tile, p.n_tile, p.k_step,
-                                                  p.reduce ? ep : eout);
-  p.compute_cycles = p.k_steps * (compute_set_overhead_cycles + work);
-  p.exchange_cycles = p.k_steps * step_exchange;
-  p.cycles = p.k_steps * (step_exchange + sync + compute_set_overhead_cycles + work + sync);
-  p.reduce_bytes = p.reduce_cycles = 0;
-  if (p.reduce) {
-    std::uint64_t const share = ceil_div(static_cast<std::size_t>(out_tile), p.k_split);
-    std::uint64_t const fetched = share * (p.k_split - 1) * ep;
-    p.reduce_bytes = partial_tile + fetched;
-    auto const ex = static_cast<std::uint64_t>(std::ceil(static_cast<double>(fetched) / t.exchange_bytes_per_cycle));
-    p.reduce_cycles = ex + sync + compute_set_overhead_cycles +
-                      matmul_reduce_cycles(static_cast<std::size_t>(share), p.k_split, ep) + sync;
-    p.cycles += p.reduce_cycles;
-  }
-  p.temp_bytes = std::max(p.step_bytes, p.reduce_bytes);
+  w.sent = sent_a + sent_b;
+  w.written_bytes = out_tile * (p.reduce ? ep : eout);
+  w.resident_bytes = p.reduce ? out_tile * ep : 0;
+  w.reduce = p.reduce;
+  w.result_elements = out_tile;
+  w.parts = p.k_split;
+  w.partial_bytes = ep;
+  cost_tile_work(p, t, macs_per_cycle(t, q.input), w);
 }
 
 /// Total order used to pick plans: the first key, then the other, then the splits (deterministic ties).
@@ -185,6 +220,34 @@ inline auto speed_key(MatmulPlan const& p) {
 }
 inline auto memory_key(MatmulPlan const& p) {
   return std::tuple(p.temp_bytes, p.cycles, p.k_split, p.k_steps, p.g_split, p.m_split, p.n_split);
+}
+
+/// The planners' common ending: the fastest plan within the bound; at AMP 0 the least-memory plan; when nothing
+/// fits, a warning and the least-memory plan with the bound relaxed by doubling (up to twice the tile memory), or
+/// beyond that the fastest plan.
+template <class Plan>
+Plan settle(Target const& t, double amp, std::uint64_t bound, std::string const& what, std::optional<Plan> fast,
+            std::optional<Plan> small, std::optional<Plan> fastest) {
+  if (amp == 0.0) {
+    small->fit = PlanFit::least_memory;
+    return *small;
+  }
+  if (fast) return *fast;
+  std::uint64_t const cap = 2 * static_cast<std::uint64_t>(t.bytes_per_tile);
+  if (small->temp_bytes <= cap) {
+    std::uint64_t relaxed = std::max<std::uint64_t>(bound, 1);
+    while (relaxed < small->temp_bytes) relaxed *= 2;
+    small->fit = PlanFit::relaxed;
+    small->relaxed_bound = std::min(relaxed, cap);
+    warn(what + ": no plan keeps temporary memory within " + bytes_text(bound) + " per tile (available_memory_proportion " +
+         std::to_string(amp) + "); relaxed the bound to " + bytes_text(small->relaxed_bound) +
+         " and took the plan with the least temporary memory (" + bytes_text(small->temp_bytes) + ")");
+    return *small;
+  }
+  fastest->fit = PlanFit::over_memory;
+  warn(what + ": even the plan with the least temporary memory needs " + bytes_text(small->temp_bytes) +
+       " per tile, more than twice the tile's " + bytes_text(t.bytes_per_tile) + "; planning for speed");
+  return *fastest;
 }
 
 }  // namespace detail
@@ -228,27 +291,7 @@ inline MatmulPlan plan_matmul(Target const& t, MatmulProblem const& q, MatmulOpt
   std::string const what = "matmul " + std::string(q.groups > 1 ? std::to_string(q.groups) + " groups of " : "") +
                            std::to_string(q.m) + "x" + std::to_string(q.k) + " * " + std::to_string(q.k) + "x" +
                            std::to_string(q.n);
-  if (amp == 0.0) {
-    small->fit = PlanFit::least_memory;
-    return *small;
-  }
-  if (fast) return *fast;
-  std::uint64_t const cap = 2 * static_cast<std::uint64_t>(t.bytes_per_tile);
-  if (small->temp_bytes <= cap) {
-    std::uint64_t relaxed = std::max<std::uint64_t>(bound, 1);
-    while (relaxed < small->temp_bytes) relaxed *= 2;
-    small->fit = PlanFit::relaxed;
-    small->relaxed_bound = std::min(relaxed, cap);
-    warn(what + ": no plan keeps temporary memory within " + detail::bytes_text(bound) +
-         " per tile (available_memory_proportion " + std::to_string(amp) + "); relaxed the bound to " +
-         detail::bytes_text(small->relaxed_bound) + " and took the plan with the least temporary memory (" +
-         detail::bytes_text(small->temp_bytes) + ")");
-    return *small;
-  }
-  fastest->fit = PlanFit::over_memory;
-  warn(what + ": even the plan with the least temporary memory needs " + detail::bytes_text(small->temp_bytes) +
-       " per tile, more than twice the tile's " + detail::bytes_text(t.bytes_per_tile) + "; planning for speed");
-  return *fastest;
+  return detail::settle(t, amp, bound, what, std::move(fast), std::move(small), std::move(fastest));
 }
 
 inline std::string MatmulPlan::describe() const {
@@ -264,8 +307,14 @@ inline std::string MatmulPlan::describe() const {
   if (reduce)
     s << "; final stage reduces " << k_split << " partial" << (k_split > 1 ? "s" : "") << " per result"
       << (q.accumulate ? " and adds them to the accumulator" : "");
-  s << "\n  temporary memory per tile: " << temp_bytes << " B (steps " << step_bytes << " B, reduction "
-    << reduce_bytes << " B); bound " << bound << " B";
+  s << "\n" << describe_costs();
+  return s.str();
+}
+
+inline std::string PlanCosts::describe_costs() const {
+  std::ostringstream s;
+  s << "  temporary memory per tile: " << temp_bytes << " B (steps " << step_bytes << " B, reduction " << reduce_bytes
+    << " B); bound " << bound << " B";
   switch (fit) {
     case PlanFit::within_bound: s << " (within)"; break;
     case PlanFit::least_memory: s << " (AMP 0: least temporary memory)"; break;

@@ -1,0 +1,493 @@
+// Direct convolution kernels with f32 accumulation, the kernels of tile convolutions: a forward-like pass (the
+// forward convolution, and the backward-input pass written as one) and the weight-gradient pass.
+//
+// Vectors run over output channels. When a group has fewer output channels than a vector has lanes, one vector
+// spans several groups: each lane then needs its own group's input channel, so the input window is expanded
+// once per block (a lane permute per input element) into a buffer the kernel reads with plain vector loads.
+// Otherwise every lane of a vector shares one input value, which the kernel broadcasts.
+//
+// Arithmetic (what makes tile vertices and host kernels agree bitwise): each result is one chain of f32 fused
+// multiply-adds from zero (or from the value it is continued from) in a fixed order — forward: taps in row-major
+// order, then reduction channels; weight gradient: positions (n, o0, o1, o2) in row-major order. Padding and
+// dilation holes read zeros. The result of a lane never depends on the other lanes, the block sizes or the
+// instruction set's vector width (given fused multiply-add).
+#pragma once
+
+#include <tilebsp/core/half.hpp>
+#include <tilebsp/simd/arch.hpp>
+#include <tilebsp/simd/gemm.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+namespace tilebsp::simd {
+
+/// One spatial dimension of a convolution-like loop, in virtual coordinates: output position o and kernel tap t
+/// read virtual position v = o * a + t * b + c of the source, which is source element v / div when v >= 0, div
+/// divides v and v / div < in, and zero otherwise (padding, dilation holes).
+struct ConvDim {
+  std::int64_t out = 1, in = 1, taps = 1, a = 1, b = 1, c = 0, div = 1;
+  std::int64_t source(std::int64_t v) const noexcept {
+    if (v < 0 || v % div != 0) return -1;
+    v /= div;
+    return v < in ? v : -1;
+  }
+};
+
+/// Three spatial dimensions (a lower-rank problem leads with dimensions of extent 1).
+struct ConvLoop {
+  std::array<ConvDim, 3> dim;
+  std::int64_t taps() const noexcept { return dim[0].taps * dim[1].taps * dim[2].taps; }
+};
+
+/// A strided rank-6 operand relative to an origin: element (i0, ..., i5) at data + sum (i_k - origin_k) * stride_k.
+/// Activations are indexed (n, x0, x1, x2, group, channel), weights (group, t0, t1, t2, j, c).
+template <class T>
+struct Operand6 {
+  T* data = nullptr;
+  std::array<std::ptrdiff_t, 6> stride{};
+  std::array<std::int64_t, 6> origin{};
+  T* at(std::int64_t i0, std::int64_t i1, std::int64_t i2, std::int64_t i3, std::int64_t i4, std::int64_t i5) const noexcept {
+    std::int64_t const i[6] = {i0, i1, i2, i3, i4, i5};
+    std::ptrdiff_t off = 0;
+    for (int k = 0; k < 6; ++k) off += static_cast<std::ptrdiff_t>(i[k] - origin[k]) * stride[k];
+    return data + off;
+  }
+};
+
+/// A block of work: batch [n0, n1); output positions [lo[d], hi[d]); lanes over groups [g0, g1) x channels
+/// [c0, c1) (the pass's output channels); reduction channels [j0, j1).
+struct ConvRange {
+  std::int64_t n0 = 0, n1 = 1;
+  std::array<std::int64_t, 3> lo{}, hi{};
+  std::int64_t g0 = 0, g1 = 1, c0 = 0, c1 = 1, j0 = 0, j1 = 1;
+};
+
+namespace detail {
+
+/// Up to two vectors of lanes computed together. bcast: every used lane belongs to one group.
+struct ConvColumn {
+  std::size_t vectors = 1;
+  bool bcast = true;
+  std::int64_t g[2 * lanes], c[2 * lanes];  // g < 0: unused lane
+  std::int64_t first_group() const noexcept { return g[0]; }
+};
+
+/// The columns of groups [g0, g1) x channels [c0, c1): a group with at least a vector of channels gets its own
+/// (broadcast) columns of up to two vectors; smaller groups share a vector, lanes / (c1 - c0) groups each.
+inline std::vector<ConvColumn> conv_columns(std::int64_t g0, std::int64_t g1, std::int64_t c0, std::int64_t c1) {
+  std::vector<ConvColumn> cols;
+  auto const L = static_cast<std::int64_t>(lanes);
+  std::int64_t const ct = c1 - c0;
+  if (ct <= 0 || g1 <= g0) return cols;
+  std::int64_t const per = ct >= L / 2 + 1 ? 1 : L / ct;  // groups per vector
+  if (per == 1) {
+    for (std::int64_t g = g0; g < g1; ++g)
+      for (std::int64_t c = c0; c < c1; c += 2 * L) {
+        ConvColumn col;
+        std::int64_t const n = std::min(2 * L, c1 - c);
+        col.vectors = n > L ? 2 : 1;
+        for (std::int64_t l = 0; l < 2 * L; ++l) {
+          col.g[l] = l < n ? g : -1;
+          col.c[l] = l < n ? c + l : 0;
+        }
+        cols.push_back(col);
+      }
+    return cols;
+  }
+  for (std::int64_t g = g0; g < g1; g += per) {
+    ConvColumn col;
+    std::int64_t const ng = std::min(per, g1 - g);
+    col.bcast = ng == 1;
+    for (std::int64_t l = 0; l < 2 * L; ++l) {
+      bool const used = l < L && l < ng * ct;
+      col.g[l] = used ? g + l / ct : -1;
+      col.c[l] = used ? c0 + l % ct : 0;
+    }
+    cols.push_back(col);
+  }
+  return cols;
+}
+
+inline Scratch& conv_scratch(int which) {
+  thread_local Scratch s[4];
+  return s[which];
+}
+
+template <class T>
+float to_f32(T v) noexcept {
+  return static_cast<float>(v);
+}
+
+/// out = a lane permutation of the first `span` floats at p: out[l] = p[idx[l]], zero where idx[l] < 0.
+inline batch<float> permute_lanes(float const* p, std::size_t span, std::int32_t const* idx) noexcept {
+#if defined(__AVX512F__)
+  __m512i const ix = _mm512_loadu_si512(idx);
+  __mmask16 const used = _mm512_cmpge_epi32_mask(ix, _mm512_setzero_si512());
+  return _mm512_maskz_permutexvar_ps(used, ix, load_partial(p, span));
+#elif defined(__AVX2__)
+  __m256i const ix = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(idx));
+  __m256 const used = _mm256_castsi256_ps(_mm256_cmpgt_epi32(ix, _mm256_set1_epi32(-1)));
+  return _mm256_and_ps(_mm256_permutevar8x32_ps(load_partial(p, span), ix), used);
+#else
+  alignas(64) float tmp[lanes];
+  for (std::size_t l = 0; l < lanes; ++l) tmp[l] = idx[l] >= 0 ? p[idx[l]] : 0.0f;
+  (void)span;
+  return batch<float>::load_aligned(tmp);
+#endif
+}
+
+/// Builds the virtual input box of one column for batch n: X[v0][v1][v2][j][XL] over virtual positions
+/// [vlo[d], vlo[d] + ext[d]) and reduction channels [j0, j1); XL = 1 (broadcast column) or lanes.
+template <class TS>
+void build_box(ConvLoop const& L, Operand6<TS const> const& src, ConvColumn const& col, std::int64_t n,
+               std::array<std::int64_t, 3> const& vlo, std::array<std::int64_t, 3> const& ext, std::int64_t j0,
+               std::int64_t j1, float* x) {
+  std::size_t const XL = col.bcast ? 1 : lanes;
+  std::size_t const cj = static_cast<std::size_t>(j1 - j0), row = cj * XL;
+  // Expanded columns read each lane's channel relative to the column's first lane.
+  alignas(64) std::int32_t idx[64][lanes];
+  bool fast = false;
+  std::size_t span = 0;
+  if (!col.bcast) {
+    fast = std::is_same_v<TS, float> && src.stride[5] == 1 && cj <= 64;
+    for (std::size_t j = 0; j < cj && fast; ++j)
+      for (std::size_t l = 0; l < lanes; ++l) {
+        std::ptrdiff_t const off = col.g[l] < 0 ? -1 : (col.g[l] - col.g[0]) * src.stride[4] + static_cast<std::ptrdiff_t>(j);
+        if (off >= static_cast<std::ptrdiff_t>(lanes)) fast = false;
+        idx[j][l] = static_cast<std::int32_t>(off);
+        span = std::max<std::size_t>(span, static_cast<std::size_t>(off + 1));
+      }
+  }
+  std::int64_t const g = col.first_group();
+  float* out = x;
+  for (std::int64_t v0 = vlo[0]; v0 < vlo[0] + ext[0]; ++v0) {
+    std::int64_t const s0 = L.dim[0].source(v0);
+    for (std::int64_t v1 = vlo[1]; v1 < vlo[1] + ext[1]; ++v1) {
+      std::int64_t const s1 = s0 < 0 ? -1 : L.dim[1].source(v1);
+      for (std::int64_t v2 = vlo[2]; v2 < vlo[2] + ext[2]; ++v2, out += row) {
+        std::int64_t const s2 = s1 < 0 ? -1 : L.dim[2].source(v2);
+        if (s2 < 0) {
+          std::memset(out, 0, row * sizeof(float));
+          continue;
+        }
+        if (col.bcast) {
+          TS const* p = src.at(n, s0, s1, s2, g, j0);
+          if constexpr (std::is_same_v<TS, float>) {
+            if (src.stride[5] == 1) {
+              std::memcpy(out, p, cj * sizeof(float));
+              continue;
+            }
+          }
+          for (std::size_t j = 0; j < cj; ++j) out[j] = to_f32(p[static_cast<std::ptrdiff_t>(j) * src.stride[5]]);
+        } else if (fast) {
+          if constexpr (std::is_same_v<TS, float>) {
+            float const* p = src.at(n, s0, s1, s2, g, j0);
+            for (std::size_t j = 0; j < cj; ++j) permute_lanes(p, span, idx[j]).store_aligned(out + j * lanes);
+          }
+        } else {
+          for (std::size_t j = 0; j < cj; ++j)
+            for (std::size_t l = 0; l < lanes; ++l)
+              out[j * lanes + l] = col.g[l] < 0 ? 0.0f : to_f32(*src.at(n, s0, s1, s2, col.g[l], j0 + static_cast<std::int64_t>(j)));
+        }
+      }
+    }
+  }
+}
+
+/// Packs the weights of one column: wp[q][v][lanes] for q = (t0, t1, t2, j) in row-major order.
+template <class TW>
+void pack_weights(ConvLoop const& L, Operand6<TW const> const& w, ConvColumn const& col, std::int64_t j0,
+                  std::int64_t j1, float* wp) {
+  std::size_t const VL = col.vectors * lanes;
+  for (std::int64_t t0 = 0; t0 < L.dim[0].taps; ++t0)
+    for (std::int64_t t1 = 0; t1 < L.dim[1].taps; ++t1)
+      for (std::int64_t t2 = 0; t2 < L.dim[2].taps; ++t2)
+        for (std::int64_t j = j0; j < j1; ++j, wp += VL)
+          for (std::size_t l = 0; l < VL; ++l)
+            wp[l] = col.g[l] < 0 ? 0.0f : to_f32(*w.at(col.g[l], t0, t1, t2, j, col.c[l]));
+}
+
+/// Offsets of the lanes of a column within an operand relative to its first lane: the group at dimension
+/// `gdim` (4 for activations, 0 for weights), the channel at dimension 5; contiguous when they are 0, 1, 2, ...
+/// for the used lanes.
+template <class T>
+bool lane_offsets(Operand6<T> const& op, ConvColumn const& col, std::ptrdiff_t* off, std::size_t& used, std::size_t gdim = 4) {
+  used = 0;
+  bool contiguous = true;
+  for (std::size_t l = 0; l < col.vectors * lanes; ++l) {
+    if (col.g[l] < 0) {
+      off[l] = -1;
+      continue;
+    }
+    off[l] = (col.g[l] - col.g[0]) * op.stride[gdim] + (col.c[l] - col.c[0]) * op.stride[5];
+    contiguous = contiguous && off[l] == static_cast<std::ptrdiff_t>(l) && used == l;
+    used = l + 1;
+  }
+  return contiguous;
+}
+
+/// acc[r][v] over Q steps: w = wp[q], x = the box at xr + r * ostep + qoff[q] (broadcast or a vector).
+template <std::size_t R, std::size_t V, bool Bcast>
+void forward_block(std::size_t Q, float const* wp, float const* xr, std::ptrdiff_t ostep, std::ptrdiff_t const* qoff,
+                   float* acc_io) noexcept {
+  using B = batch<float>;
+  B acc[R][V];
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t v = 0; v < V; ++v) acc[r][v] = B::load_aligned(acc_io + (r * V + v) * lanes);
+  for (std::size_t q = 0; q < Q; ++q) {
+    B w[V];
+    for (std::size_t v = 0; v < V; ++v) w[v] = B::load_aligned(wp + (q * V + v) * lanes);
+    float const* xq = xr + qoff[q];
+    for (std::size_t r = 0; r < R; ++r) {
+      if constexpr (Bcast) {
+        B const xv(xq[static_cast<std::ptrdiff_t>(r) * ostep]);
+        for (std::size_t v = 0; v < V; ++v) acc[r][v] = xsimd::fma(xv, w[v], acc[r][v]);
+      } else {
+        B const xv = B::load_aligned(xq + static_cast<std::ptrdiff_t>(r) * ostep);
+        acc[r][0] = xsimd::fma(xv, w[0], acc[r][0]);
+      }
+    }
+  }
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t v = 0; v < V; ++v) acc[r][v].store_aligned(acc_io + (r * V + v) * lanes);
+}
+
+/// acc[r][v] over P positions: y = yrow[p], x = the box at xr + p * pstep + qoff[r].
+template <std::size_t R, std::size_t V, bool Bcast>
+void gradient_block(std::size_t P, float const* yrow, float const* xr, std::ptrdiff_t pstep, std::ptrdiff_t const* qoff,
+                    float* acc_io) noexcept {
+  using B = batch<float>;
+  B acc[R][V];
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t v = 0; v < V; ++v) acc[r][v] = B::load_aligned(acc_io + (r * V + v) * lanes);
+  for (std::size_t p = 0; p < P; ++p) {
+    B y[V];
+    for (std::size_t v = 0; v < V; ++v) y[v] = B::load_aligned(yrow + (p * V + v) * lanes);
+    float const* xp = xr + static_cast<std::ptrdiff_t>(p) * pstep;
+    for (std::size_t r = 0; r < R; ++r) {
+      if constexpr (Bcast) {
+        B const xv(xp[qoff[r]]);
+        for (std::size_t v = 0; v < V; ++v) acc[r][v] = xsimd::fma(xv, y[v], acc[r][v]);
+      } else {
+        B const xv = B::load_aligned(xp + qoff[r]);
+        acc[r][0] = xsimd::fma(xv, y[0], acc[r][0]);
+      }
+    }
+  }
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t v = 0; v < V; ++v) acc[r][v].store_aligned(acc_io + (r * V + v) * lanes);
+}
+
+/// Calls f.template operator()<R, V, Bcast>() for a block of `rows` (<= the largest block) rows.
+template <std::size_t V, bool Bcast, class F>
+void with_rows(std::size_t rows, F&& f) {
+  switch (rows) {
+    case 1: f.template operator()<1, V, Bcast>(); break;
+    case 2: f.template operator()<2, V, Bcast>(); break;
+    case 3: f.template operator()<3, V, Bcast>(); break;
+    case 4: f.template operator()<4, V, Bcast>(); break;
+    case 5: f.template operator()<5, V, Bcast>(); break;
+    case 6: f.template operator()<6, V, Bcast>(); break;
+    case 7: if constexpr (V == 1) f.template operator()<7, V, Bcast>(); break;
+    default: if constexpr (V == 1) f.template operator()<8, V, Bcast>(); break;
+  }
+}
+template <class F>
+void with_column(ConvColumn const& col, F&& f) {
+  if (!col.bcast) f.template operator()<1, false>();
+  else if (col.vectors == 2) f.template operator()<2, true>();
+  else f.template operator()<1, true>();
+}
+constexpr std::size_t block_rows(std::size_t V) noexcept { return V == 2 ? 6 : 8; }
+
+/// Output positions of dimension 1 per box, so that a box stays within about 192 KiB.
+inline std::int64_t strip_rows(ConvLoop const& L, std::array<std::int64_t, 3> const& ext_other, std::size_t row_floats) {
+  std::int64_t const per_v1 = ext_other[0] * ext_other[2] * static_cast<std::int64_t>(row_floats);
+  std::int64_t const budget = (192 << 10) / 4;
+  std::int64_t const a = std::max<std::int64_t>(1, L.dim[1].a);
+  std::int64_t const halo = (L.dim[1].taps - 1) * L.dim[1].b + 1;
+  return std::max<std::int64_t>(1, (budget / std::max<std::int64_t>(1, per_v1) - halo) / a + 1);
+}
+
+}  // namespace detail
+
+/// dst(n, o, g, c) = [dst +] sum over taps t (row-major), then j in [j0, j1), of src(n, v(o, t), g, j) *
+/// w(g, t, j, c), for the block `r`; with `load`, each chain continues from the value in dst.
+template <class TS, class TW, class TD>
+void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<TW const> const& w,
+                  Operand6<TD> const& dst, bool load) {
+  using namespace detail;
+  auto const& D = L.dim;
+  std::int64_t const cj = r.j1 - r.j0;
+  std::size_t const Q = static_cast<std::size_t>(L.taps() * cj);
+  std::int64_t const ow = r.hi[2] - r.lo[2];
+  if (r.n1 <= r.n0 || ow <= 0 || r.hi[0] <= r.lo[0] || r.hi[1] <= r.lo[1]) return;
+  std::vector<std::ptrdiff_t> qoff(Q);
+  for (auto const& col : conv_columns(r.g0, r.g1, r.c0, r.c1)) {
+    std::size_t const V = col.vectors, VL = V * lanes, XL = col.bcast ? 1 : lanes;
+    float* wp = conv_scratch(0).get(Q * VL);
+    pack_weights(L, w, col, r.j0, r.j1, wp);
+    std::ptrdiff_t off[2 * lanes];
+    std::size_t used = 0;
+    bool const contiguous = lane_offsets(dst, col, off, used) && std::is_same_v<TD, float>;
+    float* accrow = conv_scratch(1).get(static_cast<std::size_t>(ow) * VL);
+    // Box extents: dimension 0 covers one output position's taps, dimension 2 the whole output range.
+    std::array<std::int64_t, 3> ext{(D[0].taps - 1) * D[0].b + 1, 0, (ow - 1) * D[2].a + (D[2].taps - 1) * D[2].b + 1};
+    std::int64_t const strip = strip_rows(L, ext, static_cast<std::size_t>(cj) * XL);
+    for (std::int64_t n = r.n0; n < r.n1; ++n)
+      for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0)
+        for (std::int64_t s = r.lo[1]; s < r.hi[1]; s += strip) {
+          std::int64_t const s1 = std::min(r.hi[1], s + strip);
+          ext[1] = (s1 - 1 - s) * D[1].a + (D[1].taps - 1) * D[1].b + 1;
+          std::array<std::int64_t, 3> const vlo{o0 * D[0].a + D[0].c, s * D[1].a + D[1].c, r.lo[2] * D[2].a + D[2].c};
+          std::ptrdiff_t const xs2 = static_cast<std::ptrdiff_t>(cj) * static_cast<std::ptrdiff_t>(XL);
+          std::ptrdiff_t const xs1 = xs2 * ext[2], xs0 = xs1 * ext[1];
+          float* x = conv_scratch(2).get(static_cast<std::size_t>(xs0 * ext[0]));
+          build_box(L, src, col, n, vlo, ext, r.j0, r.j1, x);
+          std::size_t q = 0;
+          for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
+            for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
+              for (std::int64_t t2 = 0; t2 < D[2].taps; ++t2)
+                for (std::int64_t j = 0; j < cj; ++j)
+                  qoff[q++] = t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + t2 * D[2].b * xs2 + j * static_cast<std::ptrdiff_t>(XL);
+          for (std::int64_t o1 = s; o1 < s1; ++o1) {
+            TD* drow = dst.at(n, o0, o1, r.lo[2], col.g[0], col.c[0]);
+            std::ptrdiff_t const ds = dst.stride[3];
+            // Initial values.
+            for (std::int64_t p = 0; p < ow; ++p) {
+              float* a = accrow + p * static_cast<std::ptrdiff_t>(VL);
+              if (!load) {
+                std::memset(a, 0, VL * sizeof(float));
+              } else {
+                TD const* d = drow + p * ds;
+                for (std::size_t l = 0; l < VL; ++l) a[l] = off[l] < 0 ? 0.0f : to_f32(d[off[l]]);
+              }
+            }
+            float const* xr = x + (o1 - s) * D[1].a * xs1;
+            std::ptrdiff_t const ostep = D[2].a * xs2;
+            with_column(col, [&]<std::size_t VV, bool Bc>() {
+              constexpr std::size_t RB = block_rows(VV);
+              for (std::int64_t p = 0; p < ow; p += static_cast<std::int64_t>(RB)) {
+                std::size_t const rows = std::min<std::size_t>(RB, static_cast<std::size_t>(ow - p));
+                with_rows<VV, Bc>(rows, [&]<std::size_t RR, std::size_t V2, bool B2>() {
+                  forward_block<RR, V2, B2>(Q, wp, xr + p * ostep, ostep, qoff.data(), accrow + p * static_cast<std::ptrdiff_t>(VL));
+                });
+              }
+            });
+            // Results.
+            for (std::int64_t p = 0; p < ow; ++p) {
+              float const* a = accrow + p * static_cast<std::ptrdiff_t>(VL);
+              TD* d = drow + p * ds;
+              if constexpr (std::is_same_v<TD, float>) {
+                if (contiguous) {
+                  std::memcpy(d, a, used * sizeof(float));
+                  continue;
+                }
+              }
+              for (std::size_t l = 0; l < VL; ++l)
+                if (off[l] >= 0) d[off[l]] = TD(a[l]);
+            }
+          }
+        }
+  }
+}
+
+/// dst(g, t, j, c) = [dst +] sum over positions (n, o) of block `r` in row-major order of src(n, v(o, t), g, j) *
+/// dy(n, o, g, c), for every tap t and j in [j0, j1); with `load`, each chain continues from the value in dst.
+template <class TS, class TY, class TD>
+void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src,
+                          Operand6<TY const> const& dy, Operand6<TD> const& dst, bool load) {
+  using namespace detail;
+  auto const& D = L.dim;
+  std::int64_t const cj = r.j1 - r.j0;
+  std::size_t const Q = static_cast<std::size_t>(L.taps() * cj);
+  std::int64_t const ow = r.hi[2] - r.lo[2];
+  if (Q == 0) return;
+  std::vector<std::ptrdiff_t> qoff(Q);
+  for (auto const& col : conv_columns(r.g0, r.g1, r.c0, r.c1)) {
+    std::size_t const V = col.vectors, VL = V * lanes, XL = col.bcast ? 1 : lanes;
+    float* acc = conv_scratch(0).get(Q * VL);
+    std::ptrdiff_t doff[2 * lanes], yoff[2 * lanes];
+    std::size_t dused = 0, yused = 0;
+    lane_offsets(dst, col, doff, dused, 0);
+    bool const ycontig = lane_offsets(dy, col, yoff, yused) && std::is_same_v<TY, float>;
+    {  // initial values
+      float* a = acc;
+      for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
+        for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
+          for (std::int64_t t2 = 0; t2 < D[2].taps; ++t2)
+            for (std::int64_t j = r.j0; j < r.j1; ++j, a += VL) {
+              if (!load) {
+                std::memset(a, 0, VL * sizeof(float));
+                continue;
+              }
+              TD const* d = dst.at(col.g[0], t0, t1, t2, j, col.c[0]);
+              for (std::size_t l = 0; l < VL; ++l) a[l] = doff[l] < 0 ? 0.0f : to_f32(d[doff[l]]);
+            }
+    }
+    bool const work = r.n1 > r.n0 && ow > 0 && r.hi[0] > r.lo[0] && r.hi[1] > r.lo[1];
+    float* yrow = work ? conv_scratch(1).get(static_cast<std::size_t>(ow) * VL) : nullptr;
+    std::array<std::int64_t, 3> ext{(D[0].taps - 1) * D[0].b + 1, 0, (ow - 1) * D[2].a + (D[2].taps - 1) * D[2].b + 1};
+    std::int64_t const strip = strip_rows(L, ext, static_cast<std::size_t>(cj) * XL);
+    for (std::int64_t n = r.n0; work && n < r.n1; ++n)
+      for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0)
+        for (std::int64_t s = r.lo[1]; s < r.hi[1]; s += strip) {
+          std::int64_t const s1 = std::min(r.hi[1], s + strip);
+          ext[1] = (s1 - 1 - s) * D[1].a + (D[1].taps - 1) * D[1].b + 1;
+          std::array<std::int64_t, 3> const vlo{o0 * D[0].a + D[0].c, s * D[1].a + D[1].c, r.lo[2] * D[2].a + D[2].c};
+          std::ptrdiff_t const xs2 = static_cast<std::ptrdiff_t>(cj) * static_cast<std::ptrdiff_t>(XL);
+          std::ptrdiff_t const xs1 = xs2 * ext[2], xs0 = xs1 * ext[1];
+          float* x = conv_scratch(2).get(static_cast<std::size_t>(xs0 * ext[0]));
+          build_box(L, src, col, n, vlo, ext, r.j0, r.j1, x);
+          std::size_t q = 0;
+          for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
+            for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
+              for (std::int64_t t2 = 0; t2 < D[2].taps; ++t2)
+                for (std::int64_t j = 0; j < cj; ++j)
+                  qoff[q++] = t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + t2 * D[2].b * xs2 + j * static_cast<std::ptrdiff_t>(XL);
+          std::ptrdiff_t const pstep = D[2].a * xs2;
+          for (std::int64_t o1 = s; o1 < s1; ++o1) {
+            TY const* yr = dy.at(n, o0, o1, r.lo[2], col.g[0], col.c[0]);
+            for (std::int64_t p = 0; p < ow; ++p) {
+              TY const* yp = yr + p * dy.stride[3];
+              float* yo = yrow + p * static_cast<std::ptrdiff_t>(VL);
+              if constexpr (std::is_same_v<TY, float>) {
+                if (ycontig) {
+                  std::memcpy(yo, yp, yused * sizeof(float));
+                  std::memset(yo + yused, 0, (VL - yused) * sizeof(float));
+                  continue;
+                }
+              }
+              for (std::size_t l = 0; l < VL; ++l) yo[l] = yoff[l] < 0 ? 0.0f : to_f32(yp[yoff[l]]);
+            }
+            float const* xr = x + (o1 - s) * D[1].a * xs1;
+            with_column(col, [&]<std::size_t VV, bool Bc>() {
+              constexpr std::size_t RB = block_rows(VV);
+              for (std::size_t q0 = 0; q0 < Q; q0 += RB) {
+                std::size_t const rows = std::min(RB, Q - q0);
+                with_rows<VV, Bc>(rows, [&]<std::size_t RR, std::size_t V2, bool B2>() {
+                  gradient_block<RR, V2, B2>(static_cast<std::size_t>(ow), yrow, xr, pstep, qoff.data() + q0, acc + q0 * VL);
+                });
+              }
+            });
+          }
+        }
+    float const* a = acc;
+    for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
+      for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
+        for (std::int64_t t2 = 0; t2 < D[2].taps; ++t2)
+          for (std::int64_t j = r.j0; j < r.j1; ++j, a += VL) {
+            TD* d = dst.at(col.g[0], t0, t1, t2, j, col.c[0]);
+            for (std::size_t l = 0; l < VL; ++l)
+              if (doff[l] >= 0) d[doff[l]] = TD(a[l]);
+          }
+  }
+}
+
+}  // namespace tilebsp::simd

@@ -1,0 +1,430 @@
+// ops::conv, conv_backward_input, conv_weight_gradients / conv_weight_update against a naive double-precision
+// reference (PopLibs-style tolerances), the host kernel against the vertices (bitwise), plan_conv's
+// availableMemoryProportion contract, errors, and determinism across host thread counts.
+#include "helpers.hpp"
+
+#include <doctest/doctest.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace tb = tilebsp;
+
+namespace {
+
+template <class T>
+std::vector<T> values(std::size_t n, bool ones, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<T> v(n);
+  for (auto& x : v) x = T(ones ? (d(rng) < 0 ? -1.0f : 1.0f) : d(rng));
+  return v;
+}
+
+/// Naive reference of the three passes in double precision, straight from the definition.
+struct Reference {
+  tb::ConvParams p;
+  std::size_t rank, cin, cout, G;
+  std::vector<std::size_t> in, out, k;
+  explicit Reference(tb::ConvParams const& q) : p(q), rank(q.rank()) {
+    cin = static_cast<std::size_t>(q.input_channels), cout = static_cast<std::size_t>(q.output_channels);
+    G = static_cast<std::size_t>(q.groups);
+    auto const of = q.output_field();
+    for (std::size_t d = 0; d < rank; ++d) {
+      in.push_back(static_cast<std::size_t>(q.input_field[d]));
+      out.push_back(of[d]);
+      k.push_back(static_cast<std::size_t>(q.kernel_shape[d]));
+    }
+  }
+  static std::size_t count(std::vector<std::size_t> const& s) {
+    std::size_t n = 1;
+    for (auto v : s) n *= v;
+    return n;
+  }
+  static std::vector<std::size_t> unflatten(std::size_t i, std::vector<std::size_t> const& s) {
+    std::vector<std::size_t> r(s.size());
+    for (std::size_t d = s.size(); d-- > 0;) r[d] = i % s[d], i /= s[d];
+    return r;
+  }
+  /// Input position (flat) read by output position o and tap t, or -1 for padding / dilation holes.
+  long source(std::vector<std::size_t> const& o, std::vector<std::size_t> const& t) const {
+    long flat = 0;
+    for (std::size_t d = 0; d < rank; ++d) {
+      long const v = long(o[d]) * p.stride_of(d) + long(t[d]) * p.kernel_dilation_of(d) - p.padding_lower_of(d);
+      long const di = p.input_dilation_of(d);
+      if (v < 0 || v % di != 0 || v / di >= long(in[d])) return -1;
+      flat = flat * long(in[d]) + v / di;
+    }
+    return flat;
+  }
+  /// Calls f(n, input position, output position, group, tap index, ci, co) for every product term.
+  template <class F>
+  void terms(F&& f) const {
+    std::size_t const P = count(out), T = count(k), I = count(in);
+    (void)I;
+    for (std::size_t n = 0; n < static_cast<std::size_t>(p.batch); ++n)
+      for (std::size_t op = 0; op < P; ++op)
+        for (std::size_t t = 0; t < T; ++t) {
+          long const ip = source(unflatten(op, out), unflatten(t, k));
+          if (ip < 0) continue;
+          for (std::size_t g = 0; g < G; ++g)
+            for (std::size_t ci = 0; ci < cin; ++ci)
+              for (std::size_t co = 0; co < cout; ++co) f(n, std::size_t(ip), op, g, t, ci, co);
+        }
+  }
+  std::size_t xi(std::size_t n, std::size_t ip, std::size_t g, std::size_t ci) const {
+    return (n * count(in) + ip) * G * cin + g * cin + ci;
+  }
+  std::size_t yi(std::size_t n, std::size_t op, std::size_t g, std::size_t co) const {
+    return (n * count(out) + op) * G * cout + g * cout + co;
+  }
+  std::size_t wi(std::size_t g, std::size_t t, std::size_t ci, std::size_t co) const {
+    return ((g * count(k) + t) * cin + ci) * cout + co;
+  }
+};
+
+template <class T>
+std::vector<double> as_double(std::vector<T> const& v) {
+  std::vector<double> r;
+  for (auto x : v) r.push_back(static_cast<float>(x));
+  return r;
+}
+
+/// Counts elements outside the tolerance: exact for +-1 data, else rel 0.01 / abs 1e-6 (f32), 0.1 / 1e-5 (f16).
+template <class T>
+std::size_t mismatches(std::vector<T> const& got, std::vector<double> const& want, bool ones) {
+  bool const f16 = std::is_same_v<T, tb::half>;
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    double const v = static_cast<float>(got[i]);
+    bool const ok = ones ? v == want[i]
+                         : std::abs(v - want[i]) <= (f16 ? 1e-5 : 1e-6) + (f16 ? 0.1 : 0.01) * std::abs(want[i]);
+    bad += !ok;
+  }
+  return bad;
+}
+
+struct Results {
+  std::vector<float> out, dx, dw, w2;
+};
+
+/// Builds all three passes of `params` on `target` (and an SGD update of a copy of the weights), runs them with
+/// host kernels and with vertices (which must agree bitwise), and checks each against the reference.
+template <class T>
+Results check(tb::Target const& target, tb::ConvParams const& params, bool ones, tb::ConvOptions o = {},
+              std::size_t threads = 2, bool compare_vertices = true, bool allow_out_of_memory = false) {
+  std::string const label = target.name + " " + params.describe() + (ones ? " +-1" : "") + " amp " +
+                            std::to_string(o.available_memory_proportion) + (std::is_same_v<T, tb::half> ? " f16" : " f32");
+  INFO(label);
+  tb::Graph g{target};
+  tb::Sequence prog;
+  auto x = g.add_variable<T>(params.input_shape(), "x");
+  auto w = g.add_variable<T>(params.weights_shape(), "w");
+  auto w2 = g.add_variable<T>(params.weights_shape(), "w2");
+  auto dy = g.add_variable<T>(params.output_shape(), "dy");
+  for (auto const& t : {x, w, w2, dy}) tb::map_linearly(g, t);
+  float const scale = -0.5f;
+  auto const out = tb::ops::conv(g, prog, x, w, params, o);
+  auto const dx = tb::ops::conv_backward_input(g, prog, dy, w, params, o);
+  auto const dw = tb::ops::conv_weight_gradients(g, prog, dy, x, params, o);
+  tb::ops::conv_weight_update(g, prog, dy, x, w2, scale, params, o);
+  auto const exe = tb::compile(g, {.allow_out_of_memory = allow_out_of_memory}, prog);
+  auto const xv = values<T>(x.num_elements(), ones, 1), wv = values<T>(w.num_elements(), ones, 2);
+  auto const dyv = values<T>(dy.num_elements(), ones, 3), w2v = values<T>(w.num_elements(), ones, 4);
+  auto const run = [&](bool host_kernels) {
+    tb::Engine e{exe, {.host_threads = threads, .host_kernels = host_kernels}};
+    e.write(x, xv);
+    e.write(w, wv);
+    e.write(w2, w2v);
+    e.write(dy, dyv);
+    e.run();
+    return std::array{e.read<T>(out), e.read<T>(dx), e.read<T>(dw), e.read<T>(w2)};
+  };
+  auto const got = run(true);
+  if (compare_vertices) {
+    auto const by_vertices = run(false);
+    for (std::size_t i = 0; i < 4; ++i) {
+      INFO("result " << i);
+      CHECK(std::memcmp(got[i].data(), by_vertices[i].data(), got[i].size() * sizeof(T)) == 0);
+    }
+  }
+  Reference const ref(params);
+  std::vector<double> yo(out.num_elements(), 0.0), gx(x.num_elements(), 0.0), gw(w.num_elements(), 0.0);
+  auto const X = as_double(xv), W = as_double(wv), DY = as_double(dyv);
+  ref.terms([&](std::size_t n, std::size_t ip, std::size_t op, std::size_t gi, std::size_t t, std::size_t ci, std::size_t co) {
+    yo[ref.yi(n, op, gi, co)] += X[ref.xi(n, ip, gi, ci)] * W[ref.wi(gi, t, ci, co)];
+    gx[ref.xi(n, ip, gi, ci)] += DY[ref.yi(n, op, gi, co)] * W[ref.wi(gi, t, ci, co)];
+    gw[ref.wi(gi, t, ci, co)] += X[ref.xi(n, ip, gi, ci)] * DY[ref.yi(n, op, gi, co)];
+  });
+  std::vector<double> upd(gw.size());
+  auto const W2 = as_double(w2v);
+  for (std::size_t i = 0; i < gw.size(); ++i) upd[i] = W2[i] + scale * gw[i];
+  CHECK(mismatches(got[0], yo, ones) == 0);
+  CHECK(mismatches(got[1], gx, ones) == 0);
+  CHECK(mismatches(got[2], gw, ones) == 0);
+  CHECK(mismatches(got[3], upd, ones) == 0);
+  Results r;
+  for (auto v : got[0]) r.out.push_back(static_cast<float>(v));
+  for (auto v : got[1]) r.dx.push_back(static_cast<float>(v));
+  for (auto v : got[2]) r.dw.push_back(static_cast<float>(v));
+  for (auto v : got[3]) r.w2.push_back(static_cast<float>(v));
+  return r;
+}
+
+tb::ConvParams conv2d(std::int64_t n, std::int64_t h, std::int64_t w, std::int64_t kh, std::int64_t kw, std::int64_t cin,
+                      std::int64_t cout, std::int64_t groups) {
+  tb::ConvParams p;
+  p.batch = n;
+  p.input_field = {h, w};
+  p.kernel_shape = {kh, kw};
+  p.input_channels = cin;
+  p.output_channels = cout;
+  p.groups = groups;
+  return p;
+}
+tb::ConvParams padded(tb::ConvParams p, std::int64_t pad) {
+  p.padding_lower = p.padding_upper = std::vector<std::int64_t>(p.rank(), pad);
+  return p;
+}
+tb::ConvParams strided(tb::ConvParams p, std::vector<std::int64_t> s) {
+  p.stride = std::move(s);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("conv: groups 1, 2, 3, 4, 32 and depthwise, f32, exact for +-1 data") {
+  auto const t = tb::targets::tiny(16, 256 * 1024);
+  for (bool ones : {true, false}) {
+    check<float>(t, padded(conv2d(1, 8, 8, 3, 3, 4, 8, 1), 1), ones);
+    check<float>(t, conv2d(2, 7, 9, 3, 3, 3, 2, 2), ones);
+    check<float>(t, padded(conv2d(1, 6, 5, 3, 3, 5, 7, 3), 1), ones);
+    check<float>(t, padded(conv2d(1, 6, 6, 3, 3, 8, 8, 4), 1), ones);
+    check<float>(t, padded(conv2d(1, 8, 8, 3, 3, 4, 4, 32), 1), ones);
+    check<float>(t, padded(conv2d(2, 9, 7, 3, 3, 1, 1, 24), 1), ones);  // depthwise
+    check<float>(t, padded(conv2d(1, 5, 5, 3, 3, 1, 2, 8), 1), ones);   // depthwise multiplier 2
+  }
+}
+
+TEST_CASE("conv: odd channel counts, strides, padding, dilations, batch") {
+  auto const t = tb::targets::tiny(16, 256 * 1024);
+  for (bool ones : {true, false}) {
+    check<float>(t, padded(conv2d(1, 4, 3, 3, 3, 65, 129, 1), 1), ones);       // 65 in, 129 out per group
+    check<float>(t, padded(conv2d(1, 5, 4, 2, 2, 65, 129, 2), 0), ones);       // ... in two groups
+    check<float>(t, strided(padded(conv2d(2, 11, 10, 3, 3, 4, 6, 2), 2), {2, 2}), ones);  // 3x3 stride 2 pad 2
+    check<float>(t, strided(conv2d(1, 12, 13, 3, 3, 3, 5, 1), {2, 3}), ones);   // asymmetric stride
+    auto asym = conv2d(1, 7, 6, 3, 3, 4, 4, 2);
+    asym.padding_lower = {1, 1};
+    asym.padding_upper = {2, 2};
+    check<float>(t, asym, ones);                                                  // asymmetric padding
+    check<float>(t, strided(padded(conv2d(2, 13, 11, 5, 5, 3, 8, 1), 2), {2, 2}), ones);  // 5x5 stride 2
+    auto kd = padded(conv2d(1, 9, 9, 3, 3, 4, 4, 4), 2);
+    kd.kernel_dilation = {2, 2};
+    check<float>(t, kd, ones);                                                    // kernel dilation
+    auto id = padded(conv2d(1, 5, 6, 3, 3, 3, 4, 1), 1);
+    id.input_dilation = {2, 1};
+    check<float>(t, id, ones);                                                    // input dilation
+    check<float>(t, padded(conv2d(4, 5, 5, 3, 3, 8, 8, 2), 1), ones);             // batch 4
+  }
+}
+
+TEST_CASE("conv: 1-D, 3-D, 1x1 fields, thin fields, pointwise and stem-like layers") {
+  auto const t = tb::targets::tiny(16, 256 * 1024);
+  for (bool ones : {true, false}) {
+    tb::ConvParams c1;
+    c1.batch = 2;
+    c1.input_field = {17};
+    c1.kernel_shape = {3};
+    c1.channels(6, 8, 2);
+    c1.padding_lower = {1};
+    c1.padding_upper = {0};
+    check<float>(t, c1, ones);                                                    // 1-D
+    c1.stride = {2};
+    check<float>(t, c1, ones);                                                    // 1-D strided
+    tb::ConvParams c3;
+    c3.input_field = {4, 5, 3};
+    c3.kernel_shape = {2, 3, 3};
+    c3.channels(4, 8, 2);
+    c3.padding_lower = c3.padding_upper = {0, 1, 1};
+    check<float>(t, c3, ones);                                                    // 3-D
+    check<float>(t, padded(conv2d(2, 1, 1, 3, 3, 8, 16, 1), 1), ones);            // a 1x1 field
+    check<float>(t, padded(conv2d(1, 1, 128, 1, 3, 4, 4, 4), 0), ones);           // a thin field
+    check<float>(t, conv2d(2, 5, 7, 1, 1, 16, 24, 1), ones);                      // pointwise: the matmul path
+    check<float>(t, conv2d(1, 5, 7, 1, 1, 16, 24, 4), ones);                      // grouped pointwise
+    check<float>(t, strided(conv2d(1, 8, 8, 1, 1, 16, 32, 1), {2, 2}), ones);     // strided 1x1
+    check<float>(t, strided(padded(conv2d(1, 20, 20, 7, 7, 3, 16, 1), 3), {2, 2}), ones);  // stem-like 7x7/2
+  }
+}
+
+TEST_CASE("conv: the four ResNeXt-101 32x4d grouped layers at batch 1") {
+  auto const t = tb::targets::ipu_mk2(1);
+  check<float>(t, padded(conv2d(1, 56, 56, 3, 3, 4, 4, 32), 1), false);
+  check<float>(t, padded(conv2d(1, 28, 28, 3, 3, 8, 8, 32), 1), false);
+  check<float>(t, padded(conv2d(1, 14, 14, 3, 3, 16, 16, 32), 1), false);
+  check<float>(t, padded(conv2d(1, 7, 7, 3, 3, 32, 32, 32), 1), true);
+}
+
+TEST_CASE("conv: tiny targets force multi-tile splits, serial steps and reductions") {
+  // Small tiles (the operands themselves do not fit: the test is about the splits' values).
+  for (auto const& t : {tb::targets::tiny(4, 16 * 1024), tb::targets::tiny(7, 32 * 1024)})
+    for (double amp : {0.0, 0.05, 0.3, 1.0}) {
+      check<float>(t, padded(conv2d(2, 10, 9, 3, 3, 24, 16, 2), 1), true, {.available_memory_proportion = amp}, 2, true,
+                   true);
+      check<float>(t, strided(padded(conv2d(1, 12, 12, 3, 3, 40, 8, 1), 1), {2, 2}), false,
+                   {.available_memory_proportion = amp}, 2, true, true);
+      check<float>(t, padded(conv2d(1, 9, 9, 3, 3, 8, 8, 8), 1), false, {.available_memory_proportion = amp}, 3, true, true);
+    }
+  // Many input channels on a small field: the plan splits them across tiles and reduces the partials.
+  auto const mk2 = tb::targets::ipu_mk2(1);
+  auto const deep = padded(conv2d(1, 4, 4, 3, 3, 256, 16, 1), 1);
+  tb::Graph g{mk2};
+  CHECK(tb::ops::plan_conv(g, deep).j_split > 1);
+  check<float>(mk2, deep, true);
+  check<float>(mk2, deep, true, {.partials = tb::f16});  // f16 partials: exact for +-1 data
+}
+
+TEST_CASE("conv: f16 operands with f32 or f16 partials") {
+  auto const t = tb::targets::tiny(8, 128 * 1024);
+  for (bool ones : {true, false}) {
+    check<tb::half>(t, padded(conv2d(1, 6, 6, 3, 3, 4, 4, 8), 1), ones);
+    check<tb::half>(t, padded(conv2d(2, 5, 6, 3, 3, 6, 10, 1), 1), ones, {.partials = tb::f16});
+    check<tb::half>(t, padded(conv2d(1, 8, 8, 3, 3, 16, 8, 1), 1), ones,
+                    {.available_memory_proportion = 0.05, .partials = tb::f16});
+    check<tb::half>(t, conv2d(2, 4, 4, 1, 1, 8, 8, 1), ones);
+  }
+}
+
+TEST_CASE("conv: results do not depend on the number of host threads") {
+  auto const t = tb::targets::tiny(8, 64 * 1024);
+  auto const p = strided(padded(conv2d(2, 11, 10, 3, 3, 12, 12, 3), 1), {1, 2});
+  auto const base = check<float>(t, p, false, {.available_memory_proportion = 0.1}, 1, false);
+  for (std::size_t threads : {2, 3, 7}) {
+    auto const r = check<float>(t, p, false, {.available_memory_proportion = 0.1}, threads, false);
+    CHECK(r.out == base.out);
+    CHECK(r.dx == base.dx);
+    CHECK(r.dw == base.dw);
+    CHECK(r.w2 == base.w2);
+  }
+}
+
+TEST_CASE("add_bias: acts += bias along channels") {
+  tb::Graph g{tb::targets::tiny(4)};
+  tb::Sequence prog;
+  auto a = g.add_variable<float>({2, 3, 4}, "a"), b = g.add_variable<float>({4}, "b");
+  tb::map_linearly(g, a);
+  tb::map_linearly(g, b);
+  tb::ops::add_bias(g, prog, a, b);
+  {
+    tb::Graph other{tb::targets::tiny(4)};
+    tb::Sequence p2;
+    auto a2 = other.add_variable<float>({2, 3, 4}, "a");
+    CHECK_THROWS_WITH_AS(tb::ops::add_bias(other, p2, a2, other.add_variable<float>({3}, "c")),
+                         "add_bias: bias [3] does not match the channels of [2, 3, 4]", tb::shape_error);
+    CHECK_THROWS_WITH_AS(tb::ops::add_bias(other, p2, a2, other.add_variable<tb::half>({4}, "h")),
+                         "add_bias: bias is f16 but activations are f32", tb::type_error);
+  }
+  tb::Engine e{tb::compile(g, prog), {.host_threads = 2}};
+  std::vector<float> av(24);
+  for (std::size_t i = 0; i < 24; ++i) av[i] = float(i);
+  e.write(a, av);
+  e.write(b, std::vector<float>{1, 2, 3, 4});
+  e.run();
+  auto const got = e.read<float>(a);
+  for (std::size_t i = 0; i < 24; ++i) CHECK(got[i] == float(i) + float(i % 4 + 1));
+}
+
+TEST_CASE("conv: errors") {
+  tb::Graph g{tb::targets::tiny(4)};
+  tb::Sequence prog;
+  auto const p = padded(conv2d(1, 6, 6, 3, 3, 4, 4, 2), 1);
+  auto x = g.add_variable<float>(p.input_shape(), "x");
+  auto w = g.add_variable<float>(p.weights_shape(), "w");
+  auto dy = g.add_variable<float>(p.output_shape(), "dy");
+  CHECK_THROWS_WITH_AS(tb::ops::conv(g, prog, x, w, p, {.available_memory_proportion = 1.5}),
+                       "conv: available_memory_proportion must be in [0, 1], got 1.500000", tb::option_error);
+  CHECK_THROWS_WITH_AS(tb::ops::conv_backward_input(g, prog, dy, w, p, {.available_memory_proportion = -1}),
+                       "conv_backward_input: available_memory_proportion must be in [0, 1], got -1.000000",
+                       tb::option_error);
+  CHECK_THROWS_WITH_AS(tb::ops::plan_conv(g, p, tb::ConvPass::weight_update, tb::f32, {.available_memory_proportion = 2}),
+                       "plan_conv: available_memory_proportion must be in [0, 1], got 2.000000", tb::option_error);
+  auto wrong = g.add_variable<float>({2, 3, 3, 4, 5}, "wrong");
+  CHECK_THROWS_WITH_AS(tb::ops::conv(g, prog, x, wrong, p),
+                       "conv: weights are [2, 3, 3, 4, 5] but the parameters need [2, 3, 3, 4, 4]", tb::shape_error);
+  CHECK_THROWS_WITH_AS(tb::ops::conv(g, prog, dy.slice(0, 1, 3), w, p),
+                       "conv: inputs are [1, 6, 6, 1] but the parameters need [1, 6, 6, 8]", tb::shape_error);
+  CHECK_THROWS_WITH_AS(tb::ops::conv_weight_update(g, prog, dy, x, wrong, 0.1f, p),
+                       "conv_weight_update: weights are [2, 3, 3, 4, 5] but the parameters need [2, 3, 3, 4, 4]",
+                       tb::shape_error);
+  CHECK_THROWS_WITH_AS(tb::ops::conv_weight_gradients(g, prog, wrong, x, p),
+                       "conv_weight_gradients: output gradients are [2, 3, 3, 4, 5] but the parameters need [1, 6, 6, 8]",
+                       tb::shape_error);
+  CHECK_THROWS_WITH_AS(tb::ops::conv_backward_input(g, prog, dy, wrong, p),
+                       "conv_backward_input: weights are [2, 3, 3, 4, 5] but the parameters need [2, 3, 3, 4, 4]",
+                       tb::shape_error);
+  auto zero = p;
+  zero.batch = 0;
+  CHECK_THROWS_WITH_AS(tb::ops::conv(g, prog, x, w, zero), "conv: ConvParams: batch must be positive, got 0", tb::shape_error);
+  auto neg = p;
+  neg.kernel_shape = {3, -1};
+  CHECK_THROWS_WITH_AS(tb::ops::conv(g, prog, x, w, neg), "conv: ConvParams: kernel_shape[1] must be positive, got -1",
+                       tb::shape_error);
+  auto big = p;
+  big.kernel_shape = {9, 3};
+  CHECK_THROWS_WITH_AS(tb::ops::conv(g, prog, x, w, big),
+                       "conv: ConvParams: the kernel is larger than the padded input in dimension 0: 9 (dilated) > 8 "
+                       "(dilated and padded)",
+                       tb::shape_error);
+  CHECK_THROWS_WITH_AS(tb::ConvParams{}.channels(65, 128, 2), "ConvParams: input channels 65 are not divisible into 2 groups",
+                       tb::shape_error);
+  CHECK_THROWS_WITH_AS(tb::ops::conv(g, prog, x, g.add_variable<tb::half>(p.weights_shape(), "wh"), p),
+                       "conv: inputs are f32 but weights are f16", tb::type_error);
+  CHECK_THROWS_WITH_AS(tb::ops::conv(g, prog, g.add_variable<std::int32_t>(p.input_shape(), "xi"), w, p),
+                       "conv: inputs must be f32 or f16, not i32", tb::type_error);
+  CHECK_THROWS_WITH_AS(tb::ops::conv(g, prog, x, w, p, {.partials = tb::i32}), "conv: partials must be f32 or f16, not i32",
+                       tb::type_error);
+}
+
+TEST_CASE("plan_conv: temporary memory within availableMemoryProportion, monotone in it") {
+  std::vector<std::string> warnings;
+  auto const previous = tb::set_warning_handler([&](std::string_view w) { warnings.emplace_back(w); });
+  std::vector<tb::ConvParams> const problems{
+      padded(conv2d(4, 56, 56, 3, 3, 4, 4, 32), 1), padded(conv2d(4, 7, 7, 3, 3, 32, 32, 32), 1),
+      strided(padded(conv2d(4, 224, 224, 7, 7, 3, 64, 1), 3), {2, 2}), padded(conv2d(2, 28, 28, 3, 3, 64, 64, 1), 1),
+      strided(conv2d(1, 30, 30, 3, 3, 40, 8, 1), {2, 2})};
+  std::vector<tb::Target> const machines{tb::targets::ipu_mk2(1), tb::targets::tiny(16, 64 * 1024), tb::targets::tiny(4, 16 * 1024)};
+  std::size_t relaxed = 0;
+  for (auto const& t : machines) {
+    tb::Graph g{t};
+    for (auto const& pr : problems)
+      for (auto kind : {tb::ConvPass::forward, tb::ConvPass::backward_input, tb::ConvPass::weight_update}) {
+        std::uint64_t previous_temp = 0;
+        for (double amp : {0.0, 0.05, 0.1, 0.3, 0.6, 1.0}) {
+          auto const p = tb::ops::plan_conv(g, pr, kind, tb::f32, {.available_memory_proportion = amp});
+          INFO(p.describe());
+          CHECK(p.bound == static_cast<std::uint64_t>(amp * static_cast<double>(t.bytes_per_tile)));
+          if (p.fit == tb::PlanFit::within_bound) CHECK(p.temp_bytes <= p.bound);
+          if (p.fit == tb::PlanFit::relaxed) {
+            CHECK(p.temp_bytes <= p.relaxed_bound);
+            ++relaxed;
+          }
+          CHECK((amp == 0.0) == (p.fit == tb::PlanFit::least_memory));
+          CHECK(p.tiles <= t.num_tiles());
+          CHECK(p.g_split * p.g_tile >= p.problem.groups);
+          CHECK(p.j_split * p.j_tile >= p.problem.j);
+          CHECK(p.c_split * p.c_tile >= p.problem.c);
+          CHECK(p.n_split * p.n_tile >= p.problem.batch);
+          CHECK(p.r_split * p.r_tile >= p.rows());
+          if (amp > 0.0) CHECK(p.temp_bytes >= previous_temp);  // lower AMP never needs more temporary memory
+          previous_temp = p.temp_bytes;
+        }
+      }
+  }
+  CHECK(relaxed > 0);  // the 16 KiB tiles cannot hold the big layers' windows
+  CHECK(warnings.size() >= relaxed);
+  tb::set_warning_handler(previous);
+}
