@@ -121,3 +121,46 @@ TEST_CASE("conv params example") {
   CHECK(p.weights_shape() == tb::Shape{32, 3, 3, 4, 4});
   CHECK(p.output_shape() == tb::Shape{4, 56, 56, 128});
 }
+
+// [conv-example]
+/// One training step of a grouped 3x3 convolution layer: forward, input gradients, SGD on the weights.
+struct ConvLayerStep {
+  tb::Tensor x, w, y, dy, dx;
+};
+ConvLayerStep conv_layer_step(tb::Graph& g, tb::Sequence& prog, tb::ConvParams const& p, float learning_rate) {
+  tb::ConvOptions const o{.available_memory_proportion = 0.3};
+  ConvLayerStep s;
+  s.x = tb::ops::create_conv_input(g, p, tb::f32, o, "x");    // laid out for the forward plan
+  s.w = tb::ops::create_conv_weights(g, p, tb::f32, o, "w");
+  s.y = tb::ops::conv(g, prog, s.x, s.w, p, o);              // [N, H', W', G * C_out]
+  s.dy = g.add_variable<float>(p.output_shape(), "dy");       // the gradient arriving from the next layer
+  tb::map_linearly(g, s.dy);
+  s.dx = tb::ops::conv_backward_input(g, prog, s.dy, s.w, p, o);
+  tb::ops::conv_weight_update(g, prog, s.dy, s.x, s.w, -learning_rate, p, o);  // w -= lr * dL/dw
+  return s;
+}
+// [conv-example]
+
+TEST_CASE("conv example") {
+  tb::Graph g{tb::targets::tiny(8, 256 * 1024)};
+  tb::Sequence prog;
+  tb::ConvParams p;
+  p.batch = 2;
+  p.input_field = {6, 6};
+  p.kernel_shape = {3, 3};
+  p.channels(8, 8, 2);
+  p.padding_lower = p.padding_upper = {1, 1};
+  auto const s = conv_layer_step(g, prog, p, 0.5f);
+  tb::Engine e{tb::compile(g, prog), {.host_threads = 2}};
+  e.write(s.x, std::vector<float>(s.x.num_elements(), 1.0f));
+  e.write(s.w, std::vector<float>(s.w.num_elements(), 1.0f));
+  e.write(s.dy, std::vector<float>(s.dy.num_elements(), 1.0f));
+  e.run();
+  auto const y = e.read<float>(s.y);
+  CHECK(y[0] == 16.0f);                         // corner: 2 x 2 taps x 4 channels
+  CHECK(y[(1 * 6 + 1) * 8] == 36.0f);           // interior: 9 taps x 4 channels
+  auto const dx = e.read<float>(s.dx);
+  CHECK(dx[(1 * 6 + 1) * 8] == 36.0f);          // 9 taps x 4 output channels
+  auto const w = e.read<float>(s.w);
+  CHECK(w[4 * 4 * 4 + 0] == 1.0f - 0.5f * 72);  // centre tap: 2 images x 36 positions
+}

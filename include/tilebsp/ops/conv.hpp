@@ -204,20 +204,27 @@ class ConvHostKernel {
       auto const o6 = operand<TW const>(*other, at.other);
       auto const d6 = operand<TO>(*out, at.out);
       auto const L = static_cast<std::int64_t>(simd::lanes);
-      // Units: forward-like, (n, o0, a chunk of o1) x a chunk of lane channels; weight gradient, chunks of
-      // groups x lane channels x reduction channels. At least 8 units per thread where the problem allows.
+      // Units: forward-like, a chunk of lane channels x (n, o0, a chunk of o1); weight gradient, chunks of
+      // groups x lane channels x reduction channels. Channel chunks come first (each unit packs only its own
+      // weights), down to one vector (whole groups when a vector spans groups); then positions, until there are
+      // at least 8 units per thread where the problem allows.
       std::int64_t const G = static_cast<std::int64_t>(q.groups), C = static_cast<std::int64_t>(q.c),
                          J = static_cast<std::int64_t>(q.j);
       auto const& D = q.loop.dim;
       std::int64_t const want = 8 * static_cast<std::int64_t>(threads);
-      std::int64_t gc = G, cc = C, jc = J, rc = D[1].out, outer = 1;
-      if (!wu) {
-        rc = std::min<std::int64_t>(D[1].out, 4);
-        outer = static_cast<std::int64_t>(q.batch) * D[0].out * ((D[1].out + rc - 1) / rc);
-      }
-      // Chunk channels (whole vectors, whole groups when a vector spans groups) until there are enough units.
-      auto const units_now = [&] { return outer * ((G + gc - 1) / gc) * ((C + cc - 1) / cc) * ((J + jc - 1) / jc); };
       std::int64_t const per_vec = C >= L ? 1 : std::max<std::int64_t>(1, L / C);
+      std::int64_t gc = G >= 2 * per_vec ? per_vec : G, cc = C, jc = J, rc = D[1].out, outer = 1;
+      if (G == 1 && C > 2 * L) cc = 2 * L * std::max<std::int64_t>(1, (C + 2 * L * want - 1) / (2 * L * want));
+      auto const units_now = [&] { return outer * ((G + gc - 1) / gc) * ((C + cc - 1) / cc) * ((J + jc - 1) / jc); };
+      if (!wu) {
+        std::int64_t const images = static_cast<std::int64_t>(q.batch) * D[0].out;
+        outer = images;
+        if (units_now() < want) {
+          rc = std::max<std::int64_t>(1, std::min<std::int64_t>(D[1].out, (D[1].out * units_now() + want - 1) / want));
+          rc = std::max<std::int64_t>(rc, std::min<std::int64_t>(D[1].out, 4));
+        }
+        outer = images * ((D[1].out + rc - 1) / rc);
+      }
       while (units_now() < want) {
         if (gc > per_vec) gc = std::max(per_vec, (gc + 1) / 2 / per_vec * per_vec);
         else if (cc > 2 * L) cc = std::max(2 * L, (cc + 1) / 2 / (2 * L) * (2 * L));

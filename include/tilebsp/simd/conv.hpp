@@ -205,12 +205,16 @@ template <class TW>
 void pack_weights(ConvLoop const& L, Operand6<TW const> const& w, ConvColumn const& col, std::int64_t j0,
                   std::int64_t j1, float* wp) {
   std::size_t const VL = col.vectors * lanes;
+  std::ptrdiff_t off[2 * lanes];
+  for (std::size_t l = 0; l < VL; ++l)
+    off[l] = col.g[l] < 0 ? -1 : (col.g[l] - col.g[0]) * w.stride[0] + (col.c[l] - col.c[0]) * w.stride[5];
   for (std::int64_t t0 = 0; t0 < L.dim[0].taps; ++t0)
     for (std::int64_t t1 = 0; t1 < L.dim[1].taps; ++t1)
-      for (std::int64_t t2 = 0; t2 < L.dim[2].taps; ++t2)
-        for (std::int64_t j = j0; j < j1; ++j, wp += VL)
-          for (std::size_t l = 0; l < VL; ++l)
-            wp[l] = col.g[l] < 0 ? 0.0f : to_f32(*w.at(col.g[l], t0, t1, t2, j, col.c[l]));
+      for (std::int64_t t2 = 0; t2 < L.dim[2].taps; ++t2) {
+        TW const* row = w.at(col.g[0], t0, t1, t2, j0, col.c[0]);
+        for (std::int64_t j = j0; j < j1; ++j, wp += VL, row += w.stride[4])
+          for (std::size_t l = 0; l < VL; ++l) wp[l] = off[l] < 0 ? 0.0f : to_f32(row[off[l]]);
+      }
 }
 
 /// Offsets of the lanes of a column within an operand relative to its first lane: the group at dimension
@@ -232,24 +236,27 @@ bool lane_offsets(Operand6<T> const& op, ConvColumn const& col, std::ptrdiff_t* 
   return contiguous;
 }
 
-/// acc[r][v] over Q steps: w = wp[q], x = the box at xr + r * ostep + qoff[q] (broadcast or a vector).
+/// acc[r][v] over Q steps: w = wp[q], x = the box at x + poff[r] + qoff[q] (broadcast or a vector).
 template <std::size_t R, std::size_t V, bool Bcast>
-void forward_block(std::size_t Q, float const* wp, float const* xr, std::ptrdiff_t ostep, std::ptrdiff_t const* qoff,
+void forward_block(std::size_t Q, float const* wp, float const* x, std::ptrdiff_t const* poff, std::ptrdiff_t const* qoff,
                    float* acc_io) noexcept {
   using B = batch<float>;
   B acc[R][V];
-  for (std::size_t r = 0; r < R; ++r)
+  std::ptrdiff_t po[R];
+  for (std::size_t r = 0; r < R; ++r) {
+    po[r] = poff[r];
     for (std::size_t v = 0; v < V; ++v) acc[r][v] = B::load_aligned(acc_io + (r * V + v) * lanes);
+  }
   for (std::size_t q = 0; q < Q; ++q) {
     B w[V];
     for (std::size_t v = 0; v < V; ++v) w[v] = B::load_aligned(wp + (q * V + v) * lanes);
-    float const* xq = xr + qoff[q];
+    float const* xq = x + qoff[q];
     for (std::size_t r = 0; r < R; ++r) {
       if constexpr (Bcast) {
-        B const xv(xq[static_cast<std::ptrdiff_t>(r) * ostep]);
+        B const xv(xq[po[r]]);
         for (std::size_t v = 0; v < V; ++v) acc[r][v] = xsimd::fma(xv, w[v], acc[r][v]);
       } else {
-        B const xv = B::load_aligned(xq + static_cast<std::ptrdiff_t>(r) * ostep);
+        B const xv = B::load_aligned(xq + po[r]);
         acc[r][0] = xsimd::fma(xv, w[0], acc[r][0]);
       }
     }
@@ -284,19 +291,17 @@ void gradient_block(std::size_t P, float const* yrow, float const* xr, std::ptrd
     for (std::size_t v = 0; v < V; ++v) acc[r][v].store_aligned(acc_io + (r * V + v) * lanes);
 }
 
-/// Calls f.template operator()<R, V, Bcast>() for a block of `rows` (<= the largest block) rows.
-template <std::size_t V, bool Bcast, class F>
+/// Largest register block: 12 rows with AVX-512's 32 registers, 6 (or 8 one-vector rows) otherwise.
+inline constexpr std::size_t max_block_rows = lanes >= 16 ? 12 : 8;
+constexpr std::size_t block_rows(std::size_t V) noexcept { return lanes >= 16 ? 12 : (V == 2 ? 6 : 8); }
+
+/// Calls f.template operator()<R, V, Bcast>() for a block of `rows` (1 to block_rows(V)) rows.
+template <std::size_t V, bool Bcast, std::size_t R = 1, class F>
 void with_rows(std::size_t rows, F&& f) {
-  switch (rows) {
-    case 1: f.template operator()<1, V, Bcast>(); break;
-    case 2: f.template operator()<2, V, Bcast>(); break;
-    case 3: f.template operator()<3, V, Bcast>(); break;
-    case 4: f.template operator()<4, V, Bcast>(); break;
-    case 5: f.template operator()<5, V, Bcast>(); break;
-    case 6: f.template operator()<6, V, Bcast>(); break;
-    case 7: if constexpr (V == 1) f.template operator()<7, V, Bcast>(); break;
-    default: if constexpr (V == 1) f.template operator()<8, V, Bcast>(); break;
+  if constexpr (R < block_rows(V)) {
+    if (rows != R) return with_rows<V, Bcast, R + 1>(rows, f);
   }
+  f.template operator()<R, V, Bcast>();
 }
 template <class F>
 void with_column(ConvColumn const& col, F&& f) {
@@ -304,7 +309,6 @@ void with_column(ConvColumn const& col, F&& f) {
   else if (col.vectors == 2) f.template operator()<2, true>();
   else f.template operator()<1, true>();
 }
-constexpr std::size_t block_rows(std::size_t V) noexcept { return V == 2 ? 6 : 8; }
 
 /// Output positions of dimension 1 per box, so that a box stays within about 192 KiB.
 inline std::int64_t strip_rows(ConvLoop const& L, std::array<std::int64_t, 3> const& ext_other, std::size_t row_floats) {
@@ -327,16 +331,26 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
   std::int64_t const cj = r.j1 - r.j0;
   std::size_t const Q = static_cast<std::size_t>(L.taps() * cj);
   std::int64_t const ow = r.hi[2] - r.lo[2];
-  if (r.n1 <= r.n0 || ow <= 0 || r.hi[0] <= r.lo[0] || r.hi[1] <= r.lo[1]) return;
-  std::vector<std::ptrdiff_t> qoff(Q);
-  for (auto const& col : conv_columns(r.g0, r.g1, r.c0, r.c1)) {
-    std::size_t const V = col.vectors, VL = V * lanes, XL = col.bcast ? 1 : lanes;
-    float* wp = conv_scratch(0).get(Q * VL);
-    pack_weights(L, w, col, r.j0, r.j1, wp);
-    std::ptrdiff_t off[2 * lanes];
-    std::size_t used = 0;
-    bool const contiguous = lane_offsets(dst, col, off, used) && std::is_same_v<TD, float>;
-    float* accrow = conv_scratch(1).get(static_cast<std::size_t>(ow) * VL);
+  if (r.n1 <= r.n0 || ow <= 0 || r.hi[0] <= r.lo[0] || r.hi[1] <= r.lo[1] || Q == 0) return;
+  std::vector<std::ptrdiff_t> qoff(Q), poff;
+  auto const cols = conv_columns(r.g0, r.g1, r.c0, r.c1);
+  // Batches of columns that read the same input box (broadcast columns of one group), with their packed weights
+  // within about 256 KiB: the box is built once per batch.
+  for (std::size_t c0 = 0; c0 < cols.size();) {
+    std::size_t c1 = c0 + 1, floats = Q * cols[c0].vectors * lanes;
+    while (c1 < cols.size() && cols[c0].bcast && cols[c1].bcast && cols[c1].g[0] == cols[c0].g[0] &&
+           floats + Q * cols[c1].vectors * lanes <= (std::size_t{64} << 10))
+      floats += Q * cols[c1++].vectors * lanes;
+    float* wp = conv_scratch(0).get(floats);
+    {
+      float* dstw = wp;
+      for (std::size_t c = c0; c < c1; ++c) {
+        pack_weights(L, w, cols[c], r.j0, r.j1, dstw);
+        dstw += Q * cols[c].vectors * lanes;
+      }
+    }
+    ConvColumn const& first = cols[c0];
+    std::size_t const XL = first.bcast ? 1 : lanes;
     // Box extents: dimension 0 covers one output position's taps, dimension 2 the whole output range.
     std::array<std::int64_t, 3> ext{(D[0].taps - 1) * D[0].b + 1, 0, (ow - 1) * D[2].a + (D[2].taps - 1) * D[2].b + 1};
     std::int64_t const strip = strip_rows(L, ext, static_cast<std::size_t>(cj) * XL);
@@ -349,41 +363,48 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
           std::ptrdiff_t const xs2 = static_cast<std::ptrdiff_t>(cj) * static_cast<std::ptrdiff_t>(XL);
           std::ptrdiff_t const xs1 = xs2 * ext[2], xs0 = xs1 * ext[1];
           float* x = conv_scratch(2).get(static_cast<std::size_t>(xs0 * ext[0]));
-          build_box(L, src, col, n, vlo, ext, r.j0, r.j1, x);
+          build_box(L, src, first, n, vlo, ext, r.j0, r.j1, x);
           std::size_t q = 0;
           for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
             for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
               for (std::int64_t t2 = 0; t2 < D[2].taps; ++t2)
                 for (std::int64_t j = 0; j < cj; ++j)
                   qoff[q++] = t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + t2 * D[2].b * xs2 + j * static_cast<std::ptrdiff_t>(XL);
-          for (std::int64_t o1 = s; o1 < s1; ++o1) {
-            TD* drow = dst.at(n, o0, o1, r.lo[2], col.g[0], col.c[0]);
-            std::ptrdiff_t const ds = dst.stride[3];
-            // Initial values.
-            for (std::int64_t p = 0; p < ow; ++p) {
-              float* a = accrow + p * static_cast<std::ptrdiff_t>(VL);
+          std::ptrdiff_t const ds = dst.stride[3];
+          // The strip's output positions in row-major order: register blocks run across row ends.
+          std::int64_t const P = (s1 - s) * ow;
+          poff.resize(static_cast<std::size_t>(P));
+          for (std::int64_t i = 0; i < P; ++i) poff[static_cast<std::size_t>(i)] = (i / ow) * D[1].a * xs1 + (i % ow) * D[2].a * xs2;
+          float const* wc = wp;
+          for (std::size_t c = c0; c < c1; ++c) {
+            ConvColumn const& col = cols[c];
+            std::size_t const VL = col.vectors * lanes;
+            std::ptrdiff_t off[2 * lanes];
+            std::size_t used = 0;
+            bool const contiguous = lane_offsets(dst, col, off, used) && std::is_same_v<TD, float>;
+            float* accrow = conv_scratch(1).get(static_cast<std::size_t>(P) * VL);
+            auto const dpos = [&](std::int64_t i) { return dst.at(n, o0, s + i / ow, r.lo[2] + i % ow, col.g[0], col.c[0]); };
+            for (std::int64_t i = 0; i < P; ++i) {  // initial values
+              float* a = accrow + i * static_cast<std::ptrdiff_t>(VL);
               if (!load) {
                 std::memset(a, 0, VL * sizeof(float));
               } else {
-                TD const* d = drow + p * ds;
+                TD const* d = dpos(i);
                 for (std::size_t l = 0; l < VL; ++l) a[l] = off[l] < 0 ? 0.0f : to_f32(d[off[l]]);
               }
             }
-            float const* xr = x + (o1 - s) * D[1].a * xs1;
-            std::ptrdiff_t const ostep = D[2].a * xs2;
             with_column(col, [&]<std::size_t VV, bool Bc>() {
               constexpr std::size_t RB = block_rows(VV);
-              for (std::int64_t p = 0; p < ow; p += static_cast<std::int64_t>(RB)) {
-                std::size_t const rows = std::min<std::size_t>(RB, static_cast<std::size_t>(ow - p));
+              for (std::int64_t i = 0; i < P; i += static_cast<std::int64_t>(RB)) {
+                std::size_t const rows = std::min<std::size_t>(RB, static_cast<std::size_t>(P - i));
                 with_rows<VV, Bc>(rows, [&]<std::size_t RR, std::size_t V2, bool B2>() {
-                  forward_block<RR, V2, B2>(Q, wp, xr + p * ostep, ostep, qoff.data(), accrow + p * static_cast<std::ptrdiff_t>(VL));
+                  forward_block<RR, V2, B2>(Q, wc, x, poff.data() + i, qoff.data(), accrow + i * static_cast<std::ptrdiff_t>(VL));
                 });
               }
             });
-            // Results.
-            for (std::int64_t p = 0; p < ow; ++p) {
-              float const* a = accrow + p * static_cast<std::ptrdiff_t>(VL);
-              TD* d = drow + p * ds;
+            for (std::int64_t i = 0; i < P; ++i) {  // results
+              float const* a = accrow + i * static_cast<std::ptrdiff_t>(VL);
+              TD* d = i % ow == 0 ? dpos(i) : dpos(i - i % ow) + (i % ow) * ds;
               if constexpr (std::is_same_v<TD, float>) {
                 if (contiguous) {
                   std::memcpy(d, a, used * sizeof(float));
@@ -393,8 +414,10 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
               for (std::size_t l = 0; l < VL; ++l)
                 if (off[l] >= 0) d[off[l]] = TD(a[l]);
             }
+            wc += Q * VL;
           }
         }
+    c0 = c1;
   }
 }
 
