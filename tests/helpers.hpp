@@ -4,6 +4,7 @@
 #include <tilebsp/tilebsp.hpp>
 
 #include <cstdint>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -23,6 +24,16 @@ inline std::vector<std::int64_t> indices(tb::Tensor const& t) {
   std::vector<std::int64_t> r;
   for (auto const& [v, i] : elements(t)) r.push_back(i);
   return r;
+}
+
+/// n values in [-1, 1) from a fixed seed, or only -1 and +1 (`ones`: sums of products are then exact).
+template <class T>
+std::vector<T> values(std::size_t n, bool ones, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<T> v(n);
+  for (auto& x : v) x = T(ones ? (d(rng) < 0 ? -1.0f : 1.0f) : d(rng));
+  return v;
 }
 
 /// out = a + b elementwise.

@@ -15,14 +15,7 @@ namespace tb = tilebsp;
 
 namespace {
 
-template <class T>
-std::vector<T> values(std::size_t n, bool ones, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<T> v(n);
-  for (auto& x : v) x = T(ones ? (d(rng) < 0 ? -1.0f : 1.0f) : d(rng));
-  return v;
-}
+using tbt::values;
 
 struct Case {
   std::size_t groups, m, n, k;

@@ -310,6 +310,34 @@ void with_column(ConvColumn const& col, F&& f) {
   else f.template operator()<1, true>();
 }
 
+/// The input box of one strip — output positions (o0, [s, s1), [lo2, lo2 + ow)) of batch n — built for a column,
+/// with the offset of every step q = (t0, t1, t2, j) in `qoff`.
+struct StripBox {
+  float* x;
+  std::ptrdiff_t xs1, xs2;  ///< strides of the box's dimensions 1 and 2
+};
+template <class TS>
+StripBox build_strip(ConvLoop const& L, Operand6<TS const> const& src, ConvColumn const& col, std::int64_t n,
+                     std::int64_t o0, std::int64_t s, std::int64_t s1, std::int64_t lo2, std::int64_t ow, std::int64_t j0,
+                     std::int64_t j1, std::ptrdiff_t* qoff) {
+  auto const& D = L.dim;
+  std::int64_t const cj = j1 - j0;
+  auto const XL = static_cast<std::ptrdiff_t>(col.bcast ? 1 : lanes);
+  // Dimension 0 covers one output position's taps, 1 the strip's, 2 the whole output range.
+  std::array<std::int64_t, 3> const ext{(D[0].taps - 1) * D[0].b + 1, (s1 - 1 - s) * D[1].a + (D[1].taps - 1) * D[1].b + 1,
+                                        (ow - 1) * D[2].a + (D[2].taps - 1) * D[2].b + 1};
+  std::array<std::int64_t, 3> const vlo{o0 * D[0].a + D[0].c, s * D[1].a + D[1].c, lo2 * D[2].a + D[2].c};
+  std::ptrdiff_t const xs2 = cj * XL, xs1 = xs2 * ext[2], xs0 = xs1 * ext[1];
+  float* x = conv_scratch(2).get(static_cast<std::size_t>(xs0 * ext[0]));
+  build_box(L, src, col, n, vlo, ext, j0, j1, x);
+  std::size_t q = 0;
+  for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
+    for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
+      for (std::int64_t t2 = 0; t2 < D[2].taps; ++t2)
+        for (std::int64_t j = 0; j < cj; ++j) qoff[q++] = t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + t2 * D[2].b * xs2 + j * XL;
+  return {x, xs1, xs2};
+}
+
 /// Output positions of dimension 1 per box, so that a box stays within about 192 KiB.
 inline std::int64_t strip_rows(ConvLoop const& L, std::array<std::int64_t, 3> const& ext_other, std::size_t row_floats) {
   std::int64_t const per_v1 = ext_other[0] * ext_other[2] * static_cast<std::int64_t>(row_floats);
@@ -351,25 +379,13 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
     }
     ConvColumn const& first = cols[c0];
     std::size_t const XL = first.bcast ? 1 : lanes;
-    // Box extents: dimension 0 covers one output position's taps, dimension 2 the whole output range.
-    std::array<std::int64_t, 3> ext{(D[0].taps - 1) * D[0].b + 1, 0, (ow - 1) * D[2].a + (D[2].taps - 1) * D[2].b + 1};
+    std::array<std::int64_t, 3> const ext{(D[0].taps - 1) * D[0].b + 1, 0, (ow - 1) * D[2].a + (D[2].taps - 1) * D[2].b + 1};
     std::int64_t const strip = strip_rows(L, ext, static_cast<std::size_t>(cj) * XL);
     for (std::int64_t n = r.n0; n < r.n1; ++n)
       for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0)
         for (std::int64_t s = r.lo[1]; s < r.hi[1]; s += strip) {
           std::int64_t const s1 = std::min(r.hi[1], s + strip);
-          ext[1] = (s1 - 1 - s) * D[1].a + (D[1].taps - 1) * D[1].b + 1;
-          std::array<std::int64_t, 3> const vlo{o0 * D[0].a + D[0].c, s * D[1].a + D[1].c, r.lo[2] * D[2].a + D[2].c};
-          std::ptrdiff_t const xs2 = static_cast<std::ptrdiff_t>(cj) * static_cast<std::ptrdiff_t>(XL);
-          std::ptrdiff_t const xs1 = xs2 * ext[2], xs0 = xs1 * ext[1];
-          float* x = conv_scratch(2).get(static_cast<std::size_t>(xs0 * ext[0]));
-          build_box(L, src, first, n, vlo, ext, r.j0, r.j1, x);
-          std::size_t q = 0;
-          for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
-            for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
-              for (std::int64_t t2 = 0; t2 < D[2].taps; ++t2)
-                for (std::int64_t j = 0; j < cj; ++j)
-                  qoff[q++] = t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + t2 * D[2].b * xs2 + j * static_cast<std::ptrdiff_t>(XL);
+          auto const [x, xs1, xs2] = build_strip(L, src, first, n, o0, s, s1, r.lo[2], ow, r.j0, r.j1, qoff.data());
           std::ptrdiff_t const ds = dst.stride[3];
           // The strip's output positions in row-major order: register blocks run across row ends.
           std::int64_t const P = (s1 - s) * ow;
@@ -456,24 +472,13 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     }
     bool const work = r.n1 > r.n0 && ow > 0 && r.hi[0] > r.lo[0] && r.hi[1] > r.lo[1];
     float* yrow = work ? conv_scratch(1).get(static_cast<std::size_t>(ow) * VL) : nullptr;
-    std::array<std::int64_t, 3> ext{(D[0].taps - 1) * D[0].b + 1, 0, (ow - 1) * D[2].a + (D[2].taps - 1) * D[2].b + 1};
+    std::array<std::int64_t, 3> const ext{(D[0].taps - 1) * D[0].b + 1, 0, (ow - 1) * D[2].a + (D[2].taps - 1) * D[2].b + 1};
     std::int64_t const strip = strip_rows(L, ext, static_cast<std::size_t>(cj) * XL);
     for (std::int64_t n = r.n0; work && n < r.n1; ++n)
       for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0)
         for (std::int64_t s = r.lo[1]; s < r.hi[1]; s += strip) {
           std::int64_t const s1 = std::min(r.hi[1], s + strip);
-          ext[1] = (s1 - 1 - s) * D[1].a + (D[1].taps - 1) * D[1].b + 1;
-          std::array<std::int64_t, 3> const vlo{o0 * D[0].a + D[0].c, s * D[1].a + D[1].c, r.lo[2] * D[2].a + D[2].c};
-          std::ptrdiff_t const xs2 = static_cast<std::ptrdiff_t>(cj) * static_cast<std::ptrdiff_t>(XL);
-          std::ptrdiff_t const xs1 = xs2 * ext[2], xs0 = xs1 * ext[1];
-          float* x = conv_scratch(2).get(static_cast<std::size_t>(xs0 * ext[0]));
-          build_box(L, src, col, n, vlo, ext, r.j0, r.j1, x);
-          std::size_t q = 0;
-          for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
-            for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
-              for (std::int64_t t2 = 0; t2 < D[2].taps; ++t2)
-                for (std::int64_t j = 0; j < cj; ++j)
-                  qoff[q++] = t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + t2 * D[2].b * xs2 + j * static_cast<std::ptrdiff_t>(XL);
+          auto const [x, xs1, xs2] = build_strip(L, src, col, n, o0, s, s1, r.lo[2], ow, r.j0, r.j1, qoff.data());
           std::ptrdiff_t const pstep = D[2].a * xs2;
           for (std::int64_t o1 = s; o1 < s1; ++o1) {
             TY const* yr = dy.at(n, o0, o1, r.lo[2], col.g[0], col.c[0]);
