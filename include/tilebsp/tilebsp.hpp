@@ -30,6 +30,7 @@
 #include <tilebsp/ops/map.hpp>
 #include <tilebsp/ops/conv.hpp>
 #include <tilebsp/ops/matmul.hpp>
+#include <tilebsp/ops/pool.hpp>
 #include <tilebsp/ops/reduce.hpp>
 #include <tilebsp/plan/conv.hpp>
 #include <tilebsp/plan/conv_params.hpp>

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -35,6 +36,15 @@ struct EngineOptions {
   /// Run operators' host kernels in place of their compute sets' vertices (same results, bitwise; see
   /// <tilebsp/core/host_kernel.hpp>). Off: every vertex runs, for checking or debugging a kernel.
   bool host_kernels = true;
+};
+
+/// How Engine::connect attaches a callback to a FIFO.
+struct ConnectOptions {
+  /// Infeeds only: call the callback for transfer k + 1 on a helper thread as soon as transfer k has been copied
+  /// in, so that the host prepares the next batch while the device computes (Poplar's stream prefetch). The
+  /// callback then runs concurrently with the program (never with itself), and once more than the program
+  /// consumes; an exception it throws surfaces at the transfer that needed its data.
+  bool prefetch = false;
 };
 
 namespace detail {
@@ -146,6 +156,24 @@ struct FifoConnection {
   std::function<void(std::byte*)> fill;          ///< infeed callback
   std::function<void(std::byte const*)> drain;   ///< outfeed callback
   std::vector<std::byte> scratch;
+  bool prefetch = false;
+  std::vector<std::byte> next;  ///< filled by the pending prefetch
+  std::future<void> pending;    ///< the prefetch in flight (destruction waits for it)
+
+  /// The next infeed transfer in scratch: from the prefetch when there is one, and starts the following one.
+  void take_next() {
+    if (!prefetch) {
+      fill(scratch.data());
+      return;
+    }
+    if (!pending.valid()) fill(next.data());
+    else pending.get();  // rethrows the callback's exception
+    scratch.swap(next);
+    pending = std::async(std::launch::async, [this] { fill(next.data()); });
+  }
+  void wait() {
+    if (pending.valid()) pending.wait();
+  }
 };
 
 }  // namespace detail
@@ -183,6 +211,7 @@ class Engine : public HostContext {
     }
   }
   ~Engine() override {
+    for (auto& c : fifos_) c.wait();
     for (auto const& [ops, p] : objects_) ops->destroy(p);
   }
   Engine(Engine const&) = delete;
@@ -212,6 +241,7 @@ class Engine : public HostContext {
   template <ElementLike T>
   void connect(Fifo const& f, std::span<T> buffer, bool circular = true) {
     auto& c = connection<T>("connect", f);
+    c.wait();
     std::size_t const per = f.elements * sizeof(T);
     if (buffer.size() % std::max<std::size_t>(f.elements, 1) != 0 || (per > 0 && buffer.empty()))
       throw stream_error("connect: FIFO '" + g_.fifos[f.id].name + "' moves " + std::to_string(f.elements) +
@@ -241,10 +271,14 @@ class Engine : public HostContext {
   /// fn(std::span<T const>) with each transfer.
   template <ElementLike T, class F>
     requires std::invocable<F&, std::span<T>> || std::invocable<F&, std::span<T const>>
-  void connect(Fifo const& f, F fn) {
+  void connect(Fifo const& f, F fn, ConnectOptions options = {}) {
     auto& c = connection<T>("connect", f);
+    if (options.prefetch && !f.to_device)
+      throw stream_error("connect: prefetch applies to infeeds; FIFO '" + g_.fifos[f.id].name + "' is an outfeed");
+    c.wait();
     c = {};
     c.connected = true;
+    c.prefetch = options.prefetch;
     std::size_t const n = f.elements;
     if (f.to_device) {
       if constexpr (std::invocable<F&, std::span<T>>)
@@ -256,6 +290,7 @@ class Engine : public HostContext {
       else throw stream_error("connect: an outfeed callback must accept std::span<T const>");
     }
     c.scratch.resize(n * sizeof(T) + 1);
+    if (c.prefetch) c.next.resize(c.scratch.size());
   }
 
   /// Counters and timings so far, with the executable's cycle estimates and memory.
@@ -527,8 +562,8 @@ class Engine : public HostContext {
     bool const to_device = in.op == detail::Op::stream_in;
     std::byte* host = nullptr;
     if (c.fill || c.drain) {
+      if (to_device) c.take_next();
       host = c.scratch.data();
-      if (to_device) c.fill(host);
     } else {
       if (c.pos + bytes > c.buffer_bytes) {
         if (!c.circular || bytes == 0)

@@ -3,6 +3,7 @@
 
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
+#include <tilebsp/core/host_kernel.hpp>
 #include <tilebsp/core/mapping.hpp>
 #include <tilebsp/expr/eval.hpp>
 #include <tilebsp/expr/expr.hpp>
@@ -13,11 +14,14 @@
 #include <boost/hana/string.hpp>
 #include <boost/hana/tuple.hpp>
 
+#include <algorithm>
 #include <array>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -164,8 +168,123 @@ inline bool all_on(Graph const& g, Tensor const& t, std::size_t tile) {
 
 enum class Mode { new_output, in_place, given_output };
 
+/// The host kernel of a map: the expression over the output's elements, reading every operand where it lives
+/// (no fetched copies). The output's elements are walked in segments along which each operand is contiguous or
+/// constant; the threads take equal shares of the elements. Each element is computed by the same instructions as
+/// in a vertex (evaluate pads partial batches), so the values are the vertices' bitwise.
+template <Types In, VT Out, class E, std::size_t N>
+class MapHostKernel {
+ public:
+  /// Empty (run the vertices) unless the output and every operand are affine views of one variable each, an
+  /// operand sharing the output's variable is the output's own view, and segments have at least 16 elements.
+  MapHostKernel(E const& e, std::array<Tensor, N> const& ins, Tensor const& out, Shape const& shape, std::uint32_t scalars,
+                bool stream) {
+    auto st = std::make_shared<State>();
+    st->e = e;
+    st->scalars = scalars;
+    st->stream = stream;
+    st->shape = shape;
+    st->total = product(shape);
+    auto const o = out.affine();
+    if (!o || st->total == 0) return;
+    st->var[N] = o->var, st->start[N] = o->start, st->strides[N] = o->strides;
+    for (std::size_t k = 0; k < N; ++k) {
+      auto const a = (scalars >> k & 1u ? ins[k].flatten().broadcast({1}) : ins[k].broadcast(shape)).affine();
+      if (!a) return;
+      if (a->var == o->var && (a->start != o->start || (!(scalars >> k & 1u) && a->strides != o->strides))) return;
+      st->var[k] = a->var, st->start[k] = a->start;
+      st->strides[k] = scalars >> k & 1u ? std::vector<std::int64_t>(shape.size(), 0) : a->strides;
+    }
+    // The innermost dimensions along which the output and each operand are contiguous (or, for operands,
+    // constant) form one segment.
+    std::array<int, N + 1> mode{};  // 0 undecided, 1 contiguous, 2 constant
+    std::size_t inner = 1, d = shape.size();
+    for (; d > 0; --d) {
+      std::size_t const n = shape[d - 1];
+      if (n == 1) continue;
+      bool ok = true;
+      std::array<int, N + 1> m = mode;
+      for (std::size_t k = 0; k <= N && ok; ++k) {
+        std::int64_t const sd = st->strides[k][d - 1];
+        if (sd == static_cast<std::int64_t>(inner) && m[k] != 2) m[k] = 1;
+        else if (sd == 0 && m[k] != 1 && k < N) m[k] = 2;
+        else ok = false;
+      }
+      if (!ok) break;
+      mode = m;
+      inner *= n;
+    }
+    if (inner < 16 && inner < st->total) return;
+    st->inner = inner;
+    st->outer_rank = d;
+    for (std::size_t k = 0; k < N; ++k)
+      if (mode[k] == 2) st->segment_scalars |= 1u << k;
+    s_ = std::move(st);
+  }
+  HostKernel kernel() const {
+    if (!s_) return {};
+    return {[s = s_](HostAddressOf const& at) -> HostTask {
+      std::array<std::byte*, N + 1> base{};
+      for (std::size_t k = 0; k <= N; ++k) base[k] = at(s->var[k]);
+      return [s, base](unsigned t, unsigned threads) { s->run(base, t, threads); };
+    }};
+  }
+
+ private:
+  struct State {
+    E e;
+    std::uint32_t scalars = 0, segment_scalars = 0;
+    bool stream = false;
+    Shape shape;
+    std::size_t total = 0, inner = 1, outer_rank = 0;
+    std::array<std::uint32_t, N + 1> var{};
+    std::array<std::int64_t, N + 1> start{};
+    std::array<std::vector<std::int64_t>, N + 1> strides;
+
+    void run(std::array<std::byte*, N + 1> const& base, unsigned t, unsigned threads) const {
+      // Equal shares in whole 16-element batches.
+      std::size_t const batches = (total + 15) / 16;
+      std::size_t const b0 = batches * t / threads * 16, b1 = std::min(total, batches * (t + 1) / threads * 16);
+      for (std::size_t i = b0; i < b1;) {
+        std::size_t const seg = i / inner, in_seg = i % inner, n = std::min(b1 - i, inner - in_seg);
+        // Offsets of the segment's first element: mixed radix over the outer dimensions.
+        std::array<std::int64_t, N + 1> off = start;
+        std::size_t rest = seg;
+        for (std::size_t d = outer_rank; d > 0; --d) {
+          std::size_t const idx = rest % shape[d - 1];
+          rest /= shape[d - 1];
+          for (std::size_t k = 0; k <= N; ++k) off[k] += static_cast<std::int64_t>(idx) * strides[k][d - 1];
+        }
+        expr::Operands o;
+        o.scalar = scalars | segment_scalars;
+        for (std::size_t k = 0; k < N; ++k) {
+          std::int64_t const at = off[k] + (o.scalar >> k & 1u ? 0 : static_cast<std::int64_t>(in_seg));
+          o.ptr[k] = base[k] + at * static_cast<std::int64_t>(expr::detail::width(In[k]));
+        }
+        auto* dst = base[N] + (off[N] + static_cast<std::int64_t>(in_seg)) * static_cast<std::int64_t>(expr::detail::width(Out));
+        expr::evaluate<In, Out>(e, o, N, dst, n, stream);
+        i += n;
+      }
+    }
+  };
+  std::shared_ptr<State> s_;
+};
+
 /// Map outputs of at least this many bytes use streaming stores on the host.
 inline constexpr std::size_t streaming_bytes = std::size_t{8} << 20;
+
+/// True when `t` shares elements of a variable with `out` without being the same view of it.
+inline bool overlaps_elsewhere(Tensor const& t, Tensor const& out) {
+  auto const a = t.affine(), b = out.affine();
+  if (a && b) return a->var == b->var && (a->start != b->start || a->strides != b->strides || t.shape() != out.shape());
+  std::vector<std::uint32_t> vars;
+  out.for_each_run([&](std::uint32_t v, std::int64_t, std::int64_t, std::int64_t) { vars.push_back(v); });
+  bool shared = false;
+  t.for_each_run([&](std::uint32_t v, std::int64_t, std::int64_t, std::int64_t) {
+    shared = shared || std::find(vars.begin(), vars.end(), v) != vars.end();
+  });
+  return shared;
+}
 
 template <class E, std::size_t N>
 Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& ins, Tensor out, Mode mode,
@@ -233,43 +352,38 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
   Tensor const out_flat = out.flatten();
   // Outputs far larger than the caches are written past them (non-temporal stores): no read-for-ownership.
   bool const stream = out.num_elements() * size_of(out.element_type()) >= streaming_bytes;
+  // Operands on other tiles are fetched (read where they live on the host, modelled as an exchange), except
+  // views that overlap the output at other positions: those are copied first, so that no vertex reads what
+  // another writes.
   Sequence exchange;
   ComputeSet const cs = g.add_compute_set(op);
-  std::map<std::pair<std::size_t, std::size_t>, Tensor> local_scalars;  // (operand, tile) -> copy on the tile
+  std::array<bool, N> copied{};
+  for (std::size_t k = 0; k < N; ++k) copied[k] = mode != Mode::new_output && overlaps_elsewhere(ins[k], out);
   std::vector<std::pair<std::size_t, Interval>> const work = pieces(g, out_flat);
 
   auto leaf_out = [&]<Types In, VT Out>() {
     using Vertex = MapVertex<E, In, Out, N>;
     for (auto const& [tile, r] : work) {
-      std::array<Tensor, N> conn;
+      std::array<Fetch, N> conn;
       if constexpr (N > 0) {
         for (std::size_t k = 0; k < N; ++k) {
           Tensor view = scalar_mask >> k & 1u ? flat[k] : flat[k].slice(r);
-          if (!all_on(g, view, tile)) {
-            auto const key = std::pair{k, tile};
-            if (scalar_mask >> k & 1u) {
-              auto it = local_scalars.find(key);
-              if (it == local_scalars.end()) {
-                Tensor copy = g.add_variable(view.element_type(), {1}, std::string(op) + "/scalar", {.temporary = true});
-                g.set_tile_mapping(copy, tile);
-                exchange.add(tilebsp::copy(view, copy));
-                it = local_scalars.emplace(key, copy).first;
-              }
-              view = it->second;
-            } else {
-              Tensor copy = g.add_variable(view.element_type(), {r.size()}, std::string(op) + "/operand", {.temporary = true});
-              g.set_tile_mapping(copy, tile);
-              exchange.add(tilebsp::copy(view, copy));
-              view = copy;
-            }
+          if (copied[k]) {
+            Tensor copy = g.add_variable(view.element_type(), {view.num_elements()}, std::string(op) + "/operand",
+                                         {.temporary = true});
+            g.set_tile_mapping(copy, tile);
+            exchange.add(tilebsp::copy(view, copy));
+            view = copy;
           }
-          conn[k] = view;
+          conn[k] = fetch(view);
         }
       }
       [&]<std::size_t... I>(std::index_sequence<I...>) {
         g.add_vertex<Vertex>(cs, tile, conn[I]..., out_flat.slice(r), scalar_mask, stream, e);
       }(std::make_index_sequence<N>{});
     }
+    bool const any_copied = std::find(copied.begin(), copied.end(), true) != copied.end();
+    if (!any_copied) g.set_host_kernel(cs, MapHostKernel<In, Out, E, N>(e, ins, out, shape, scalar_mask, stream).kernel());
   };
   auto leaf = [&]<Types In>() {
     constexpr VT R = E::infer(In).type;

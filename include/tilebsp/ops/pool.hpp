@@ -1,0 +1,197 @@
+// ops::max_pool: max pooling over the 1 to 3 spatial dimensions of channels-last activations, one vertex per
+// tile piece (batch x output rows x channel chunk) reading its input window, padding never selected.
+#pragma once
+
+#include <tilebsp/core/error.hpp>
+#include <tilebsp/core/graph.hpp>
+#include <tilebsp/core/half.hpp>
+#include <tilebsp/ops/conv.hpp>
+#include <tilebsp/program/programs.hpp>
+#include <tilebsp/vertex/add_vertex.hpp>
+
+#include <boost/hana/define_struct.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace tilebsp {
+
+/// The window of a pooling over an input field of rank 1 to 3: kernel, stride (default 1) and padding (default
+/// 0). Padding elements are never selected, as in PyTorch's MaxPool and PopLibs' pooling.
+struct PoolParams {
+  std::vector<std::int64_t> kernel_shape;
+  std::vector<std::int64_t> stride = {};
+  std::vector<std::int64_t> padding_lower = {};
+  std::vector<std::int64_t> padding_upper = {};
+};
+
+namespace ops {
+namespace detail {
+
+/// The loop of a pooling as a depthwise convolution's (simd::ConvLoop, rank 3, extent-1 dimensions first).
+inline simd::ConvLoop pool_loop(char const* op, Shape const& in, PoolParams const& p) {
+  if (in.size() < 3 || in.size() > 5)
+    throw shape_error(std::string(op) + ": input must be [N, field..., C] with a field of 1 to 3 dimensions, got " +
+                      to_string(in));
+  std::size_t const r = in.size() - 2;
+  auto const same_rank = [&](char const* what, std::vector<std::int64_t> const& v, bool optional) {
+    if ((optional && v.empty()) || v.size() == r) return;
+    throw shape_error(std::string(op) + ": " + what + " has " + std::to_string(v.size()) +
+                      " dimensions but the input field has " + std::to_string(r));
+  };
+  same_rank("kernel_shape", p.kernel_shape, false);
+  same_rank("stride", p.stride, true);
+  same_rank("padding_lower", p.padding_lower, true);
+  same_rank("padding_upper", p.padding_upper, true);
+  if (product(in) == 0) throw shape_error(std::string(op) + ": input " + to_string(in) + " is empty");
+  simd::ConvLoop L;
+  for (std::size_t d = 0; d < r; ++d) {
+    auto const at = [&](std::vector<std::int64_t> const& v, std::int64_t def) { return v.empty() ? def : v[d]; };
+    std::int64_t const k = p.kernel_shape[d], s = at(p.stride, 1), pl = at(p.padding_lower, 0),
+                       pu = at(p.padding_upper, 0), n = static_cast<std::int64_t>(in[d + 1]);
+    std::string const where = "[" + std::to_string(d) + "]";
+    if (k <= 0) throw shape_error(std::string(op) + ": kernel_shape" + where + " must be positive, got " + std::to_string(k));
+    if (s <= 0) throw shape_error(std::string(op) + ": stride" + where + " must be positive, got " + std::to_string(s));
+    // A window made of padding only would have no maximum.
+    if (pl < 0 || pu < 0 || pl >= k || pu >= k)
+      throw shape_error(std::string(op) + ": padding" + where + " must be in [0, kernel) = [0, " + std::to_string(k) +
+                        "), got " + std::to_string(pl) + " and " + std::to_string(pu));
+    if (n + pl + pu < k)
+      throw shape_error(std::string(op) + ": kernel_shape" + where + " = " + std::to_string(k) +
+                        " is larger than the padded input (" + std::to_string(n + pl + pu) + ")");
+    L.dim[3 - r + d] = {(n + pl + pu - k) / s + 1, n, k, s, 1, -pl, 1};
+  }
+  return L;
+}
+
+/// A pooling vertex's work: its loop, its batch x positions x channels range, and where its gathered input
+/// window and output block sit in the rank-6 activation views (group dimension of extent 1).
+struct PoolGeometry {
+  simd::ConvLoop loop;
+  simd::ConvRange range;
+  Block6 src, dst;
+};
+
+/// dst = max over each window of src (one tile's piece).
+template <class T>
+struct MaxPoolVertex {
+  BOOST_HANA_DEFINE_STRUCT(MaxPoolVertex, (input<T>, src), (output<T>, dst), (param<PoolGeometry>, geom));
+  void compute() {
+    PoolGeometry const& g = geom;
+    auto const& r = g.range;
+    auto const s = g.src.operand(src.data());
+    auto const d = g.dst.operand(dst.data());
+    auto const& L = g.loop.dim;
+    std::int64_t const cn = r.c1 - r.c0;
+    for (std::int64_t n = r.n0; n < r.n1; ++n)
+      for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0)
+        for (std::int64_t o1 = r.lo[1]; o1 < r.hi[1]; ++o1)
+          for (std::int64_t o2 = r.lo[2]; o2 < r.hi[2]; ++o2) {
+            T* out = d.at(n, o0, o1, o2, 0, r.c0);
+            bool first = true;
+            for (std::int64_t t0 = 0; t0 < L[0].taps; ++t0) {
+              std::int64_t const x0 = L[0].source(o0 * L[0].a + t0 * L[0].b + L[0].c);
+              if (x0 < 0) continue;
+              for (std::int64_t t1 = 0; t1 < L[1].taps; ++t1) {
+                std::int64_t const x1 = L[1].source(o1 * L[1].a + t1 * L[1].b + L[1].c);
+                if (x1 < 0) continue;
+                for (std::int64_t t2 = 0; t2 < L[2].taps; ++t2) {
+                  std::int64_t const x2 = L[2].source(o2 * L[2].a + t2 * L[2].b + L[2].c);
+                  if (x2 < 0) continue;
+                  T const* in = s.at(n, x0, x1, x2, 0, r.c0);
+                  if (first) std::copy(in, in + cn, out);
+                  else max_into(out, in, cn);
+                  first = false;
+                }
+              }
+            }
+          }
+  }
+  std::uint64_t cycle_estimate() const {
+    // One vector max per 64 bits of channels and tap, as the IPU's f32v2 / f16v4 max instructions do.
+    PoolGeometry const& g = geom;
+    std::uint64_t const lanes = sizeof(T) == 2 ? 4 : 2;
+    return 30 + (dst.size() / lanes + 1) * static_cast<std::uint64_t>(g.loop.taps());
+  }
+
+ private:
+  static void max_into(T* out, T const* in, std::int64_t n) {
+    for (std::int64_t c = 0; c < n; ++c) {
+      // NaN propagates, as in PyTorch: a comparison with NaN is false, so test "not less" on the new value.
+      float const a = static_cast<float>(out[c]), b = static_cast<float>(in[c]);
+      if (!(b <= a)) out[c] = in[c];
+    }
+  }
+};
+
+}  // namespace detail
+
+/// Max pooling of `in` ([N, field..., C], f32 or f16, a field of 1 to 3 dimensions) over windows of
+/// `params`; returns [N, out_field..., C] of the same type, out = (in + padding_lower + padding_upper - kernel) /
+/// stride + 1 per dimension, mapped in (batch, output rows, channel chunk) pieces over the graph's tiles. NaN
+/// propagates. Throws shape_error (bad rank, sizes, padding outside [0, kernel)) and type_error (not f32/f16).
+inline Tensor max_pool(Graph& g, Sequence& prog, Tensor const& in, PoolParams const& params,
+                       std::string const& name = "max_pool") {
+  g.check_tensor("max_pool", in);
+  if (in.element_type() != ElementType::f32 && in.element_type() != ElementType::f16)
+    throw type_error("max_pool: input must be f32 or f16, not " + std::string(name_of(in.element_type())));
+  simd::ConvLoop const L = detail::pool_loop("max_pool", in.shape(), params);
+  std::size_t const r = in.rank() - 2, N = in.dim(0), C = in.dim(in.rank() - 1);
+  Shape out_shape{N};
+  for (std::size_t d = 0; d < r; ++d) out_shape.push_back(static_cast<std::size_t>(L.dim[3 - r + d].out));
+  out_shape.push_back(C);
+  Tensor out = g.add_variable(in.element_type(), out_shape, name);
+  Tensor const in6 = detail::activations6(in, r, 1), out6 = detail::activations6(out, r, 1);
+
+  // Pieces: batch x output rows of the leading real dimension, then channel chunks (multiples of 16) when there
+  // are fewer rows than tiles.
+  std::size_t const rd = 3 - r, rows = static_cast<std::size_t>(L.dim[rd].out), tiles = g.num_tiles();
+  std::size_t const units = N * rows;
+  std::size_t const c_split = std::min((C + 15) / 16, std::max<std::size_t>(1, tiles / units));
+  std::size_t const c_tile = (C + c_split - 1) / c_split;
+  std::size_t const r_split = std::min(units, tiles / c_split == 0 ? 1 : tiles / c_split);
+  std::size_t const pieces = r_split * c_split;
+  ComputeSet const cs = g.add_compute_set(name);
+  prog.add(execute(cs));
+  detail::with_float_type(in.element_type(), [&]<class T>() {
+    for (std::size_t i = 0; i < pieces; ++i) {
+      std::size_t const ir = i / c_split, ic = i % c_split;
+      std::size_t const u0 = ir * units / r_split, u1 = (ir + 1) * units / r_split;
+      std::size_t const c0 = ic * c_tile, c1 = std::min(C, c0 + c_tile);
+      if (c0 >= c1 || u0 >= u1) continue;
+      std::size_t const tile = i * tiles / pieces;
+      // A piece's units are whole rows of one image or whole images: cut at image boundaries.
+      for (std::size_t u = u0; u < u1;) {
+        std::size_t const n = u / rows, row0 = u % rows, row1 = std::min(rows, row0 + (u1 - u));
+        detail::PoolGeometry geo;
+        geo.loop = L;
+        simd::ConvRange& rg = geo.range;
+        rg.n0 = static_cast<std::int64_t>(n), rg.n1 = rg.n0 + 1;
+        rg.c0 = static_cast<std::int64_t>(c0), rg.c1 = static_cast<std::int64_t>(c1);
+        rg.g0 = 0, rg.g1 = 1, rg.j0 = 0, rg.j1 = 1;
+        detail::Index6 so{rg.n0, 0, 0, 0, 0, rg.c0}, ss{1, 0, 0, 0, 1, rg.c1 - rg.c0};
+        for (std::size_t d = 0; d < 3; ++d) {
+          rg.lo[d] = 0, rg.hi[d] = L.dim[d].out;
+          if (d == rd) rg.lo[d] = static_cast<std::int64_t>(row0), rg.hi[d] = static_cast<std::int64_t>(row1);
+          auto const [a, b] = tilebsp::detail::source_range(L.dim[d], rg.lo[d], rg.hi[d]);
+          so[d + 1] = a, ss[d + 1] = b - a;
+        }
+        geo.src = {so, ss};
+        geo.dst = {{rg.n0, rg.lo[0], rg.lo[1], rg.lo[2], 0, rg.c0},
+                   {1, rg.hi[0] - rg.lo[0], rg.hi[1] - rg.lo[1], rg.hi[2] - rg.lo[2], 1, rg.c1 - rg.c0}};
+        Tensor const dst = geo.dst.of(out6);
+        g.set_tile_mapping(dst, tile);
+        g.add_vertex<detail::MaxPoolVertex<T>>(cs, tile, geo.src.of(in6), dst, geo);
+        u += row1 - row0;
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace ops
+}  // namespace tilebsp

@@ -1,0 +1,242 @@
+// samples/resnext: ResNeXt inference as the seed program runs it on an IPU — an infeed of synthetic NHWC image
+// batches, repeat(batches_per_step) of the network on the device, an outfeed of logits — with throughput and
+// latency per iteration, their statistics, the estimated IPU figures and the memory per tile.
+#include "resnext.hpp"
+
+#include <tilebsp/tilebsp.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tb = tilebsp;
+
+namespace {
+
+struct Options {
+  resnext::Config model;
+  std::int64_t batches_per_step = 4;
+  int iterations = 5;
+  std::size_t num_ipus = 1;
+  std::size_t host_threads = 0;
+  std::uint64_t seed = 42;
+  std::string report, weights, save_weights;
+  bool allow_out_of_memory = false;
+};
+
+constexpr char const* usage = R"(usage: resnext [options]
+ResNeXt inference on a modelled IPU: infeed -> repeat(batches-per-step, network) -> outfeed.
+  --batch-size N          images per batch (default 4)
+  --batches-per-step N    batches per device run, the on-device repeat count (default 4)
+  --iterations N          device runs to time; the first (warm-up) is left out of the statistics (default 5)
+  --depth 50|101|152      network depth (default 101)
+  --cardinality N         groups of the 3x3 convolutions (default 32)
+  --width N               channels per group in the first stage (default 4)
+  --image N               input height and width (default 224)
+  --dtype f16|f32         data type of activations and weights (default f16)
+  --partials f32|f16      type of partial sums (default f32)
+  --conv-amp X            availableMemoryProportion of convolutions, in [0, 1] (default 0.3)
+  --matmul-amp X          availableMemoryProportion of the fully connected layer, in [0, 1] (default 0.6)
+  --num-ipus N            IPU Mk2 devices in the target (default 1)
+  --host-threads N        host threads running the program (default: all)
+  --seed N                seed of the random weights and images (default 42)
+  --weights FILE          read the weights from FILE (format: samples/resnext/resnext.hpp, docs/05)
+  --save-weights FILE     write the weights used to FILE
+  --allow-out-of-memory   run even when a tile's memory is over-subscribed
+  --report DIR            write profile.json and summary.txt to DIR
+  --help                  this text
+)";
+
+/// A bad command line: message and exit code 2.
+[[noreturn]] void bad(std::string const& why) {
+  std::cerr << "resnext: " << why << "\n(see resnext --help)\n";
+  std::exit(2);
+}
+
+std::int64_t integer(std::string const& flag, std::string const& v, std::int64_t least) {
+  std::size_t used = 0;
+  long long x = 0;
+  try {
+    x = std::stoll(v, &used);
+  } catch (std::exception const&) {
+    used = 0;
+  }
+  if (used != v.size() || v.empty()) bad(flag + " needs an integer, got '" + v + "'");
+  if (x < least) bad(flag + " must be at least " + std::to_string(least) + ", got " + v);
+  return x;
+}
+
+double proportion(std::string const& flag, std::string const& v) {
+  std::size_t used = 0;
+  double x = -1;
+  try {
+    x = std::stod(v, &used);
+  } catch (std::exception const&) {
+    used = 0;
+  }
+  if (used != v.size() || v.empty() || !(x >= 0 && x <= 1)) bad(flag + " must be a number in [0, 1], got '" + v + "'");
+  return x;
+}
+
+tb::ElementType float_type(std::string const& flag, std::string const& v) {
+  if (v == "f32" || v == "float32") return tb::ElementType::f32;
+  if (v == "f16" || v == "float16") return tb::ElementType::f16;
+  bad(flag + " must be f16 or f32, got '" + v + "'");
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string const a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << usage;
+      std::exit(0);
+    }
+    if (a == "--allow-out-of-memory") {
+      o.allow_out_of_memory = true;
+      continue;
+    }
+    if (a.rfind("--", 0) != 0) bad("unexpected argument '" + a + "'");
+    if (i + 1 >= argc) bad(a + " needs a value");
+    std::string const v = argv[++i];
+    if (a == "--batch-size") o.model.batch = integer(a, v, 1);
+    else if (a == "--batches-per-step") o.batches_per_step = integer(a, v, 1);
+    else if (a == "--iterations") o.iterations = static_cast<int>(integer(a, v, 1));
+    else if (a == "--depth") {
+      o.model.depth = static_cast<int>(integer(a, v, 1));
+      if (o.model.depth != 50 && o.model.depth != 101 && o.model.depth != 152) bad("--depth must be 50, 101 or 152, got " + v);
+    } else if (a == "--cardinality") o.model.cardinality = integer(a, v, 1);
+    else if (a == "--width") o.model.width = integer(a, v, 1);
+    else if (a == "--image") o.model.image = integer(a, v, 32);
+    else if (a == "--dtype") o.model.dtype = float_type(a, v);
+    else if (a == "--partials") o.model.partials = float_type(a, v);
+    else if (a == "--conv-amp") o.model.conv_amp = proportion(a, v);
+    else if (a == "--matmul-amp") o.model.matmul_amp = proportion(a, v);
+    else if (a == "--num-ipus") o.num_ipus = static_cast<std::size_t>(integer(a, v, 1));
+    else if (a == "--host-threads") o.host_threads = static_cast<std::size_t>(integer(a, v, 1));
+    else if (a == "--seed") o.seed = static_cast<std::uint64_t>(integer(a, v, 0));
+    else if (a == "--report") o.report = v;
+    else if (a == "--weights") o.weights = v;
+    else if (a == "--save-weights") o.save_weights = v;
+    else bad("unknown option '" + a + "'");
+  }
+  return o;
+}
+
+struct Stats {
+  double min = 0, max = 0, mean = 0, std = 0;
+};
+Stats stats(std::vector<double> const& v) {
+  Stats s{*std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()), 0, 0};
+  for (double x : v) s.mean += x / static_cast<double>(v.size());
+  for (double x : v) s.std += (x - s.mean) * (x - s.mean) / static_cast<double>(v.size());
+  s.std = std::sqrt(s.std);
+  return s;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+template <class T>
+int run(Options const& o) {
+  auto const& c = o.model;
+  auto t0 = std::chrono::steady_clock::now();
+  resnext::Weights const weights = o.weights.empty() ? resnext::random_weights(c, o.seed) : resnext::load_weights(c, o.weights);
+  if (!o.save_weights.empty()) resnext::save_weights(weights, c, o.save_weights);
+
+  // The graph: one inference step, repeated on the device between an infeed and an outfeed.
+  tb::Graph g{tb::targets::ipu_mk2(o.num_ipus)};
+  tb::Sequence step;
+  resnext::Model const model = resnext::build(g, step, c, weights);
+  auto images = g.add_host_to_device_fifo<T>("images", model.input.num_elements());
+  auto logits = g.add_device_to_host_fifo<T>("logits", model.logits.num_elements());
+  auto program = tb::repeat(static_cast<std::size_t>(o.batches_per_step),
+                            tb::seq(tb::stream_in(images, model.input), std::move(step), tb::stream_out(model.logits, logits)));
+  double const build_s = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  tb::Executable exe = tb::compile(g, {.allow_out_of_memory = o.allow_out_of_memory}, program);
+  double const compile_s = seconds_since(t0);
+
+  tb::Engine engine{std::move(exe), {.host_threads = o.host_threads, .profiling = !o.report.empty()}};
+  model.write_parameters(engine);
+  // Synthetic images in [0, 1), a new batch per transfer, prepared on a helper thread while the device runs.
+  resnext::Rng rng(o.seed + 1);
+  engine.connect<T>(images, [&rng](std::span<T> batch) {
+    for (auto& x : batch) x = static_cast<T>(static_cast<float>(rng.uniform()));
+  }, {.prefetch = true});
+  std::vector<float> last(model.logits.num_elements());
+  std::size_t batches_out = 0;
+  engine.connect<T>(logits, [&](std::span<T const> l) {
+    std::transform(l.begin(), l.end(), last.begin(), [](T x) { return static_cast<float>(x); });
+    ++batches_out;
+  });
+
+  std::size_t const params = [&] {
+    std::size_t n = 0;
+    for (auto const& [t, v] : model.parameters) n += v.size();
+    return n;
+  }();
+  std::printf("ResNeXt-%d %lldx%lld: %zu parameters, %.2f GMAC per image, batch %lld, %s, partials %s\n", c.depth,
+              static_cast<long long>(c.cardinality), static_cast<long long>(c.width), params, c.macs_per_image() / 1e9,
+              static_cast<long long>(c.batch), tb::name_of(c.dtype).data(), tb::name_of(c.partials).data());
+  std::printf("target %zu x IPU Mk2 (%zu tiles), conv AMP %.2f, matmul AMP %.2f; %zu host threads\n", o.num_ipus,
+              g.num_tiles(), c.conv_amp, c.matmul_amp, engine.host_threads());
+  std::printf("graph built in %.2f s, compiled in %.2f s\n", build_s, compile_s);
+
+  double const per_run = static_cast<double>(c.batch * o.batches_per_step);
+  std::vector<double> throughput, latency;
+  for (int it = 0; it < o.iterations; ++it) {
+    t0 = std::chrono::steady_clock::now();
+    engine.run();
+    double const s = seconds_since(t0);
+    double const img_s = per_run / s, ms = s * 1e3 / static_cast<double>(o.batches_per_step);
+    std::printf("iteration %d: %8.2f img/s  %9.2f ms/batch%s\n", it, img_s, ms, it == 0 ? "  (warm-up, not counted)" : "");
+    if (it > 0) throughput.push_back(img_s), latency.push_back(ms);
+  }
+  if (throughput.empty()) throughput.push_back(per_run / 1), latency.push_back(0);  // one iteration: no statistics
+  tb::Profile const profile = engine.profile();
+  Stats const tp = stats(throughput), lt = stats(latency);
+  std::printf("throughput img/s: min %.2f max %.2f mean %.2f std %.2f (over %zu iterations)\n", tp.min, tp.max, tp.mean,
+              tp.std, throughput.size());
+  std::printf("latency ms/batch: min %.2f max %.2f mean %.2f std %.2f\n", lt.min, lt.max, lt.mean, lt.std);
+  double const ipu_s = static_cast<double>(profile.estimated_cycles()) / g.target().clock_hz / o.iterations;
+  std::printf("estimated IPU: %.3f ms per batch, %.0f img/s (cost model, %.3g cycles per run)\n",
+              ipu_s * 1e3 / static_cast<double>(o.batches_per_step), per_run / ipu_s, ipu_s * g.target().clock_hz);
+  std::uint64_t const peak = profile.max_tile_bytes();
+  std::printf("peak memory per tile: %llu of %zu bytes (%.1f%%): %s\n", static_cast<unsigned long long>(peak),
+              g.target().bytes_per_tile, 100.0 * static_cast<double>(peak) / static_cast<double>(g.target().bytes_per_tile),
+              peak <= g.target().bytes_per_tile ? "fits" : "does NOT fit");
+  double mean_abs = 0;
+  for (float x : last) mean_abs += std::abs(x) / static_cast<double>(last.size());
+  std::printf("logits: %zu batches out, last batch mean |logit| %.4f, image 0 argmax %lld\n", batches_out, mean_abs,
+              static_cast<long long>(std::max_element(last.begin(), last.begin() + c.classes) - last.begin()));
+  if (!o.report.empty()) {
+    std::filesystem::create_directories(o.report);
+    profile.write_json(o.report + "/profile.json");
+    std::ofstream(o.report + "/summary.txt") << profile.summary();
+    std::printf("report written to %s/profile.json and %s/summary.txt\n", o.report.c_str(), o.report.c_str());
+  }
+  std::printf("throughput_img_per_s: %.3f\nlatency_ms: %.3f\n", tp.mean, lt.mean);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options const o = parse(argc, argv);
+  try {
+    return o.model.dtype == tb::ElementType::f16 ? run<tb::half>(o) : run<float>(o);
+  } catch (tb::error const& e) {
+    std::cerr << "resnext: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,379 @@
+// samples/resnext/resnext.hpp: the ResNeXt model of the sample — its configuration, its parameters (random with a
+// fixed seed, or read from a weights file), batch-norm folding, and the tile graph of one inference step.
+#pragma once
+
+#include <tilebsp/tilebsp.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace resnext {
+
+namespace tb = tilebsp;
+
+/// What network to build and how to plan it.
+struct Config {
+  int depth = 101;                 ///< 50, 101 or 152 (the usual block counts), unless `stage_blocks` is set
+  std::vector<int> stage_blocks;   ///< blocks per stage (4 stages); overrides depth when not empty
+  std::int64_t cardinality = 32;   ///< groups of the 3x3 convolutions
+  std::int64_t width = 4;          ///< channels per group in the first stage (doubling per stage)
+  std::int64_t batch = 4;
+  std::int64_t image = 224;        ///< square input images
+  std::int64_t channels = 4;       ///< input channels (the seed program feeds 4: RGB + padding)
+  std::int64_t classes = 1000;
+  tb::ElementType dtype = tb::ElementType::f16;
+  tb::ElementType partials = tb::ElementType::f32;
+  double conv_amp = 0.3;           ///< availableMemoryProportion of the convolutions
+  double matmul_amp = 0.6;         ///< availableMemoryProportion of the fully connected layer
+
+  /// Blocks per stage; throws tilebsp::option_error for a depth without a standard layout.
+  std::vector<int> blocks() const {
+    if (!stage_blocks.empty()) {
+      if (stage_blocks.size() != 4) throw tb::option_error("resnext: stage_blocks must name 4 stages");
+      return stage_blocks;
+    }
+    switch (depth) {
+      case 50: return {3, 4, 6, 3};
+      case 101: return {3, 4, 23, 3};
+      case 152: return {3, 8, 36, 3};
+      default: throw tb::option_error("resnext: depth must be 50, 101 or 152, got " + std::to_string(depth));
+    }
+  }
+  /// Multiply-accumulates of one image's forward pass.
+  double macs_per_image() const;
+};
+
+/// Inference batch norm of one convolution's outputs: y = gamma * (x - mean) / sqrt(var + eps) + beta.
+struct BatchNorm {
+  std::vector<float> gamma, beta, mean, var;
+  float eps = 1e-5f;
+};
+
+/// One convolution and the batch norm after it; weights [G, kh, kw, C_in / G, C_out / G] (tilebsp's layout).
+struct ConvLayer {
+  std::string name;
+  tb::ConvParams params;
+  std::vector<float> weights;
+  BatchNorm bn;
+};
+
+/// A bottleneck block: 1x1 reduce (carrying the stride), grouped 3x3, 1x1 expand, and on a stage's first block
+/// a 1x1 projection shortcut.
+struct Block {
+  ConvLayer reduce, grouped, expand;
+  std::optional<ConvLayer> shortcut;
+};
+
+/// Every parameter of the network, unfolded.
+struct Weights {
+  ConvLayer stem;
+  std::vector<Block> blocks;
+  std::vector<float> fc_weights;  ///< [features, classes]
+  std::vector<float> fc_bias;     ///< [classes]
+};
+
+/// The layer shapes of `c` (parameters left empty).
+inline Weights layout(Config const& c) {
+  auto conv = [&](std::string name, std::int64_t field, std::int64_t k, std::int64_t in, std::int64_t out,
+                  std::int64_t groups, std::int64_t stride) {
+    ConvLayer l;
+    l.name = std::move(name);
+    l.params.batch = c.batch;
+    l.params.input_field = {field, field};
+    l.params.kernel_shape = {k, k};
+    l.params.channels(in, out, groups);
+    l.params.stride = {stride, stride};
+    l.params.padding_lower = l.params.padding_upper = {k / 2, k / 2};
+    return l;
+  };
+  if (c.batch <= 0) throw tb::option_error("resnext: batch size must be positive, got " + std::to_string(c.batch));
+  if (c.image < 32) throw tb::option_error("resnext: images must be at least 32 x 32, got " + std::to_string(c.image));
+  if (c.cardinality <= 0 || c.width <= 0)
+    throw tb::option_error("resnext: cardinality and width must be positive");
+  Weights w;
+  w.stem = conv("stem", c.image, 7, c.channels, 64, 1, 2);
+  std::int64_t field = (c.image - 1) / 2 + 1;  // after the stem
+  field = (field - 1) / 2 + 1;                  // after the 3x3/2 max pool
+  std::int64_t in = 64;
+  auto const blocks = c.blocks();
+  for (std::size_t s = 0; s < 4; ++s) {
+    std::int64_t const width = c.cardinality * c.width << s, out = 256 << s;
+    for (int b = 0; b < blocks[s]; ++b) {
+      std::int64_t const stride = (b == 0 && s > 0) ? 2 : 1;
+      std::string const tag = "stage" + std::to_string(s + 1) + ".block" + std::to_string(b + 1) + ".";
+      Block k;
+      k.reduce = conv(tag + "reduce", field, 1, in, width, 1, stride);
+      std::int64_t const next = (field - 1) / stride + 1;
+      k.grouped = conv(tag + "grouped", next, 3, width, width, c.cardinality, 1);
+      k.expand = conv(tag + "expand", next, 1, width, out, 1, 1);
+      if (b == 0) k.shortcut = conv(tag + "shortcut", field, 1, in, out, 1, stride);
+      w.blocks.push_back(std::move(k));
+      field = next;
+      in = out;
+    }
+  }
+  return w;
+}
+
+inline double Config::macs_per_image() const {
+  Weights const w = layout(*this);
+  auto macs = [](ConvLayer const& l) {
+    auto const& p = l.params;
+    auto const o = p.output_shape();
+    return static_cast<double>(o[1] * o[2]) * static_cast<double>(p.output_channels * p.groups) *
+           static_cast<double>(p.input_channels * p.kernel_shape[0] * p.kernel_shape[1]);
+  };
+  double m = macs(w.stem);
+  for (auto const& b : w.blocks) m += macs(b.reduce) + macs(b.grouped) + macs(b.expand) + (b.shortcut ? macs(*b.shortcut) : 0);
+  return m + 2048.0 * static_cast<double>(classes);
+}
+
+/// Calls f(name, shape, values) for every parameter tensor of `w`, in file order.
+template <class W, class F>
+void for_each_parameter(W& w, Config const& c, F&& f) {
+  auto conv = [&](auto& l) {
+    auto const& p = l.params;
+    std::size_t const out = static_cast<std::size_t>(p.output_channels * p.groups);
+    f(l.name + ".weights", p.weights_shape(), l.weights);
+    f(l.name + ".bn.gamma", tb::Shape{out}, l.bn.gamma);
+    f(l.name + ".bn.beta", tb::Shape{out}, l.bn.beta);
+    f(l.name + ".bn.mean", tb::Shape{out}, l.bn.mean);
+    f(l.name + ".bn.var", tb::Shape{out}, l.bn.var);
+  };
+  conv(w.stem);
+  for (auto& b : w.blocks) {
+    conv(b.reduce);
+    conv(b.grouped);
+    conv(b.expand);
+    if (b.shortcut) conv(*b.shortcut);
+  }
+  f(std::string("fc.weights"), tb::Shape{2048, static_cast<std::size_t>(c.classes)}, w.fc_weights);
+  f(std::string("fc.bias"), tb::Shape{static_cast<std::size_t>(c.classes)}, w.fc_bias);
+}
+
+/// A small portable generator (splitmix64), so that a seed gives the same weights everywhere.
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed) : s_(seed) {}
+  double uniform() {  // [0, 1)
+    std::uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return static_cast<double>((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
+  }
+  double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
+  double normal() {  // Box-Muller
+    double const u = 1.0 - uniform(), v = uniform();
+    return std::sqrt(-2.0 * std::log(u)) * std::cos(6.283185307179586 * v);
+  }
+
+ private:
+  std::uint64_t s_;
+};
+
+/// Random parameters with a fixed seed: He-normal convolutions, batch-norm statistics near identity, and the
+/// last batch norm of each block scaled down (as zero-init-residual training leaves it) so that activations stay
+/// in f16's range through 100 layers.
+inline Weights random_weights(Config const& c, std::uint64_t seed = 42) {
+  Weights w = layout(c);
+  Rng rng(seed);
+  auto conv = [&](ConvLayer& l, double gamma_lo, double gamma_hi) {
+    auto const& p = l.params;
+    double const fan_in = static_cast<double>(p.input_channels * p.kernel_shape[0] * p.kernel_shape[1]);
+    double const sd = std::sqrt(2.0 / fan_in);
+    l.weights.resize(tb::product(p.weights_shape()));
+    for (auto& x : l.weights) x = static_cast<float>(sd * rng.normal());
+    std::size_t const out = static_cast<std::size_t>(p.output_channels * p.groups);
+    for (auto* v : {&l.bn.gamma, &l.bn.beta, &l.bn.mean, &l.bn.var}) v->resize(out);
+    for (std::size_t i = 0; i < out; ++i) {
+      l.bn.gamma[i] = static_cast<float>(rng.uniform(gamma_lo, gamma_hi));
+      l.bn.beta[i] = static_cast<float>(rng.uniform(-0.1, 0.1));
+      l.bn.mean[i] = static_cast<float>(rng.uniform(-0.1, 0.1));
+      l.bn.var[i] = static_cast<float>(rng.uniform(0.8, 1.2));
+    }
+  };
+  conv(w.stem, 0.8, 1.2);
+  for (auto& b : w.blocks) {
+    conv(b.reduce, 0.8, 1.2);
+    conv(b.grouped, 0.8, 1.2);
+    conv(b.expand, 0.1, 0.3);
+    if (b.shortcut) conv(*b.shortcut, 0.4, 0.6);
+  }
+  w.fc_weights.resize(2048 * static_cast<std::size_t>(c.classes));
+  double const sd = std::sqrt(1.0 / 2048.0);
+  for (auto& x : w.fc_weights) x = static_cast<float>(sd * rng.normal());
+  w.fc_bias.resize(static_cast<std::size_t>(c.classes));
+  for (auto& x : w.fc_bias) x = static_cast<float>(rng.uniform(-0.1, 0.1));
+  return w;
+}
+
+// The weights file: the 8 bytes "TBRXWT01", a little-endian u32 tensor count, then per tensor (in
+// for_each_parameter order) a u32 name length, the name, a u32 rank, u64 dimensions and the f32 values.
+inline constexpr char weights_magic[8] = {'T', 'B', 'R', 'X', 'W', 'T', '0', '1'};
+
+/// Writes `w` to `path`; throws tilebsp::error when the file cannot be written.
+inline void save_weights(Weights const& w, Config const& c, std::string const& path) {
+  std::ofstream f(path, std::ios::binary);
+  if (!f) throw tb::error("save_weights: cannot open '" + path + "' for writing");
+  auto put = [&](auto v) { f.write(reinterpret_cast<char const*>(&v), sizeof v); };
+  f.write(weights_magic, 8);
+  std::uint32_t count = 0;
+  for_each_parameter(w, c, [&](auto const&, auto const&, auto const&) { ++count; });
+  put(count);
+  for_each_parameter(w, c, [&](std::string const& name, tb::Shape const& shape, std::vector<float> const& v) {
+    put(static_cast<std::uint32_t>(name.size()));
+    f.write(name.data(), static_cast<std::streamsize>(name.size()));
+    put(static_cast<std::uint32_t>(shape.size()));
+    for (auto d : shape) put(static_cast<std::uint64_t>(d));
+    f.write(reinterpret_cast<char const*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+  });
+  if (!f) throw tb::error("save_weights: failed writing '" + path + "'");
+}
+
+/// Reads the parameters of the network `c` from `path`. Throws tilebsp::error naming the file and the first
+/// problem: not a weights file, a missing or differently named tensor, a shape that does not match `c`, a
+/// truncated file, or trailing bytes.
+inline Weights load_weights(Config const& c, std::string const& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw tb::error("load_weights: cannot open '" + path + "'");
+  auto fail = [&](std::string const& why) { throw tb::error("load_weights: '" + path + "': " + why); };
+  auto get = [&](auto& v, char const* what) {
+    if (!f.read(reinterpret_cast<char*>(&v), sizeof v)) fail(std::string("truncated while reading ") + what);
+  };
+  char magic[8] = {};
+  if (!f.read(magic, 8) || std::memcmp(magic, weights_magic, 8) != 0) fail("not a tilebsp ResNeXt weights file (bad magic)");
+  Weights w = layout(c);
+  std::uint32_t count = 0, expected = 0;
+  get(count, "the tensor count");
+  for_each_parameter(w, c, [&](auto const&, auto const&, auto const&) { ++expected; });
+  if (count != expected)
+    fail("holds " + std::to_string(count) + " tensors but this network has " + std::to_string(expected) +
+         " (check --depth, --cardinality and --width)");
+  for_each_parameter(w, c, [&](std::string const& name, tb::Shape const& shape, std::vector<float>& v) {
+    std::uint32_t len = 0, rank = 0;
+    get(len, "a name length");
+    if (len > 4096) fail("corrupt name length " + std::to_string(len));
+    std::string got(len, '\0');
+    if (!f.read(got.data(), len)) fail("truncated while reading a name");
+    if (got != name) fail("expected tensor '" + name + "', found '" + got + "'");
+    get(rank, "a rank");
+    if (rank != shape.size()) fail("'" + name + "' has rank " + std::to_string(rank) + ", expected " + std::to_string(shape.size()));
+    tb::Shape s(rank);
+    for (auto& d : s) {
+      std::uint64_t x = 0;
+      get(x, "a dimension");
+      d = static_cast<std::size_t>(x);
+    }
+    if (s != shape) fail("'" + name + "' has shape " + tb::to_string(s) + ", expected " + tb::to_string(shape));
+    v.resize(tb::product(shape));
+    if (!f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float))))
+      fail("truncated in the values of '" + name + "'");
+  });
+  if (f.peek() != std::char_traits<char>::eof()) fail("trailing bytes after the last tensor");
+  return w;
+}
+
+/// A convolution with its batch norm folded in: weights scaled per output channel, and a bias.
+struct Folded {
+  std::vector<float> weights, bias;
+};
+inline Folded fold(ConvLayer const& l) {
+  auto const& p = l.params;
+  std::size_t const co = static_cast<std::size_t>(p.output_channels), G = static_cast<std::size_t>(p.groups);
+  Folded r{l.weights, std::vector<float>(co * G)};
+  std::vector<double> scale(co * G);
+  for (std::size_t i = 0; i < co * G; ++i) {
+    scale[i] = l.bn.gamma[i] / std::sqrt(static_cast<double>(l.bn.var[i]) + l.bn.eps);
+    r.bias[i] = static_cast<float>(l.bn.beta[i] - l.bn.mean[i] * scale[i]);
+  }
+  // Weights [G, kh, kw, ci, co]: output channel g * co + o.
+  std::size_t const per_group = r.weights.size() / G;
+  for (std::size_t i = 0; i < r.weights.size(); ++i)
+    r.weights[i] = static_cast<float>(r.weights[i] * scale[(i / per_group) * co + i % co]);
+  return r;
+}
+
+/// The tile graph of one inference step and the parameters to write into it.
+struct Model {
+  tb::Tensor input;   ///< [batch, image, image, channels], laid out for the stem
+  tb::Tensor logits;  ///< [batch, classes]
+  std::vector<std::pair<tb::Tensor, std::vector<float>>> parameters;
+
+  /// Writes every parameter (converted to its tensor's type) through an engine or other host context.
+  void write_parameters(tb::HostContext& host) const {
+    for (auto const& [t, v] : parameters) {
+      if (t.element_type() == tb::ElementType::f16) host.write(t, std::vector<tb::half>(v.begin(), v.end()));
+      else host.write(t, v);
+    }
+  }
+};
+
+/// Adds one inference step of the network to `prog`: stem conv + BN + ReLU, max pool, the bottleneck blocks,
+/// global mean, fully connected. Batch norms are folded into the convolutions; each bias, residual add and
+/// ReLU is one fused elementwise map.
+inline Model build(tb::Graph& g, tb::Sequence& prog, Config const& c, Weights const& w) {
+  using namespace tb::expr;
+  tb::ConvOptions const co{.available_memory_proportion = c.conv_amp, .partials = c.partials};
+  Model m;
+  auto parameter = [&](tb::Tensor t, std::vector<float> v) {
+    m.parameters.emplace_back(t, std::move(v));
+    return t;
+  };
+  auto bias_of = [&](std::string const& name, std::vector<float> v) {
+    tb::Tensor b = g.add_variable(c.dtype, {v.size()}, name + ".bias");
+    tb::map_linearly(g, b);
+    return parameter(b, std::move(v));
+  };
+  // conv with its batch norm folded: the result and the folded bias, which the map that follows adds.
+  auto conv = [&](tb::Tensor const& x, ConvLayer const& l) {
+    Folded f = fold(l);
+    tb::Tensor wt = tb::ops::create_conv_weights(g, l.params, c.dtype, co, l.name + ".weights");
+    parameter(wt, std::move(f.weights));
+    return std::pair{tb::ops::conv(g, prog, x, wt, l.params, co, l.name), std::move(f.bias)};
+  };
+  auto conv_relu = [&](tb::Tensor const& x, ConvLayer const& l) {
+    auto [y, bias] = conv(x, l);
+    tb::ops::map_in_place(g, prog, relu(_1 + _2), y, bias_of(l.name, std::move(bias)));
+    return y;
+  };
+
+  m.input = tb::ops::create_conv_input(g, w.stem.params, c.dtype, co, "input");
+  tb::Tensor x = conv_relu(m.input, w.stem);
+  x = tb::ops::max_pool(g, prog, x, {.kernel_shape = {3, 3}, .stride = {2, 2}, .padding_lower = {1, 1},
+                                     .padding_upper = {1, 1}}, "stem.max_pool");
+  for (auto const& b : w.blocks) {
+    tb::Tensor const a = conv_relu(x, b.reduce);
+    tb::Tensor const h = conv_relu(a, b.grouped);
+    auto [y, bias] = conv(h, b.expand);
+    tb::Tensor shortcut = x;
+    if (b.shortcut) {
+      // Both batch norms' biases are added before the ReLU: one bias tensor serves the pair.
+      auto [s, s_bias] = conv(x, *b.shortcut);
+      for (std::size_t i = 0; i < bias.size(); ++i) bias[i] += s_bias[i];
+      shortcut = s;
+    }
+    tb::ops::map_in_place(g, prog, relu(_1 + _2 + _3), y, bias_of(b.expand.name, std::move(bias)), shortcut);
+    x = y;
+  }
+  // Global mean folded into the fully connected weights: logits = (sum over positions) x (W / positions) + b.
+  std::size_t const positions = x.dim(1) * x.dim(2);
+  tb::Tensor const pooled = tb::ops::reduce(g, prog, x, {1, 2}, tb::ops::ReduceOp::add, "global_sum");
+  std::vector<float> fw = w.fc_weights;
+  for (auto& v : fw) v /= static_cast<float>(positions);
+  tb::Tensor fc = g.add_variable(c.dtype, {2048, static_cast<std::size_t>(c.classes)}, "fc.weights");
+  tb::map_linearly(g, fc);
+  parameter(fc, std::move(fw));
+  m.logits = tb::ops::matmul(g, prog, pooled, fc,
+                             {.available_memory_proportion = c.matmul_amp, .partials = c.partials}, "fc");
+  tb::ops::add_bias(g, prog, m.logits, bias_of("fc", w.fc_bias));
+  return m;
+}
+
+}  // namespace resnext
