@@ -398,6 +398,14 @@ class Engine : public HostContext {
 
   detail::ComputeSetExec bind_compute_set(detail::ComputeSetPlan const& plan) {
     detail::ComputeSetExec e;
+    // A compute set run by a host kernel needs none of its vertices' objects or staging buffers.
+    if (auto const& k = g_.host_kernels[plan.id]; host_kernels_ && k.covered) {
+      e.skip = true;
+      return e;
+    } else if (host_kernels_ && k.bind) {
+      e.task = k.bind([this](std::uint32_t var) { return data_.at(var).get(); });
+      if (e.task) return e;
+    }
     std::size_t arena = 0;
     for (auto const& pv : plan.vertices) {
       auto const* ops = g_.vertices[pv.record].ops;
@@ -428,10 +436,11 @@ class Engine : public HostContext {
           if (st) {
             staging_.push_back(detail::allocate(static_cast<std::size_t>(st->elements) * eb));
             std::byte* buf = staging_.back().get();
+            auto const runs = t.runs();
             if (st->gather)
-              for (auto const& op : tensor_ops(st->runs, buf, eb, true)) e.gathers.push_back(op);
+              for (auto const& op : tensor_ops(runs, buf, eb, true)) e.gathers.push_back(op);
             if (st->scatter)
-              for (auto const& op : tensor_ops(st->runs, buf, eb, false)) e.scatters.push_back(op);
+              for (auto const& op : tensor_ops(runs, buf, eb, false)) e.scatters.push_back(op);
             items[k] = {buf, static_cast<std::size_t>(st->elements)};
             std::ptrdiff_t step = 1;
             for (std::size_t d = f.rank; d-- > 0;) {
@@ -498,10 +507,6 @@ class Engine : public HostContext {
     }
     e.split[threads_] = merged.size();
     e.items = std::move(merged);
-    if (auto const& k = g_.host_kernels[plan.id]; host_kernels_ && k.covered)
-      e.skip = true;
-    else if (host_kernels_ && k.bind)
-      e.task = k.bind([this](std::uint32_t var) { return data_.at(var).get(); });
     return e;
   }
   static detail::Staging const* find_staging(detail::PlacedVertex const& pv, std::uint32_t field, std::uint32_t item) {

@@ -185,7 +185,7 @@ inline Tensor max_pool(Graph& g, Sequence& prog, Tensor const& in, PoolParams co
                    {1, rg.hi[0] - rg.lo[0], rg.hi[1] - rg.lo[1], rg.hi[2] - rg.lo[2], 1, rg.c1 - rg.c0}};
         Tensor const dst = geo.dst.of(out6);
         g.set_tile_mapping(dst, tile);
-        g.add_vertex<detail::MaxPoolVertex<T>>(cs, tile, geo.src.of(in6), dst, geo);
+        g.add_vertex<detail::MaxPoolVertex<T>>(cs, tile, fetch(geo.src.of(in6)), dst, geo);
         u += row1 - row0;
       }
     }

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -283,6 +284,7 @@ class Lowering {
     std::string const& csname = g_.compute_sets[cs];
     std::vector<Access> reads, writes;
     std::vector<std::uint32_t> vars;
+    std::map<std::pair<std::uint32_t, std::uint32_t>, std::int64_t> fetched;  // (source, destination) -> bytes
     for (std::uint32_t vi : by_cs_[cs]) {
       auto const& rec = g_.vertices[vi];
       auto const vname = std::string(rec.ops->name);
@@ -305,9 +307,7 @@ class Lowering {
               for (std::size_t c = 0; c < ch.size(); ++c) {
                 std::int64_t const o = ch[c].first, end = c + 1 < ch.size() ? ch[c + 1].first : r.count;
                 auto const dst = static_cast<std::uint32_t>(rec.tile);
-                if (ch[c].second != dst)
-                  plan.fetches.push_back({r.var, r.var, r.start + o * r.stride, r.stride, r.start + o * r.stride,
-                                          r.stride, end - o, ch[c].second, dst, eb});
+                if (ch[c].second != dst) fetched[{ch[c].second, dst}] += (end - o) * eb;
               }
             } else {
               tile_changes(g_, r.var, r.start, r.stride, r.count, [&](std::int64_t o, std::uint32_t tile) {
@@ -348,7 +348,6 @@ class Lowering {
             st.item = k;
             st.gather = reads_(f.kind);
             st.scatter = writes_(f.kind);
-            st.runs = std::move(runs);
             st.elements = static_cast<std::int64_t>(t.num_elements());
             st.elem_bytes = eb;
             pv.staging.push_back(std::move(st));
@@ -362,6 +361,7 @@ class Lowering {
       plan.vertices.push_back(std::move(pv));
     }
     check_conflicts(csname, reads, writes);
+    for (auto const& [tiles, bytes] : fetched) plan.fetches.push_back({0, 0, 0, 1, 0, 1, bytes, tiles.first, tiles.second, 1});
     std::stable_sort(plan.vertices.begin(), plan.vertices.end(), [&](PlacedVertex const& a, PlacedVertex const& b) {
       return g_.vertices[a.record].tile < g_.vertices[b.record].tile;
     });

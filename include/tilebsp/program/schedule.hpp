@@ -53,8 +53,7 @@ struct Staging {
   std::uint32_t field = 0;
   std::uint32_t item = 0;  ///< list entry for input_list fields
   bool gather = false, scatter = false;
-  std::vector<Run> runs;
-  std::int64_t elements = 0;
+  std::int64_t elements = 0;  ///< the engine derives the element runs from the field's tensor when it binds
   std::uint32_t elem_bytes = 4;
 };
 
@@ -70,8 +69,9 @@ struct ComputeSetPlan {
   std::vector<PlacedVertex> vertices;  ///< ordered by tile
   std::vector<std::uint32_t> vars;     ///< variables the compute set touches
   std::uint64_t cycles = 0;
-  /// Pieces of fetched inputs that live on other tiles: modelled as an exchange before the compute phase (cycles,
-  /// and temporary memory of the receiving tile); the host reads them in place.
+  /// Fetched inputs that live on other tiles, one entry per (source tile, destination tile) with the bytes summed
+  /// (count bytes of elem_bytes 1; the variables are not recorded): modelled as an exchange before the compute
+  /// phase (cycles, and temporary memory of the receiving tile); the host reads them in place.
   std::vector<Transfer> fetches;
   std::uint64_t fetch_cycles = 0, fetch_bytes = 0;
 };
