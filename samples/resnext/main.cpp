@@ -29,7 +29,7 @@ struct Options {
   std::size_t host_threads = 0;
   std::uint64_t seed = 42;
   std::string report, weights, save_weights;
-  bool allow_out_of_memory = false;
+  bool check_memory = false;
 };
 
 constexpr char const* usage = R"(usage: resnext [options]
@@ -50,7 +50,8 @@ ResNeXt inference on a modelled IPU: infeed -> repeat(batches-per-step, network)
   --seed N                seed of the random weights and images (default 42)
   --weights FILE          read the weights from FILE (format: samples/resnext/resnext.hpp, docs/05)
   --save-weights FILE     write the weights used to FILE
-  --allow-out-of-memory   run even when a tile's memory is over-subscribed
+  --check-memory          fail (out_of_memory) when a tile's memory is over-subscribed, instead of
+                          running and reporting it
   --report DIR            write profile.json and summary.txt to DIR
   --help                  this text
 )";
@@ -100,8 +101,8 @@ Options parse(int argc, char** argv) {
       std::cout << usage;
       std::exit(0);
     }
-    if (a == "--allow-out-of-memory") {
-      o.allow_out_of_memory = true;
+    if (a == "--check-memory") {
+      o.check_memory = true;
       continue;
     }
     if (a.rfind("--", 0) != 0) bad("unexpected argument '" + a + "'");
@@ -163,7 +164,7 @@ int run(Options const& o) {
                             tb::seq(tb::stream_in(images, model.input), std::move(step), tb::stream_out(model.logits, logits)));
   double const build_s = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
-  tb::Executable exe = tb::compile(g, {.allow_out_of_memory = o.allow_out_of_memory}, program);
+  tb::Executable exe = tb::compile(g, {.allow_out_of_memory = !o.check_memory}, program);
   double const compile_s = seconds_since(t0);
 
   tb::Engine engine{std::move(exe), {.host_threads = o.host_threads, .profiling = !o.report.empty()}};

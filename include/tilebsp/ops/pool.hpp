@@ -121,9 +121,9 @@ struct MaxPoolVertex {
  private:
   static void max_into(T* out, T const* in, std::int64_t n) {
     for (std::int64_t c = 0; c < n; ++c) {
-      // NaN propagates, as in PyTorch: a comparison with NaN is false, so test "not less" on the new value.
+      // NaN propagates, as in PyTorch: a NaN is taken, and never replaced (comparisons with it are false).
       float const a = static_cast<float>(out[c]), b = static_cast<float>(in[c]);
-      if (!(b <= a)) out[c] = in[c];
+      if (b > a || b != b) out[c] = in[c];
     }
   }
 };
