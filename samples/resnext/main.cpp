@@ -36,7 +36,8 @@ constexpr char const* usage = R"(usage: resnext [options]
 ResNeXt inference on a modelled IPU: infeed -> repeat(batches-per-step, network) -> outfeed.
   --batch-size N          images per batch (default 4)
   --batches-per-step N    batches per device run, the on-device repeat count (default 4)
-  --iterations N          device runs to time; the first (warm-up) is left out of the statistics (default 5)
+  --iterations N          device runs to time; the first (warm-up) is left out of the statistics unless it is
+                          the only one (default 5)
   --depth 50|101|152      network depth (default 101)
   --cardinality N         groups of the 3x3 convolutions (default 32)
   --width N               channels per group in the first stage (default 4)
@@ -200,10 +201,11 @@ int run(Options const& o) {
     engine.run();
     double const s = seconds_since(t0);
     double const img_s = per_run / s, ms = s * 1e3 / static_cast<double>(o.batches_per_step);
-    std::printf("iteration %d: %8.2f img/s  %9.2f ms/batch%s\n", it, img_s, ms, it == 0 ? "  (warm-up, not counted)" : "");
-    if (it > 0) throughput.push_back(img_s), latency.push_back(ms);
+    // The first iteration includes warm-up; it is counted only when it is the only one.
+    bool const counted = it > 0 || o.iterations == 1;
+    std::printf("iteration %d: %8.2f img/s  %9.2f ms/batch%s\n", it, img_s, ms, counted ? "" : "  (warm-up, not counted)");
+    if (counted) throughput.push_back(img_s), latency.push_back(ms);
   }
-  if (throughput.empty()) throughput.push_back(per_run / 1), latency.push_back(0);  // one iteration: no statistics
   tb::Profile const profile = engine.profile();
   Stats const tp = stats(throughput), lt = stats(latency);
   std::printf("throughput img/s: min %.2f max %.2f mean %.2f std %.2f (over %zu iterations)\n", tp.min, tp.max, tp.mean,

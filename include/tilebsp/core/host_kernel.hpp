@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 namespace tilebsp {
 
@@ -28,4 +29,24 @@ struct HostKernel {
   bool covered = false;
 };
 
+namespace detail {
+
+/// The host kernels of an operator whose first compute set's task computes the whole operator, the later compute
+/// sets being covered. `State` provides `bind(HostAddressOf const&)`, returning what `run(bound, thread, threads)`
+/// needs; a null state means "run the vertices" for every compute set.
+template <class State>
+HostKernel whole_operator_first(std::shared_ptr<State const> const& state) {
+  if (!state) return {};
+  return {[s = state](HostAddressOf const& at) -> HostTask {
+    auto const bound = s->bind(at);
+    return [s, bound](unsigned t, unsigned threads) { s->run(bound, t, threads); };
+  }};
+}
+template <class State>
+HostKernel whole_operator_rest(std::shared_ptr<State const> const& state) {
+  if (!state) return {};
+  return {{}, true};
+}
+
+}  // namespace detail
 }  // namespace tilebsp

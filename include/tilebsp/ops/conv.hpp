@@ -158,22 +158,12 @@ inline ConvGeometry geometry(ConvProblem const& q, simd::ConvRange const& r) {
 template <class TS, class TW, class TP, class TO>
 class ConvHostKernel {
  public:
-  ConvHostKernel(ConvPlan const& p, ConvViews const& v, float alpha)
-      : s_(std::make_shared<State>(State{p, v.src.affine(), v.other.affine(), v.out.affine(), alpha})) {
-    auto const& x = *s_;
-    if (!x.src || !x.other || !x.out || x.out->var == x.src->var || x.out->var == x.other->var) s_.reset();
+  ConvHostKernel(ConvPlan const& p, ConvViews const& v, float alpha) {
+    auto s = std::make_shared<State>(State{p, v.src.affine(), v.other.affine(), v.out.affine(), alpha});
+    if (one_variable_each(s->src, s->other, s->out)) s_ = std::move(s);
   }
-  HostKernel first() const {
-    if (!s_) return {};
-    return {[s = s_](HostAddressOf const& at) -> HostTask {
-      Bound const b{at(s->src->var), at(s->other->var), at(s->out->var)};
-      return [s, b](unsigned t, unsigned threads) { s->run(b, t, threads); };
-    }};
-  }
-  HostKernel rest() const {
-    if (!s_) return {};
-    return {{}, true};
-  }
+  HostKernel first() const { return tilebsp::detail::whole_operator_first(s_); }
+  HostKernel rest() const { return tilebsp::detail::whole_operator_rest(s_); }
 
  private:
   struct Bound {
@@ -190,6 +180,8 @@ class ConvHostKernel {
     ConvPlan plan;
     std::optional<tilebsp::detail::Affine> src, other, out;
     float alpha;
+
+    Bound bind(HostAddressOf const& at) const { return {at(src->var), at(other->var), at(out->var)}; }
 
     /// A unit-shaped scratch destination of type T for range r.
     template <class T>
@@ -353,7 +345,7 @@ class ConvHostKernel {
       }
     }
   };
-  std::shared_ptr<State> s_;
+  std::shared_ptr<State const> s_;
 };
 
 /// Rank-6 view of channels-last activations [N, field..., G * C] of a rank-r problem: (n, x0, x1, x2, g, c).

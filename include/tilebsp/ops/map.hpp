@@ -221,14 +221,7 @@ class MapHostKernel {
       if (mode[k] == 2) st->segment_scalars |= 1u << k;
     s_ = std::move(st);
   }
-  HostKernel kernel() const {
-    if (!s_) return {};
-    return {[s = s_](HostAddressOf const& at) -> HostTask {
-      std::array<std::byte*, N + 1> base{};
-      for (std::size_t k = 0; k <= N; ++k) base[k] = at(s->var[k]);
-      return [s, base](unsigned t, unsigned threads) { s->run(base, t, threads); };
-    }};
-  }
+  HostKernel kernel() const { return tilebsp::detail::whole_operator_first(s_); }
 
  private:
   struct State {
@@ -240,6 +233,12 @@ class MapHostKernel {
     std::array<std::uint32_t, N + 1> var{};
     std::array<std::int64_t, N + 1> start{};
     std::array<std::vector<std::int64_t>, N + 1> strides;
+
+    std::array<std::byte*, N + 1> bind(HostAddressOf const& at) const {
+      std::array<std::byte*, N + 1> base{};
+      for (std::size_t k = 0; k <= N; ++k) base[k] = at(var[k]);
+      return base;
+    }
 
     void run(std::array<std::byte*, N + 1> const& base, unsigned t, unsigned threads) const {
       // Equal shares in whole 16-element batches.
@@ -267,7 +266,7 @@ class MapHostKernel {
       }
     }
   };
-  std::shared_ptr<State> s_;
+  std::shared_ptr<State const> s_;
 };
 
 /// Map outputs of at least this many bytes use streaming stores on the host.

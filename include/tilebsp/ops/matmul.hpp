@@ -106,6 +106,14 @@ struct MatmulReduce {
   }
 };
 
+/// True when each operand is one strided variable and the result shares a variable with neither input: what the
+/// whole-operator host kernels need (else the vertices run).
+inline bool one_variable_each(std::optional<tilebsp::detail::Affine> const& in0,
+                              std::optional<tilebsp::detail::Affine> const& in1,
+                              std::optional<tilebsp::detail::Affine> const& out) {
+  return in0 && in1 && out && out->var != in0->var && out->var != in1->var;
+}
+
 /// The host kernel of a matmul plan: the first compute set's task computes the whole product (every serial step
 /// and the final reduction) bitwise as the vertices do — same K ranges, same kernel, same summation order —
 /// without materialising partials; the later compute sets are covered (skipped). Work is divided by output blocks,
@@ -114,23 +122,13 @@ struct MatmulReduce {
 template <class TA, class TP, class TO>
 class MatmulHostKernel {
  public:
-  MatmulHostKernel(MatmulPlan const& p, Tensor const& a3, Tensor const& b3, Tensor const& c3, float alpha)
-      : s_(std::make_shared<State>(State{p, a3.affine(), b3.affine(), c3.affine(), alpha})) {
-    auto const& x = *s_;
-    if (!x.a || !x.b || !x.c || x.c->var == x.a->var || x.c->var == x.b->var) s_.reset();
+  MatmulHostKernel(MatmulPlan const& p, Tensor const& a3, Tensor const& b3, Tensor const& c3, float alpha) {
+    auto s = std::make_shared<State>(State{p, a3.affine(), b3.affine(), c3.affine(), alpha});
+    if (one_variable_each(s->a, s->b, s->c)) s_ = std::move(s);
   }
   /// The kernel for the first compute set (computes everything; it always binds) and for the others (covered).
-  HostKernel first() const {
-    if (!s_) return {};
-    return {[s = s_](HostAddressOf const& at) -> HostTask {
-      Bound const b{at(s->a->var), at(s->b->var), at(s->c->var)};
-      return [s, b](unsigned t, unsigned threads) { s->run(b, t, threads); };
-    }};
-  }
-  HostKernel rest() const {
-    if (!s_) return {};
-    return {{}, true};
-  }
+  HostKernel first() const { return tilebsp::detail::whole_operator_first(s_); }
+  HostKernel rest() const { return tilebsp::detail::whole_operator_rest(s_); }
 
  private:
   struct Bound {
@@ -140,6 +138,8 @@ class MatmulHostKernel {
     MatmulPlan plan;
     std::optional<tilebsp::detail::Affine> a, b, c;
     float alpha;
+
+    Bound bind(HostAddressOf const& at) const { return {at(a->var), at(b->var), at(c->var)}; }
 
     void run(Bound const& at, unsigned t, unsigned threads) const {
       auto const& q = plan.problem;
@@ -221,7 +221,7 @@ class MatmulHostKernel {
       return s[which];
     }
   };
-  std::shared_ptr<State> s_;
+  std::shared_ptr<State const> s_;
 };
 
 /// The machine a graph view plans for: its own tiles (a shard is one IPU of a multi-IPU target).

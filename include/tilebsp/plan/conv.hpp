@@ -168,16 +168,9 @@ inline auto conv_tie(ConvPlan const& p) {
 /// Plans `q` on target `t` within options.available_memory_proportion (option_error outside [0, 1]); when no
 /// plan fits, warns and relaxes the bound as plan_matmul does.
 inline ConvPlan plan_conv(Target const& t, ConvProblem const& q, ConvOptions const& o = {}) {
-  double const amp = o.available_memory_proportion;
-  detail::check_amp("conv", amp);
+  ConvPlan const base = detail::base_plan<ConvPlan>("conv", t, q, o);
   std::size_t const tiles = t.num_tiles();
-  auto const bound = static_cast<std::uint64_t>(amp * static_cast<double>(t.bytes_per_tile));
-  ConvPlan base;
-  base.problem = q;
-  base.pass = o.pass;
-  base.target = t.name;
-  base.amp = amp;
-  base.bound = bound;
+  std::uint64_t const bound = base.bound;
   bool const wu = q.kind == ConvPass::weight_update;
   std::size_t const rows = static_cast<std::size_t>(q.loop.dim[q.row_dim].out);
   std::optional<ConvPlan> fast, small, fastest;
@@ -215,7 +208,7 @@ inline ConvPlan plan_conv(Target const& t, ConvProblem const& q, ConvOptions con
               if (!fastest || speed(p) < speed(*fastest)) fastest = p;
             }
           }
-  return detail::settle(t, amp, bound, "conv " + std::string(name_of(q.kind)) + " " + q.params.describe(),
+  return detail::settle(t, base.amp, bound, "conv " + std::string(name_of(q.kind)) + " " + q.params.describe(),
                         std::move(fast), std::move(small), std::move(fastest));
 }
 

@@ -250,21 +250,29 @@ Plan settle(Target const& t, double amp, std::uint64_t bound, std::string const&
   return *fastest;
 }
 
+/// A plan of `Plan` with no splits yet: the problem, pass, target and the AMP bound on temporary memory per
+/// tile. Throws option_error (named after `op`) for an AMP outside [0, 1].
+template <class Plan, class Problem>
+Plan base_plan(char const* op, Target const& t, Problem const& q, MatmulOptions const& o) {
+  double const amp = o.available_memory_proportion;
+  check_amp(op, amp);
+  Plan p;
+  p.problem = q;
+  p.pass = o.pass;
+  p.target = t.name;
+  p.amp = amp;
+  p.bound = static_cast<std::uint64_t>(amp * static_cast<double>(t.bytes_per_tile));
+  return p;
+}
+
 }  // namespace detail
 
 /// Plans `q` on target `t`. Throws option_error for an AMP outside [0, 1]. When no plan keeps the temporary
 /// memory within the bound, warns (see set_warning_handler) and relaxes it, as the plan's `fit` records.
 inline MatmulPlan plan_matmul(Target const& t, MatmulProblem const& q, MatmulOptions const& o = {}) {
-  double const amp = o.available_memory_proportion;
-  detail::check_amp("matmul", amp);
+  MatmulPlan const base = detail::base_plan<MatmulPlan>("matmul", t, q, o);
   std::size_t const tiles = t.num_tiles();
-  auto const bound = static_cast<std::uint64_t>(amp * static_cast<double>(t.bytes_per_tile));
-  MatmulPlan base;
-  base.problem = q;
-  base.pass = o.pass;
-  base.target = t.name;
-  base.amp = amp;
-  base.bound = bound;
+  std::uint64_t const bound = base.bound;
   std::optional<MatmulPlan> fast, small, fastest;
   static constexpr std::size_t serial_steps[] = {1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64};
   for (auto const& [gs, gt] : detail::split_candidates(q.groups, tiles))
@@ -291,7 +299,7 @@ inline MatmulPlan plan_matmul(Target const& t, MatmulProblem const& q, MatmulOpt
   std::string const what = "matmul " + std::string(q.groups > 1 ? std::to_string(q.groups) + " groups of " : "") +
                            std::to_string(q.m) + "x" + std::to_string(q.k) + " * " + std::to_string(q.k) + "x" +
                            std::to_string(q.n);
-  return detail::settle(t, amp, bound, what, std::move(fast), std::move(small), std::move(fastest));
+  return detail::settle(t, base.amp, bound, what, std::move(fast), std::move(small), std::move(fastest));
 }
 
 inline std::string MatmulPlan::describe() const {

@@ -236,6 +236,19 @@ bool lane_offsets(Operand6<T> const& op, ConvColumn const& col, std::ptrdiff_t* 
   return contiguous;
 }
 
+/// One register-block row: acc[v] += x * w[v], with x broadcast from *x (Bcast: a vector of output channels per
+/// group) or the vector at x (lanes spanning groups, V = 1).
+template <std::size_t V, bool Bcast>
+[[gnu::always_inline]] inline void fma_row(float const* x, batch<float> const (&w)[V], batch<float> (&acc)[V]) noexcept {
+  using B = batch<float>;
+  if constexpr (Bcast) {
+    B const xv(*x);
+    for (std::size_t v = 0; v < V; ++v) acc[v] = xsimd::fma(xv, w[v], acc[v]);
+  } else {
+    acc[0] = xsimd::fma(B::load_aligned(x), w[0], acc[0]);
+  }
+}
+
 /// acc[r][v] over Q steps: w = wp[q], x = the box at x + poff[r] + qoff[q] (broadcast or a vector).
 template <std::size_t R, std::size_t V, bool Bcast>
 void forward_block(std::size_t Q, float const* wp, float const* x, std::ptrdiff_t const* poff, std::ptrdiff_t const* qoff,
@@ -251,15 +264,7 @@ void forward_block(std::size_t Q, float const* wp, float const* x, std::ptrdiff_
     B w[V];
     for (std::size_t v = 0; v < V; ++v) w[v] = B::load_aligned(wp + (q * V + v) * lanes);
     float const* xq = x + qoff[q];
-    for (std::size_t r = 0; r < R; ++r) {
-      if constexpr (Bcast) {
-        B const xv(xq[po[r]]);
-        for (std::size_t v = 0; v < V; ++v) acc[r][v] = xsimd::fma(xv, w[v], acc[r][v]);
-      } else {
-        B const xv = B::load_aligned(xq + po[r]);
-        acc[r][0] = xsimd::fma(xv, w[0], acc[r][0]);
-      }
-    }
+    for (std::size_t r = 0; r < R; ++r) fma_row<V, Bcast>(xq + po[r], w, acc[r]);
   }
   for (std::size_t r = 0; r < R; ++r)
     for (std::size_t v = 0; v < V; ++v) acc[r][v].store_aligned(acc_io + (r * V + v) * lanes);
@@ -277,15 +282,7 @@ void gradient_block(std::size_t P, float const* yrow, float const* xr, std::ptrd
     B y[V];
     for (std::size_t v = 0; v < V; ++v) y[v] = B::load_aligned(yrow + (p * V + v) * lanes);
     float const* xp = xr + static_cast<std::ptrdiff_t>(p) * pstep;
-    for (std::size_t r = 0; r < R; ++r) {
-      if constexpr (Bcast) {
-        B const xv(xp[qoff[r]]);
-        for (std::size_t v = 0; v < V; ++v) acc[r][v] = xsimd::fma(xv, y[v], acc[r][v]);
-      } else {
-        B const xv = B::load_aligned(xp + qoff[r]);
-        acc[r][0] = xsimd::fma(xv, y[0], acc[r][0]);
-      }
-    }
+    for (std::size_t r = 0; r < R; ++r) fma_row<V, Bcast>(xp + qoff[r], y, acc[r]);
   }
   for (std::size_t r = 0; r < R; ++r)
     for (std::size_t v = 0; v < V; ++v) acc[r][v].store_aligned(acc_io + (r * V + v) * lanes);
