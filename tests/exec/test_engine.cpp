@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 namespace tb = tilebsp;
 
@@ -86,6 +87,33 @@ TEST_CASE("streams: circular buffers, callbacks, exhaustion and unconnected FIFO
   CHECK_THROWS_AS(e.connect(in, odd), tb::stream_error);
   std::vector<std::int32_t> ints(2);
   CHECK_THROWS_AS(e.connect(in, ints), tb::type_error);
+}
+
+TEST_CASE("prefetching infeeds: order kept, one call ahead within run, errors at the transfer that needs them") {
+  for (std::size_t threads : {1u, 3u}) {
+    tb::Graph g{tb::targets::tiny(2)};
+    auto x = g.add_variable<float>({2}, "x");
+    tb::map_linearly(g, x);
+    auto in = g.add_host_to_device_fifo<float>("in", 2);
+    auto out = g.add_device_to_host_fifo<float>("out", 2);
+    tb::Engine e{tb::compile(g, tb::repeat(3, tb::seq(tb::stream_in(in, x), tb::stream_out(x, out)))), {.host_threads = threads}};
+    std::vector<float> got;
+    int calls = 0;
+    e.connect<float>(in, [&](std::span<float> s) {
+      for (auto& v : s) v = static_cast<float>(calls);
+      if (++calls == 6) throw std::runtime_error("no more images");
+    }, {.prefetch = true});
+    e.connect<float>(out, [&](std::span<float const> s) { got.insert(got.end(), s.begin(), s.end()); });
+    e.run();
+    CHECK(got == std::vector<float>{0, 0, 1, 1, 2, 2});
+    CHECK(calls == 4);  // one transfer ahead, finished before run returned
+    got.clear();
+    // The fifth call fills the second transfer of this run; the sixth throws, and the third transfer needs it.
+    CHECK_THROWS_WITH(e.run(), "no more images");
+    CHECK(got == std::vector<float>{3, 3, 4, 4});
+    CHECK_THROWS_WITH_AS(e.connect<float>(out, [](std::span<float const>) {}, {.prefetch = true}),
+                         "connect: prefetch applies to infeeds; FIFO 'out' is an outfeed", tb::stream_error);
+  }
 }
 
 TEST_CASE("host callbacks read and write tensors; their exceptions surface from run") {

@@ -42,8 +42,9 @@ struct EngineOptions {
 struct ConnectOptions {
   /// Infeeds only: call the callback for transfer k + 1 on a helper thread as soon as transfer k has been copied
   /// in, so that the host prepares the next batch while the device computes (Poplar's stream prefetch). The
-  /// callback then runs concurrently with the program (never with itself), and once more than the program
-  /// consumes; an exception it throws surfaces at the transfer that needed its data.
+  /// callback then runs concurrently with the program, never with itself and never after Engine::run returns
+  /// (run waits for a prefetch in flight, whose data the next run's first transfer takes), so it is called once
+  /// more than the program consumes. An exception it throws surfaces at the transfer that needed its data.
   bool prefetch = false;
 };
 
@@ -233,6 +234,9 @@ class Engine : public HostContext {
     error_ = nullptr;
     auto job = [this, program](unsigned tid) { execute(program, tid); };
     team_.run(job);
+    // A prefetch in flight completes before run returns: callbacks never run outside Engine::run, so what they
+    // capture need only outlive the run (its data is kept for the next run's first transfer).
+    for (auto& c : fifos_) c.wait();
     if (error_) std::rethrow_exception(error_);
   }
 
