@@ -29,6 +29,7 @@
 #include <tilebsp/expr/expr.hpp>
 #include <tilebsp/ops/map.hpp>
 #include <tilebsp/ops/conv.hpp>
+#include <tilebsp/ops/loss.hpp>
 #include <tilebsp/ops/matmul.hpp>
 #include <tilebsp/ops/pool.hpp>
 #include <tilebsp/ops/reduce.hpp>

@@ -164,3 +164,31 @@ TEST_CASE("conv example") {
   auto const w = e.read<float>(s.w);
   CHECK(w[4 * 4 * 4 + 0] == 1.0f - 0.5f * 72);  // centre tap: 2 images x 36 positions
 }
+
+// [loss-example]
+/// The loss of a batch of logits against integer labels, with the gradient of the mean loss.
+tb::ops::SoftmaxCrossEntropy classify(tb::Graph& g, tb::Sequence& prog, tb::Tensor const& logits,
+                                      tb::Tensor const& labels) {
+  float const batch = static_cast<float>(logits.dim(0));
+  return tb::ops::softmax_cross_entropy(g, prog, logits, labels, 1.0f / batch);
+}
+// [loss-example]
+
+TEST_CASE("loss example") {
+  tb::Graph g{tb::targets::tiny(2, 64 * 1024)};
+  tb::Sequence prog;
+  auto logits = g.add_variable<float>({2, 3}, "logits");
+  auto labels = g.add_variable<std::int32_t>({2}, "labels");
+  tb::map_linearly(g, logits);
+  tb::map_linearly(g, labels);
+  auto const r = classify(g, prog, logits, labels);
+  tb::Engine e{tb::compile(g, prog)};
+  e.write(logits, std::vector<float>{0, 0, 0, 1, 2, 3});
+  e.write(labels, std::vector<std::int32_t>{1, 2});
+  e.run();
+  auto const loss = e.read<float>(r.loss);
+  CHECK(loss[0] == doctest::Approx(std::log(3.0)));
+  CHECK(loss[1] == doctest::Approx(std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 3.0));
+  CHECK(e.read<float>(r.total_correct)[0] == 1.0f);  // row 0's first maximum is class 0, row 1's is its label
+  CHECK(e.read<float>(r.grad)[1] == doctest::Approx((1.0 / 3.0 - 1.0) / 2.0));
+}

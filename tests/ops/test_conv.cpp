@@ -249,7 +249,9 @@ TEST_CASE("conv: 1-D, 3-D, 1x1 fields, thin fields, pointwise and stem-like laye
     check<float>(t, padded(conv2d(1, 1, 128, 1, 3, 4, 4, 4), 0), ones);           // a thin field
     check<float>(t, conv2d(2, 5, 7, 1, 1, 16, 24, 1), ones);                      // pointwise: the matmul path
     check<float>(t, conv2d(1, 5, 7, 1, 1, 16, 24, 4), ones);                      // grouped pointwise
-    check<float>(t, strided(conv2d(1, 8, 8, 1, 1, 16, 32, 1), {2, 2}), ones);     // strided 1x1
+    check<float>(t, strided(conv2d(1, 8, 8, 1, 1, 16, 32, 1), {2, 2}), ones);     // strided 1x1: subsampled
+    check<float>(t, strided(conv2d(2, 6, 9, 1, 1, 8, 12, 2), {3, 3}), ones);      // grouped, stride 3, subsampled
+    check<float>(t, strided(conv2d(1, 9, 7, 1, 1, 16, 8, 1), {2, 3}), ones);      // stride not dividing: general
     check<float>(t, strided(padded(conv2d(1, 20, 20, 7, 7, 3, 16, 1), 3), {2, 2}), ones);  // stem-like 7x7/2
   }
 }

@@ -87,11 +87,12 @@ struct Profile {
       }
       if (steps.size() > 12) out += "  ... " + std::to_string(steps.size() - 12) + " more steps\n";
     }
-    std::uint64_t sum = 0, live = 0, temp = 0;
+    std::uint64_t sum = 0, live = 0, part = 0, temp = 0;
     std::size_t used = 0, worst = 0;
     for (std::size_t t = 0; t < memory.size(); ++t) {
       sum += memory[t].total();
       live = std::max(live, memory[t].always_live);
+      part = std::max(part, memory[t].peak_live);
       temp = std::max(temp, memory[t].peak_temporary);
       used += memory[t].total() > 0;
       if (memory[t].total() > memory[worst].total()) worst = t;
@@ -99,17 +100,19 @@ struct Profile {
     double const mean = memory.empty() ? 0 : static_cast<double>(sum) / static_cast<double>(memory.size());
     std::snprintf(buf, sizeof buf,
                   "memory: max %llu B on tile %zu of %zu B (%.1f%%), mean %.0f B, max always-live %llu B, max "
-                  "temporary %llu B, %zu/%zu tiles used, balance max/mean %.2f%s\n",
+                  "not-always-live peak %llu B (temporary %llu B), %zu/%zu tiles used, balance max/mean %.2f%s\n",
                   static_cast<unsigned long long>(max_tile_bytes()), worst, target.bytes_per_tile,
                   100.0 * static_cast<double>(max_tile_bytes()) / static_cast<double>(target.bytes_per_tile), mean,
-                  static_cast<unsigned long long>(live), static_cast<unsigned long long>(temp), used, memory.size(),
+                  static_cast<unsigned long long>(live), static_cast<unsigned long long>(part),
+                  static_cast<unsigned long long>(temp), used, memory.size(),
                   mean > 0 ? static_cast<double>(max_tile_bytes()) / mean : 0.0,
                   max_tile_bytes() > target.bytes_per_tile ? " -- OUT OF MEMORY" : "");
     out += buf;
     return out;
   }
 
-  /// The profile as JSON (target, per-step figures for every program, memory of every tile).
+  /// The profile as JSON (target, per-step figures for every program, and each tile's memory as [always-live,
+  /// not-always-live peak, temporary peak] bytes).
   std::string json() const {
     auto const esc = [](std::string const& s) {
       std::string r;
@@ -141,7 +144,7 @@ struct Profile {
     o += "\n  ],\n  \"memory\": [";
     for (std::size_t t = 0; t < memory.size(); ++t)
       o += (t ? ", " : "") + std::string("[") + std::to_string(memory[t].always_live) + ", " +
-           std::to_string(memory[t].peak_temporary) + "]";
+           std::to_string(memory[t].peak_live) + ", " + std::to_string(memory[t].peak_temporary) + "]";
     o += "]\n}\n";
     return o;
   }

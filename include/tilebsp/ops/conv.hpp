@@ -21,9 +21,11 @@
 #include <array>
 #include <concepts>
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -480,13 +482,40 @@ void dispatch_conv_types(ConvProblem const& q, ElementType other, F&& f) {
   });
 }
 
-/// A 1x1 convolution with unit stride and no padding or dilation: a (grouped) matmul.
-inline bool is_pointwise(ConvParams const& p) {
+/// A 1x1 convolution with no padding or dilation: a (grouped) matmul. The forward and weight-update passes also
+/// take a stride that divides the field, subsampling the input first (`strided`).
+inline bool is_pointwise(ConvParams const& p, bool strided = false) {
   for (std::size_t d = 0; d < p.rank(); ++d)
-    if (p.kernel_shape[d] != 1 || p.stride_of(d) != 1 || p.padding_lower_of(d) != 0 || p.padding_upper_of(d) != 0 ||
-        p.input_dilation_of(d) != 1 || p.kernel_dilation_of(d) != 1)
+    if (p.kernel_shape[d] != 1 || (strided ? p.input_field[d] % p.stride_of(d) != 0 : p.stride_of(d) != 1) || p.padding_lower_of(d) != 0 ||
+        p.padding_upper_of(d) != 0 || p.input_dilation_of(d) != 1 || p.kernel_dilation_of(d) != 1)
       return false;
   return true;
+}
+
+/// The input of a strided pointwise convolution, every stride-th position of each field dimension, copied into a
+/// temporary variable mapped where those elements live (an on-tile copy); the input itself when unstrided.
+inline Tensor subsampled_input(Graph& g, Sequence& prog, Tensor const& in, ConvParams const& p, std::string const& name) {
+  Shape split{in.dim(0)}, pick{0};
+  bool strided = false;
+  for (std::size_t d = 0; d < p.rank(); ++d) {
+    auto const stride = static_cast<std::size_t>(p.stride_of(d));
+    split.push_back(in.dim(d + 1) / stride);
+    split.push_back(stride);
+    strided = strided || p.stride_of(d) != 1;
+  }
+  if (!strided) return in;
+  split.push_back(in.dim(in.rank() - 1));
+  Tensor view = in.reshape(split);  // [N, F0 / s0, s0, ..., C]: take index 0 of each stride dimension
+  for (std::size_t d = p.rank(); d-- > 0;) view = view.slice(0, 1, 2 + 2 * d);
+  Shape out_shape{in.dim(0)};
+  for (std::size_t d = 0; d < p.rank(); ++d) out_shape.push_back(split[1 + 2 * d]);
+  out_shape.push_back(in.dim(in.rank() - 1));
+  view = view.reshape(out_shape);
+  Tensor t = g.add_variable(in.element_type(), out_shape, name + "/subsampled", {.temporary = true});
+  Tensor const flat = t.flatten();
+  for (auto const& [tile, r] : g.tile_mapping(view)) g.set_tile_mapping(flat.slice(r), tile);
+  prog.add(copy(view, t));
+  return t;
 }
 
 /// Activations [N, field..., G * C] as grouped matrices [G, N * positions, C].
@@ -575,18 +604,27 @@ inline Tensor create_conv_input(Graph& g, ConvParams const& params, ElementType 
   return t;
 }
 
-/// New weights of params.weights_shape(), each (group, input-channel, output-channel) block of the forward plan
-/// on the tile of its first piece.
+/// New weights of params.weights_shape(): each (group, input-channel, output-channel) block of the forward plan
+/// dealt out evenly over the tiles whose pieces read it, so that no tile holds more than its share (a layer
+/// whose plan splits rows over many tiles and channels over few would otherwise pile its weights on a few).
 inline Tensor create_conv_weights(Graph& g, ConvParams const& params, ElementType type = ElementType::f32,
                                   ConvOptions const& options = {}, std::string const& name = "conv/weights") {
   detail::check_params("create_conv_weights", params);
   Tensor w = g.add_variable(type, params.weights_shape(), name);
   ConvPlan const p = plan_conv(g, params, ConvPass::forward, type, options);
   Tensor const w6 = detail::weights6(w, params.rank());
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::pair<Tensor, std::vector<std::size_t>>> blocks;
   detail::each_piece(p, detail::whole_piece, [&](std::size_t tile, std::size_t, simd::ConvRange const& r) {
-    if (r.n0 != 0 || r.lo[p.problem.row_dim] != 0) return;
-    g.set_tile_mapping(detail::geometry(p.problem, r).other.of(w6), tile);
+    auto& [block, tiles] = blocks[{r.g0, r.c0, r.j0}];
+    if (tiles.empty()) block = detail::geometry(p.problem, r).other.of(w6).flatten();
+    if (std::find(tiles.begin(), tiles.end(), tile) == tiles.end()) tiles.push_back(tile);
   });
+  for (auto const& [key, bt] : blocks) {
+    auto const& [block, tiles] = bt;
+    std::size_t const n = block.num_elements(), k = tiles.size();
+    for (std::size_t i = 0; i < k; ++i)
+      if (n * i / k < n * (i + 1) / k) g.set_tile_mapping(block.slice(n * i / k, n * (i + 1) / k), tiles[i]);
+  }
   return w;
 }
 
@@ -604,9 +642,10 @@ inline Tensor conv(Graph& g, Sequence& prog, Tensor const& in, Tensor const& wei
   ConvProblem const q = detail::conv_problem_of("conv", params, ConvPass::forward, in.element_type(), options, std::nullopt);
   Tensor out = g.add_variable(q.output, params.output_shape(), name);
   std::size_t const G = q.groups, r = params.rank();
-  if (detail::is_pointwise(params)) {
+  if (detail::is_pointwise(params, true)) {
     Tensor const w3 = weights.reshape({G, q.j, q.c});
-    detail::pointwise(g, prog, detail::as_matrices(in, G), w3, detail::as_matrices(out, G), true, false, 1.0f, options, name);
+    Tensor const a = detail::subsampled_input(g, prog, in, params, name);
+    detail::pointwise(g, prog, detail::as_matrices(a, G), w3, detail::as_matrices(out, G), true, false, 1.0f, options, name);
     return out;
   }
   ConvPlan const p = plan_conv(detail::view_target(g), q, options);
@@ -658,8 +697,8 @@ inline void weight_pass(Graph& g, Sequence& prog, Tensor const& grad_out, Tensor
   ConvProblem q = conv_problem_of(op, params, ConvPass::weight_update, acts.element_type(), options, dst.element_type());
   q.accumulate = accumulate;
   std::size_t const G = q.groups, r = params.rank();
-  if (is_pointwise(params)) {
-    Tensor const a3 = as_matrices(acts, G).dimshuffle({0, 2, 1});  // [G, C_in, positions]
+  if (is_pointwise(params, true)) {
+    Tensor const a3 = as_matrices(subsampled_input(g, prog, acts, params, name), G).dimshuffle({0, 2, 1});  // [G, C_in, positions]
     pointwise(g, prog, a3, as_matrices(grad_out, G), dst.reshape({G, q.j, q.c}), !accumulate, accumulate, scale, options,
               name);
     return;

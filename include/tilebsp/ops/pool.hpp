@@ -7,6 +7,7 @@
 #include <tilebsp/core/half.hpp>
 #include <tilebsp/ops/conv.hpp>
 #include <tilebsp/program/programs.hpp>
+#include <tilebsp/simd/arch.hpp>
 #include <tilebsp/vertex/add_vertex.hpp>
 
 #include <boost/hana/define_struct.hpp>
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace tilebsp {
@@ -120,7 +122,20 @@ struct MaxPoolVertex {
 
  private:
   static void max_into(T* out, T const* in, std::int64_t n) {
-    for (std::int64_t c = 0; c < n; ++c) {
+    std::int64_t c = 0;
+    // Whole batches: select(b > a or b is NaN, b, a), which takes exactly one of the two values (so f16 values
+    // round-trip through f32 unchanged), as the scalar tail does.
+    constexpr auto L = static_cast<std::int64_t>(simd::lanes);
+    for (; c + L <= n; c += L) {
+      if constexpr (std::is_same_v<T, float>) {
+        auto const a = simd::batch<float>::load_unaligned(out + c), b = simd::batch<float>::load_unaligned(in + c);
+        xsimd::select(b > a || b != b, b, a).store_unaligned(out + c);
+      } else {
+        auto const a = simd::load_f16(out + c), b = simd::load_f16(in + c);
+        simd::store_f16(xsimd::select(b > a || b != b, b, a), out + c);
+      }
+    }
+    for (; c < n; ++c) {
       // NaN propagates, as in PyTorch: a NaN is taken, and never replaced (comparisons with it are false).
       float const a = static_cast<float>(out[c]), b = static_cast<float>(in[c]);
       if (b > a || b != b) out[c] = in[c];
@@ -128,6 +143,50 @@ struct MaxPoolVertex {
   }
 };
 
+
+/// Gradient of max pooling for one image and channel chunk (fields gathered into contiguous [positions, channels]
+/// buffers): each output's gradient goes to the first maximum of its window (in tap order), as in PyTorch.
+template <class T>
+struct MaxPoolGradVertex {
+  BOOST_HANA_DEFINE_STRUCT(MaxPoolGradVertex, (input<T>, in), (input<T>, out), (input<T>, grad_out),
+                           (output<T>, grad_in), (param<simd::ConvLoop>, loop));
+  void compute() {
+    simd::ConvLoop const& loop_ = loop;
+    auto const& L = loop_.dim;
+    std::size_t const cn = in.size() / static_cast<std::size_t>(L[0].in * L[1].in * L[2].in);
+    std::vector<float> acc(grad_in.size(), 0.0f);
+    for (std::int64_t o0 = 0; o0 < L[0].out; ++o0)
+      for (std::int64_t o1 = 0; o1 < L[1].out; ++o1)
+        for (std::int64_t o2 = 0; o2 < L[2].out; ++o2) {
+          std::size_t const op = static_cast<std::size_t>((o0 * L[1].out + o1) * L[2].out + o2) * cn;
+          for (std::size_t c = 0; c < cn; ++c) {
+            float const m = static_cast<float>(out.data()[op + c]);
+            std::int64_t arg = -1;
+            for (std::int64_t t0 = 0; t0 < L[0].taps && arg < 0; ++t0) {
+              std::int64_t const x0 = L[0].source(o0 * L[0].a + t0 * L[0].b + L[0].c);
+              if (x0 < 0) continue;
+              for (std::int64_t t1 = 0; t1 < L[1].taps && arg < 0; ++t1) {
+                std::int64_t const x1 = L[1].source(o1 * L[1].a + t1 * L[1].b + L[1].c);
+                if (x1 < 0) continue;
+                for (std::int64_t t2 = 0; t2 < L[2].taps && arg < 0; ++t2) {
+                  std::int64_t const x2 = L[2].source(o2 * L[2].a + t2 * L[2].b + L[2].c);
+                  if (x2 < 0) continue;
+                  std::int64_t const ip = (x0 * L[1].in + x1) * L[2].in + x2;
+                  float const v = static_cast<float>(in.data()[static_cast<std::size_t>(ip) * cn + c]);
+                  // The forward pass's choice: the value equal to the maximum, or the NaN that propagated.
+                  if (v == m || (v != v && m != m)) arg = ip;
+                }
+              }
+            }
+            if (arg >= 0) acc[static_cast<std::size_t>(arg) * cn + c] += static_cast<float>(grad_out.data()[op + c]);
+          }
+        }
+    for (std::size_t i = 0; i < acc.size(); ++i) grad_in.data()[i] = static_cast<T>(acc[i]);
+  }
+  std::uint64_t cycle_estimate() const {
+    return 30 + grad_in.size() + 2 * out.size() * static_cast<std::uint64_t>(static_cast<simd::ConvLoop const&>(loop).taps());
+  }
+};
 }  // namespace detail
 
 /// Max pooling of `in` ([N, field..., C], f32 or f16, a field of 1 to 3 dimensions) over windows of
@@ -191,6 +250,55 @@ inline Tensor max_pool(Graph& g, Sequence& prog, Tensor const& in, PoolParams co
     }
   });
   return out;
+}
+
+
+/// The gradient of max_pool with respect to its input: each element of `grad_out` ([N, out_field..., C], the
+/// shape max_pool returned) is added to the input position that was its window's first maximum (ties go to the
+/// first in window order, as in PyTorch; elements chosen by no window get 0). `in` and `out` are max_pool's input
+/// and result. Returns [N, field..., C] of the same type, one vertex per image and channel chunk. Throws the
+/// errors of max_pool, shape_error when `out` or `grad_out` do not have the pooled shape, and type_error when the
+/// types differ.
+inline Tensor max_pool_backward(Graph& g, Sequence& prog, Tensor const& in, Tensor const& out, Tensor const& grad_out,
+                                PoolParams const& params, std::string const& name = "max_pool_backward") {
+  char const* op = "max_pool_backward";
+  g.check_tensor(op, in);
+  g.check_tensor(op, out);
+  g.check_tensor(op, grad_out);
+  if (in.element_type() != ElementType::f32 && in.element_type() != ElementType::f16)
+    throw type_error(std::string(op) + ": input must be f32 or f16, not " + std::string(name_of(in.element_type())));
+  simd::ConvLoop const L = detail::pool_loop(op, in.shape(), params);
+  std::size_t const r = in.rank() - 2, N = in.dim(0), C = in.dim(in.rank() - 1);
+  Shape pooled{N};
+  for (std::size_t d = 0; d < r; ++d) pooled.push_back(static_cast<std::size_t>(L.dim[3 - r + d].out));
+  pooled.push_back(C);
+  for (auto const* t : {&out, &grad_out}) {
+    if (t->shape() != pooled)
+      throw shape_error(std::string(op) + ": " + (t == &out ? "the pooled output" : "the output gradient") + " is " +
+                        to_string(t->shape()) + " but pooling " + to_string(in.shape()) + " gives " + to_string(pooled));
+    if (t->element_type() != in.element_type())
+      throw type_error(std::string(op) + ": " + (t == &out ? "the pooled output" : "the output gradient") + " is " +
+                       std::string(name_of(t->element_type())) + " but the input is " +
+                       std::string(name_of(in.element_type())));
+  }
+  Tensor grad_in = g.add_variable(in.element_type(), in.shape(), name);
+  std::size_t const tiles = g.num_tiles();
+  std::size_t const c_split = std::min((C + 15) / 16, std::max<std::size_t>(1, tiles / N));
+  std::size_t const c_tile = (C + c_split - 1) / c_split, pieces = N * c_split;
+  ComputeSet const cs = g.add_compute_set(name);
+  detail::with_float_type(in.element_type(), [&]<class T>() {
+    for (std::size_t i = 0; i < pieces; ++i) {
+      std::size_t const n = i / c_split, c0 = (i % c_split) * c_tile, c1 = std::min(C, c0 + c_tile);
+      if (c0 >= c1) continue;
+      std::size_t const tile = i * std::min(tiles, pieces) / pieces * tiles / std::min(tiles, pieces);
+      auto const part = [&](Tensor const& t) { return t.slice(n, n + 1, 0).slice(c0, c1, t.rank() - 1).flatten(); };
+      g.set_tile_mapping(part(grad_in), tile);
+      g.add_vertex<detail::MaxPoolGradVertex<T>>(cs, tile, fetch(part(in)), fetch(part(out)), fetch(part(grad_out)),
+                                                 part(grad_in), L);
+    }
+  });
+  prog.add(execute(cs));
+  return grad_in;
 }
 
 }  // namespace ops

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -24,11 +25,13 @@ struct CompileOptions {
   bool allow_out_of_memory = false;
 };
 
-/// Bytes used on one tile: data live for the whole program plus the peak of temporary data.
+/// Bytes used on one tile: data live all the time plus the peak of data live part of the time (Poplar's
+/// "always live" and "not always live"; see detail::account_memory for the rules).
 struct TileMemory {
   std::uint64_t always_live = 0;
-  std::uint64_t peak_temporary = 0;
-  std::uint64_t total() const noexcept { return always_live + peak_temporary; }
+  std::uint64_t peak_live = 0;       ///< peak of variables, temporaries and buffers live part of the time
+  std::uint64_t peak_temporary = 0;  ///< peak of the operator-internal part alone (what AMP bounds)
+  std::uint64_t total() const noexcept { return always_live + peak_live; }
 };
 
 /// The result of compile(): a flat schedule per program, ready for an Engine.
@@ -131,74 +134,152 @@ inline void estimate_cycles(Schedule& s) {
   }
 }
 
-/// Per-tile memory: always-live data, and the peak over each program's instructions of temporary data
-/// (staging buffers, staged exchanges, fetched inputs received for a compute set, and temporary variables live
-/// from first to last use, whole loops included when used inside them).
+/// How one program touches one variable, at steps 2·pc (compute phase) and 2·pc + 1 (exchange phase).
+struct VariableUse {
+  static constexpr std::size_t never = SIZE_MAX;
+  std::size_t first = never, last = 0, last_read = 0, last_write = 0;
+  bool read = false, written = false;
+  bool first_is_full_write = false;  ///< the first access writes every element, unconditionally, reading none
+};
+
+/// Each variable's use by each program.
+inline std::vector<std::vector<VariableUse>> variable_uses(Schedule const& s) {
+  GraphImpl const& g = *s.graph;
+  std::vector<std::vector<VariableUse>> uses;
+  for (auto const& p : s.programs) {
+    auto& u = uses.emplace_back(g.variables.size());
+    // Instructions inside an if or else branch run conditionally: a write there does not kill the old value.
+    std::vector<char> conditional(p.code.size() + 1, 0);
+    for (std::size_t pc = 0; pc < p.code.size(); ++pc) {
+      auto const& i = p.code[pc];
+      if ((i.op == Op::branch_if_false || i.op == Op::jump) && i.b > static_cast<std::int32_t>(pc))
+        for (std::size_t q = pc + 1; q < static_cast<std::size_t>(i.b) && q < p.code.size(); ++q) conditional[q] = 1;
+    }
+    auto const access = [&](std::uint32_t v, std::size_t step, bool read, bool write, bool full) {
+      auto& x = u[v];
+      if (x.first == VariableUse::never) x.first = step, x.first_is_full_write = full && !conditional[step / 2];
+      x.last = step;
+      if (read) x.read = true, x.last_read = step;
+      if (write) x.written = true, x.last_write = step;
+    };
+    auto const has = [](std::vector<std::uint32_t> const& sorted, std::uint32_t v) {
+      return std::binary_search(sorted.begin(), sorted.end(), v);
+    };
+    for (std::size_t pc = 0; pc < p.code.size(); ++pc) {
+      auto const& i = p.code[pc];
+      if (i.op == Op::superstep && i.a >= 0) {
+        auto const& cs = s.compute_sets[static_cast<std::size_t>(i.a)];
+        for (auto v : cs.vars) access(v, 2 * pc, has(cs.reads, v), has(cs.writes, v), has(cs.full_writes, v));
+      }
+      if (i.op == Op::superstep && i.b >= 0) {
+        auto const& ex = s.exchanges[static_cast<std::size_t>(i.b)];
+        for (auto const& x : ex.transfers) access(x.src_var, 2 * pc + 1, true, false, false);
+        for (auto const& x : ex.transfers) access(x.dst_var, 2 * pc + 1, false, true, has(ex.full_writes, x.dst_var));
+      }
+      if (i.op == Op::stream_in) {
+        auto const& t = s.slots[static_cast<std::size_t>(i.b)];
+        auto const full = covered_variables(g, ElementSet::of(t).ranges(), {});
+        t.for_each_run([&](std::uint32_t v, std::int64_t, std::int64_t, std::int64_t) {
+          access(v, 2 * pc, false, true, has(full, v));
+        });
+      }
+      if (i.op == Op::stream_out || i.op == Op::branch_if_false)
+        s.slots[static_cast<std::size_t>(i.op == Op::branch_if_false ? i.a : i.b)].for_each_run(
+            [&](std::uint32_t v, std::int64_t, std::int64_t, std::int64_t) { access(v, 2 * pc, true, false, false); });
+    }
+  }
+  return uses;
+}
+
+/// Per-tile memory, as Poplar's liveness analysis sees it. Always live: constants, vertex state, and variables
+/// whose value may outlive a program run (any variable some program reads before writing it in full). Live part
+/// of the time: temporary variables and staging, fetch and staged-exchange buffers (peak_temporary), and the
+/// other variables from their first full write to their last use. A variable written and not read again stays
+/// live to the program's end (the host may read it), as does one written before a host callback (which may read
+/// it). Loops: a range that crosses a loop boundary, or a temporary read before it is written, covers the loop.
 inline std::vector<TileMemory> account_memory(Schedule const& s) {
   GraphImpl const& g = *s.graph;
   std::size_t const tiles = g.target.num_tiles();
+  auto const uses = variable_uses(s);
+  std::vector<char> tracked(g.variables.size(), 0);
+  for (std::uint32_t v = 0; v < g.variables.size(); ++v) {
+    auto const& var = g.variables[v];
+    bool used = false, dies = true;
+    for (auto const& u : uses)
+      if (u[v].first != VariableUse::never) used = true, dies = dies && u[v].first_is_full_write;
+    tracked[v] = !var.constant && (var.temporary || (used && dies));
+  }
   std::vector<TileMemory> mem(tiles);
-  std::vector<std::vector<std::pair<std::uint32_t, std::uint64_t>>> temp_bytes(g.variables.size());
+  std::vector<std::vector<std::pair<std::uint32_t, std::uint64_t>>> var_bytes(g.variables.size());
   for (std::uint32_t v = 0; v < g.variables.size(); ++v) {
     auto per = bytes_per_tile(g, v);
-    if (g.variables[v].temporary) temp_bytes[v] = std::move(per);
+    if (tracked[v]) var_bytes[v] = std::move(per);
     else
       for (auto const& [tile, b] : per) mem[tile].always_live += b;
   }
   for (auto const& cs : s.compute_sets)
     for (auto const& pv : cs.vertices) mem[g.vertices[pv.record].tile].always_live += vertex_state_bytes(g.vertices[pv.record]);
 
-  for (auto const& p : s.programs) {
-    std::vector<std::vector<std::pair<std::size_t, std::int64_t>>> events(tiles);
-    auto const at = [&](std::uint32_t tile, std::size_t pc, std::size_t end_pc, std::uint64_t bytes) {
-      events[tile].emplace_back(pc, static_cast<std::int64_t>(bytes));
-      events[tile].emplace_back(end_pc + 1, -static_cast<std::int64_t>(bytes));
+  struct Event {
+    std::size_t step;
+    std::int64_t bytes;
+    bool temporary;
+  };
+  for (std::size_t pi = 0; pi < s.programs.size(); ++pi) {
+    auto const& p = s.programs[pi];
+    std::vector<std::vector<Event>> events(tiles);
+    auto const live = [&](std::uint32_t tile, std::size_t b, std::size_t e, std::uint64_t bytes, bool temporary) {
+      events[tile].push_back({b, static_cast<std::int64_t>(bytes), temporary});
+      events[tile].push_back({e + 1, -static_cast<std::int64_t>(bytes), temporary});
     };
-    std::vector<std::pair<std::size_t, std::size_t>> live(g.variables.size(), {SIZE_MAX, 0});
-    auto const use = [&](std::uint32_t var, std::size_t pc) {
-      if (!g.variables[var].temporary) return;
-      live[var].first = std::min(live[var].first, pc);
-      live[var].second = std::max(live[var].second, pc);
-    };
+    std::size_t last_host = 0;
+    bool any_host = false;
     for (std::size_t pc = 0; pc < p.code.size(); ++pc) {
       auto const& i = p.code[pc];
+      if (i.op == Op::host) last_host = 2 * pc, any_host = true;
       if (i.op == Op::superstep && i.a >= 0) {
         auto const& cs = s.compute_sets[static_cast<std::size_t>(i.a)];
-        for (auto v : cs.vars) use(v, pc);
         for (auto const& pv : cs.vertices)
           for (auto const& st : pv.staging)
-            at(static_cast<std::uint32_t>(g.vertices[pv.record].tile), pc, pc,
-               static_cast<std::uint64_t>(st.elements) * st.elem_bytes);
-        for (auto const& x : cs.fetches) at(x.dst_tile, pc, pc, static_cast<std::uint64_t>(x.count) * x.elem_bytes);
+            live(static_cast<std::uint32_t>(g.vertices[pv.record].tile), 2 * pc, 2 * pc,
+                 static_cast<std::uint64_t>(st.elements) * st.elem_bytes, true);
+        for (auto const& x : cs.fetches)
+          live(x.dst_tile, 2 * pc, 2 * pc, static_cast<std::uint64_t>(x.count) * x.elem_bytes, true);
       }
       if (i.op == Op::superstep && i.b >= 0) {
         auto const& ex = s.exchanges[static_cast<std::size_t>(i.b)];
-        for (auto const& x : ex.transfers) {
-          use(x.src_var, pc);
-          use(x.dst_var, pc);
-          if (ex.staged) at(x.dst_tile, pc, pc, static_cast<std::uint64_t>(x.count) * x.elem_bytes);
-        }
+        if (ex.staged)
+          for (auto const& x : ex.transfers)
+            live(x.dst_tile, 2 * pc + 1, 2 * pc + 1, static_cast<std::uint64_t>(x.count) * x.elem_bytes, true);
       }
-      if (i.op == Op::stream_in || i.op == Op::stream_out || i.op == Op::branch_if_false)
-        s.slots[static_cast<std::size_t>(i.op == Op::branch_if_false ? i.a : i.b)].for_each_run(
-            [&](std::uint32_t v, std::int64_t, std::int64_t, std::int64_t) { use(v, pc); });
     }
-    auto loops = p.loops;
+    std::vector<LoopRange> loops;
+    for (auto const& l : p.loops) loops.push_back({2 * l.begin, 2 * l.end + 1});
     std::sort(loops.begin(), loops.end(), [](auto const& a, auto const& b) { return a.end - a.begin < b.end - b.begin; });
+    std::size_t const end_step = 2 * p.code.size();
     for (std::uint32_t v = 0; v < g.variables.size(); ++v) {
-      auto& [b, e] = live[v];
-      if (b == SIZE_MAX) continue;
+      auto const& u = uses[pi][v];
+      if (!tracked[v] || u.first == VariableUse::never) continue;
+      bool const temporary = g.variables[v].temporary;
+      std::size_t b = u.first, e = u.last;
+      if (!temporary) {
+        if (!u.read || u.last_write > u.last_read) e = end_step;
+        if (any_host && last_host > b) e = std::max(e, last_host);
+      }
       for (auto const& l : loops)
-        if (b <= l.end && e >= l.begin) b = std::min(b, l.begin), e = std::max(e, l.end);
-      for (auto const& [tile, bytes] : temp_bytes[v]) at(tile, b, e, bytes);
+        if (b <= l.end && e >= l.begin && (!u.first_is_full_write || b < l.begin || e > l.end))
+          b = std::min(b, l.begin), e = std::max(e, l.end);
+      for (auto const& [tile, bytes] : var_bytes[v]) live(tile, b, e, bytes, temporary);
     }
     for (std::size_t tile = 0; tile < tiles; ++tile) {
       auto& ev = events[tile];
-      std::sort(ev.begin(), ev.end());
-      std::int64_t cur = 0;
-      for (auto const& [pc, d] : ev) {
-        cur += d;
-        mem[tile].peak_temporary = std::max(mem[tile].peak_temporary, static_cast<std::uint64_t>(std::max<std::int64_t>(cur, 0)));
+      std::sort(ev.begin(), ev.end(), [](Event const& a, Event const& b) { return std::tie(a.step, a.bytes) < std::tie(b.step, b.bytes); });
+      std::int64_t all = 0, temp = 0;
+      for (auto const& x : ev) {
+        all += x.bytes;
+        if (x.temporary) temp += x.bytes;
+        mem[tile].peak_live = std::max(mem[tile].peak_live, static_cast<std::uint64_t>(std::max<std::int64_t>(all, 0)));
+        mem[tile].peak_temporary = std::max(mem[tile].peak_temporary, static_cast<std::uint64_t>(std::max<std::int64_t>(temp, 0)));
       }
     }
   }
@@ -227,7 +308,7 @@ inline void check_memory(Schedule const& s, std::vector<TileMemory> const& mem) 
   auto const& m = mem[first];
   throw out_of_memory("compile: tile " + std::to_string(first) + " is out of memory: it needs " +
                       std::to_string(m.total()) + " bytes (always-live " + std::to_string(m.always_live) +
-                      ", peak temporary " + std::to_string(m.peak_temporary) + ") but has " +
+                      ", not-always-live peak " + std::to_string(m.peak_live) + ") but has " +
                       std::to_string(g.target.bytes_per_tile) + "; largest occupants: " + list +
                       (over > 1 ? " (" + std::to_string(over - 1) + " more tiles are out of memory)" : ""));
 }

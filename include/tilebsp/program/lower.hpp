@@ -84,6 +84,25 @@ class ElementSet {
   std::vector<Range> r_;
 };
 
+/// The variables that element ranges sorted by (var, begin) cover entirely, leaving out those in the sorted
+/// `except`: ranges may overlap.
+template <class R>
+std::vector<std::uint32_t> covered_variables(GraphImpl const& g, std::vector<R> const& sorted,
+                                             std::vector<std::uint32_t> const& except) {
+  std::vector<std::uint32_t> out;
+  for (std::size_t i = 0; i < sorted.size();) {
+    std::uint32_t const var = sorted[i].var;
+    std::int64_t covered = 0, end = 0;
+    for (; i < sorted.size() && sorted[i].var == var; ++i) {
+      std::int64_t const b = std::max(sorted[i].begin, end);
+      if (sorted[i].end > b) covered += sorted[i].end - b;
+      end = std::max(end, sorted[i].end);
+    }
+    if (covered == g.variables[var].size && !std::binary_search(except.begin(), except.end(), var)) out.push_back(var);
+  }
+  return out;
+}
+
 /// Calls f(offset, tile) at each point along a strided run where the owning tile changes.
 template <class F>
 void tile_changes(GraphImpl const& g, std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count,
@@ -153,7 +172,7 @@ class Lowering {
       pending_ = Instr{Op::superstep, -1, -1, 0};
     }
     pending_->b = static_cast<std::int32_t>(s_.exchanges.size());
-    s_.exchanges.push_back(ExchangePlan{std::move(transfers), self_overlap, 0, 0});
+    s_.exchanges.push_back(ExchangePlan{std::move(transfers), self_overlap, 0, 0, {}});
     ex_src_ = sset;
     ex_dst_ = d;
     exchange_staged_ = self_overlap;
@@ -212,6 +231,12 @@ class Lowering {
 
  private:
   void flush() {
+    if (pending_ && pending_->b >= 0) {
+      std::vector<std::uint32_t> src;
+      for (auto const& r : ex_src_.ranges())
+        if (src.empty() || src.back() != r.var) src.push_back(r.var);
+      s_.exchanges[static_cast<std::size_t>(pending_->b)].full_writes = covered_variables(g_, ex_dst_.ranges(), src);
+    }
     if (pending_) {
       emit(*pending_);
       pending_.reset();
@@ -378,6 +403,16 @@ class Lowering {
       }
       plan.cycles = std::max(plan.cycles, tile_compute_cycles(per, g_.target.workers_per_tile, supervisor));
     }
+    auto const sorted_vars = [](auto const& accesses) {
+      std::vector<std::uint32_t> r;
+      for (auto const& a : accesses) r.push_back(a.var);
+      std::sort(r.begin(), r.end());
+      r.erase(std::unique(r.begin(), r.end()), r.end());
+      return r;
+    };
+    plan.reads = sorted_vars(reads);
+    plan.writes = sorted_vars(writes);  // check_conflicts sorted the writes by (var, begin)
+    plan.full_writes = covered_variables(g_, writes, plan.reads);
     std::sort(vars.begin(), vars.end());
     vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
     plan.vars = std::move(vars);

@@ -46,6 +46,7 @@ struct ExchangePlan {
   bool staged = false;
   std::uint64_t cycles = 0;
   std::uint64_t bytes = 0;
+  std::vector<std::uint32_t> full_writes;  ///< variables every element of which the phase writes and none reads
 };
 
 /// A vertex field whose data is not one contiguous ascending range: gathered into / scattered from a buffer.
@@ -67,7 +68,11 @@ struct PlacedVertex {
 struct ComputeSetPlan {
   std::uint32_t id = 0;
   std::vector<PlacedVertex> vertices;  ///< ordered by tile
-  std::vector<std::uint32_t> vars;     ///< variables the compute set touches
+  std::vector<std::uint32_t> vars;     ///< variables the compute set touches (sorted)
+  std::vector<std::uint32_t> reads;    ///< variables it reads (sorted)
+  std::vector<std::uint32_t> writes;   ///< variables it writes (sorted)
+  /// Variables it writes in full without reading any of them: their earlier contents are dead (liveness).
+  std::vector<std::uint32_t> full_writes;
   std::uint64_t cycles = 0;
   /// Fetched inputs that live on other tiles, one entry per (source tile, destination tile) with the bytes summed
   /// (count bytes of elem_bytes 1; the variables are not recorded): modelled as an exchange before the compute

@@ -1,0 +1,312 @@
+// Gradient checks against central finite differences for every backward operator that training uses: matmul
+// (input and weight gradients), bias gradients (reduce), ReLU, convolution (input and weight gradients), max
+// pooling, and softmax cross-entropy; plus the loss's values, accuracy counts and errors.
+#include "helpers.hpp"
+
+#include <tilebsp/ops/loss.hpp>
+#include <tilebsp/tilebsp.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <vector>
+
+namespace tb = tilebsp;
+using namespace tb::expr;
+
+namespace {
+
+using Fixed = std::vector<std::function<void(tb::Engine&)>>;  // writes of the other operands
+/// Builds y = F(x) (registering any other operands and their values in `fixed`).
+using Forward = std::function<tb::Tensor(tb::Graph&, tb::Sequence&, tb::Tensor const&, Fixed&)>;
+/// Builds dL/dx from x, y and dy = dL/dy.
+using Backward = std::function<tb::Tensor(tb::Graph&, tb::Sequence&, tb::Tensor const&, tb::Tensor const&,
+                                          tb::Tensor const&)>;
+
+/// Distinct values, spaced so that perturbations of +-eps never reorder them (max pooling has no ties).
+std::vector<float> distinct(std::size_t n, unsigned seed) {
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), 0.0f);
+  std::mt19937 rng(seed);
+  std::shuffle(v.begin(), v.end(), rng);
+  for (auto& x : v) x = (x - static_cast<float>(n) / 2) * 0.05f;
+  return v;
+}
+std::vector<float> uniform(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+/// Checks the backward operator against central differences of L = sum(dy * F(x)) at x = xv, for 1 and 3 threads.
+void fd_check(tb::Shape const& xshape, std::vector<float> const& xv, Forward const& fwd, Backward const& bwd,
+              double tol = 2e-2, float eps = 1e-2f) {
+  tb::Graph g{tb::targets::tiny(4, 1 << 22)};
+  auto x = g.add_variable<float>(xshape, "x");
+  tb::map_linearly(g, x);
+  Fixed fixed;
+  tb::Sequence fprog, bprog;
+  tb::Tensor const y = fwd(g, fprog, x, fixed);
+  auto dy = g.add_variable<float>(y.shape(), "dy");
+  tb::map_linearly(g, dy);
+  tb::Tensor const dx = bwd(g, bprog, x, y, dy);
+  REQUIRE(dx.shape() == x.shape());
+  auto const exe = tb::compile(g, fprog, bprog);
+  auto const dyv = uniform(dy.num_elements(), 7);
+  std::vector<float> first;
+  for (std::size_t threads : {1u, 3u}) {
+    tb::Engine e{exe, {.host_threads = threads}};
+    for (auto const& write : fixed) write(e);
+    e.write(dy, dyv);
+    auto const loss = [&](std::vector<float> const& at) {
+      e.write(x, at);
+      e.run(0);
+      auto const yv = e.read<float>(y);
+      double s = 0;
+      for (std::size_t i = 0; i < yv.size(); ++i) s += static_cast<double>(dyv[i]) * yv[i];
+      return s;
+    };
+    e.write(x, xv);
+    e.run(0);
+    e.run(1);
+    auto const an = e.read<float>(dx);
+    if (first.empty()) first = an;
+    CHECK(an == first);  // the same bits whatever the number of threads
+    if (threads != 1) continue;
+    std::vector<float> p = xv;
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < xv.size(); ++i) {
+      p[i] = xv[i] + eps;
+      double const up = loss(p);
+      p[i] = xv[i] - eps;
+      double const down = loss(p);
+      p[i] = xv[i];
+      double const fd = (up - down) / (2.0 * static_cast<double>(eps));
+      if (std::abs(fd - an[i]) > tol * std::max(1.0, std::abs(fd))) {
+        if (bad++ < 5) INFO("element " << i << ": finite difference " << fd << ", backward " << an[i]);
+        CHECK(std::abs(fd - an[i]) <= tol * std::max(1.0, std::abs(fd)));
+      }
+    }
+    CHECK(bad == 0);
+  }
+}
+
+tb::Tensor fixed_var(tb::Graph& g, Fixed& fixed, tb::Shape const& s, char const* name, unsigned seed) {
+  auto t = g.add_variable<float>(s, name);
+  tb::map_linearly(g, t);
+  fixed.push_back([t, v = uniform(t.num_elements(), seed)](tb::Engine& e) { e.write(t, v); });
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("gradients: matmul, with respect to either operand") {
+  SUBCASE("input: dX = dY W^T") {
+    tb::Tensor w;
+    fd_check({5, 7}, uniform(35, 1),
+             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const& x, Fixed& f) {
+               w = fixed_var(g, f, {7, 3}, "w", 2);
+               return tb::ops::matmul(g, p, x, w);
+             },
+             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const&, tb::Tensor const&, tb::Tensor const& dy) {
+               return tb::ops::matmul(g, p, dy, w.transpose());
+             });
+  }
+  SUBCASE("weights: dW = X^T dY") {
+    tb::Tensor a;
+    fd_check({7, 3}, uniform(21, 3),
+             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const& w, Fixed& f) {
+               a = fixed_var(g, f, {5, 7}, "a", 4);
+               return tb::ops::matmul(g, p, a, w);
+             },
+             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const&, tb::Tensor const&, tb::Tensor const& dy) {
+               return tb::ops::matmul(g, p, a.transpose(), dy);
+             });
+  }
+}
+
+TEST_CASE("gradients: bias (a reduction over the batch) and ReLU") {
+  SUBCASE("bias: db = sum over rows of dY") {
+    tb::Tensor in;
+    fd_check({6}, uniform(6, 5),
+             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const& b, Fixed& f) {
+               in = fixed_var(g, f, {4, 6}, "in", 6);
+               return tb::ops::map(g, p, _1 + _2, in, b);
+             },
+             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const&, tb::Tensor const&, tb::Tensor const& dy) {
+               return tb::ops::reduce(g, p, dy, {0}, tb::ops::ReduceOp::add);
+             });
+  }
+  SUBCASE("relu: dX = dY where X > 0") {
+    auto xs = distinct(40, 8);
+    for (auto& v : xs) v += 0.025f;  // no element within eps of 0, where ReLU has no derivative
+    fd_check({40}, xs,
+             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const& x, Fixed&) { return tb::ops::relu(g, p, x); },
+             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const& x, tb::Tensor const&, tb::Tensor const& dy) {
+               return tb::ops::map(g, p, select(_1 > 0.0f, _2, 0.0f), x, dy);
+             });
+  }
+}
+
+TEST_CASE("gradients: convolution, with respect to the input and the weights") {
+  tb::ConvParams params;
+  params.batch = 2;
+  params.input_field = {5, 6};
+  params.kernel_shape = {3, 3};
+  params.input_channels = 4;
+  params.output_channels = 6;
+  params.groups = 2;
+  params.padding_lower = params.padding_upper = {1, 1};
+  params.stride = {1, 2};
+  SUBCASE("input") {
+    tb::Tensor w;
+    fd_check(params.input_shape(), uniform(tb::product(params.input_shape()), 9),
+             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const& x, Fixed& f) {
+               w = fixed_var(g, f, params.weights_shape(), "w", 10);
+               return tb::ops::conv(g, p, x, w, params);
+             },
+             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const&, tb::Tensor const&, tb::Tensor const& dy) {
+               return tb::ops::conv_backward_input(g, p, dy, w, params);
+             });
+  }
+  SUBCASE("weights") {
+    tb::Tensor a;
+    fd_check(params.weights_shape(), uniform(tb::product(params.weights_shape()), 11),
+             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const& w, Fixed& f) {
+               a = fixed_var(g, f, params.input_shape(), "a", 12);
+               return tb::ops::conv(g, p, a, w, params);
+             },
+             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const&, tb::Tensor const&, tb::Tensor const& dy) {
+               return tb::ops::conv_weight_gradients(g, p, dy, a, params);
+             });
+  }
+}
+
+TEST_CASE("gradients: max pooling, to the first maximum of each window") {
+  for (auto const& [shape, params] :
+       std::vector<std::pair<tb::Shape, tb::PoolParams>>{{{2, 6, 6, 3}, {{2, 2}, {2, 2}}},
+                                                         {{2, 7, 5, 4}, {{3, 3}, {2, 2}, {1, 1}, {1, 1}}},
+                                                         {{1, 9, 2}, {{3}, {1}}}}) {
+    INFO("input " << tb::to_string(shape));
+    fd_check(shape, distinct(tb::product(shape), 13),
+             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const& x, Fixed&) { return tb::ops::max_pool(g, p, x, params); },
+             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const& x, tb::Tensor const& y, tb::Tensor const& dy) {
+               return tb::ops::max_pool_backward(g, p, x, y, dy, params);
+             });
+  }
+}
+
+TEST_CASE("max_pool_backward: ties go to the first maximum; errors") {
+  tb::Graph g{tb::targets::tiny(3, 1 << 20)};
+  auto x = g.add_variable<float>({1, 2, 2, 1}, "x");
+  tb::map_linearly(g, x);
+  tb::Sequence prog;
+  tb::PoolParams const pp{{2, 2}, {2, 2}};
+  auto y = tb::ops::max_pool(g, prog, x, pp);
+  auto dy = g.add_variable<float>({1, 1, 1, 1}, "dy");
+  tb::map_linearly(g, dy);
+  auto dx = tb::ops::max_pool_backward(g, prog, x, y, dy, pp);
+  tb::Engine e{tb::compile(g, prog)};
+  e.write(x, std::vector<float>{1, 3, 3, 2});
+  e.write(dy, std::vector<float>{5});
+  e.run();
+  CHECK(e.read<float>(dx) == std::vector<float>{0, 5, 0, 0});
+
+  auto bad = g.add_variable<float>({1, 2, 1, 1}, "bad");
+  auto h = g.add_variable<tb::half>({1, 1, 1, 1}, "h");
+  auto i = g.add_variable<std::int32_t>({1, 2, 2, 1}, "i");
+  CHECK_THROWS_WITH_AS(tb::ops::max_pool_backward(g, prog, x, bad, dy, pp),
+                       "max_pool_backward: the pooled output is [1, 2, 1, 1] but pooling [1, 2, 2, 1] gives [1, 1, 1, 1]",
+                       tb::shape_error);
+  CHECK_THROWS_WITH_AS(tb::ops::max_pool_backward(g, prog, x, y, h, pp),
+                       "max_pool_backward: the output gradient is f16 but the input is f32", tb::type_error);
+  CHECK_THROWS_WITH_AS(tb::ops::max_pool_backward(g, prog, i, y, dy, pp),
+                       "max_pool_backward: input must be f32 or f16, not i32", tb::type_error);
+  CHECK_THROWS_WITH_AS(tb::ops::max_pool_backward(g, prog, x, y, dy, tb::PoolParams{{2}}),
+                       "max_pool_backward: kernel_shape has 1 dimensions but the input field has 2", tb::shape_error);
+}
+
+TEST_CASE("softmax_cross_entropy: loss, accuracy, gradient and errors") {
+  std::size_t const B = 5, K = 4;
+  std::vector<std::int32_t> const labels{0, 3, 2, 1, 3};
+  SUBCASE("gradient of the summed loss") {
+    tb::Tensor l, grad;
+    fd_check({B, K}, uniform(B * K, 14),
+             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const& x, Fixed& f) {
+               l = g.add_variable<std::int32_t>({B}, "labels");
+               tb::map_linearly(g, l);
+               f.push_back([l = l, &labels](tb::Engine& e) { e.write(l, labels); });
+               auto const r = tb::ops::softmax_cross_entropy(g, p, x, l, 1.0f);
+               grad = r.grad;
+               return r.loss;
+             },
+             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const&, tb::Tensor const&, tb::Tensor const& dy) {
+               // dL/dx = sum_b dy_b * dloss_b/dx: the forward program's gradient rows scaled by dy.
+               return tb::ops::map(g, p, _1 * _2, grad, dy.reshape({B, 1}));
+             });
+  }
+  SUBCASE("values, accuracy and the scaled gradient against a double reference") {
+    tb::Graph g{tb::targets::tiny(3, 1 << 20)};
+    auto x = g.add_variable<float>({B, K}, "x");
+    auto l = g.add_variable<std::int32_t>({B}, "labels");
+    tb::map_linearly(g, x);
+    tb::map_linearly(g, l);
+    tb::Sequence prog;
+    auto const r = tb::ops::softmax_cross_entropy(g, prog, x, l, 0.5f);
+    tb::Engine e{tb::compile(g, prog)};
+    auto const xv = uniform(B * K, 15);
+    e.write(x, xv);
+    e.write(l, labels);
+    e.run();
+    auto const loss = e.read<float>(r.loss), grad = e.read<float>(r.grad), correct = e.read<float>(r.correct);
+    double total = 0;
+    float right = 0;
+    for (std::size_t b = 0; b < B; ++b) {
+      double m = -1e30, s = 0;
+      std::size_t best = 0;
+      for (std::size_t k = 0; k < K; ++k)
+        if (xv[b * K + k] > m) m = xv[b * K + k], best = k;
+      for (std::size_t k = 0; k < K; ++k) s += std::exp(xv[b * K + k] - m);
+      double const want = m + std::log(s) - xv[b * K + static_cast<std::size_t>(labels[b])];
+      CHECK(loss[b] == doctest::Approx(want).epsilon(1e-5));
+      total += want;
+      CHECK(correct[b] == (best == static_cast<std::size_t>(labels[b]) ? 1.0f : 0.0f));
+      right += correct[b];
+      for (std::size_t k = 0; k < K; ++k) {
+        double const p = std::exp(xv[b * K + k] - m) / s - (static_cast<std::int32_t>(k) == labels[b] ? 1.0 : 0.0);
+        CHECK(grad[b * K + k] == doctest::Approx(0.5 * p).epsilon(1e-5));
+      }
+    }
+    CHECK(e.read<float>(r.total_loss)[0] == doctest::Approx(total).epsilon(1e-5));
+    CHECK(e.read<float>(r.total_correct)[0] == right);
+    // A label outside [0, classes) gives NaN for its example, never a read out of bounds.
+    e.write(l, std::vector<std::int32_t>{0, 3, 4, 1, -1});
+    e.run();
+    auto const l2 = e.read<float>(r.loss);
+    CHECK(std::isnan(l2[2]));
+    CHECK(std::isnan(l2[4]));
+    CHECK(!std::isnan(l2[0]));
+  }
+  SUBCASE("errors") {
+    tb::Graph g{tb::targets::tiny(2, 1 << 20)};
+    auto x = g.add_variable<float>({B, K}, "x");
+    auto l = g.add_variable<std::int32_t>({B}, "labels");
+    auto lf = g.add_variable<float>({B}, "labels_f");
+    auto l3 = g.add_variable<std::int32_t>({3}, "labels3");
+    auto v = g.add_variable<float>({B}, "v");
+    tb::Sequence prog;
+    CHECK_THROWS_WITH_AS(tb::ops::softmax_cross_entropy(g, prog, v, l, 1.0f),
+                         "softmax_cross_entropy: logits must be [batch, classes] with at least one class, not [5]",
+                         tb::shape_error);
+    CHECK_THROWS_WITH_AS(tb::ops::softmax_cross_entropy(g, prog, x, l3, 1.0f),
+                         "softmax_cross_entropy: labels must be [5] for logits [5, 4], not [3]", tb::shape_error);
+    CHECK_THROWS_WITH_AS(tb::ops::softmax_cross_entropy(g, prog, x, lf, 1.0f),
+                         "softmax_cross_entropy: labels must be i32, not f32", tb::type_error);
+  }
+}
