@@ -104,31 +104,46 @@ tb::Tensor fixed_var(tb::Graph& g, Fixed& fixed, tb::Shape const& s, char const*
   return t;
 }
 
+/// y = F(a, w) with a pass per operand's gradient: checks each against finite differences with the other fixed
+/// (seeds: a, then w, from `seed`).
+using Binary = std::function<tb::Tensor(tb::Graph&, tb::Sequence&, tb::Tensor const&, tb::Tensor const&)>;
+void check_both_operands(tb::Shape const& a_shape, tb::Shape const& w_shape, unsigned seed, Binary const& fwd,
+                         Binary const& grad_a /* (dy, w) */, Binary const& grad_w /* (a, dy) */) {
+  tb::Tensor other;
+  SUBCASE("with respect to the input") {
+    fd_check(a_shape, uniform(tb::product(a_shape), seed),
+             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const& a, Fixed& f) {
+               other = fixed_var(g, f, w_shape, "w", seed + 1);
+               return fwd(g, p, a, other);
+             },
+             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const&, tb::Tensor const&, tb::Tensor const& dy) {
+               return grad_a(g, p, dy, other);
+             });
+  }
+  SUBCASE("with respect to the weights") {
+    fd_check(w_shape, uniform(tb::product(w_shape), seed + 2),
+             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const& w, Fixed& f) {
+               other = fixed_var(g, f, a_shape, "a", seed + 3);
+               return fwd(g, p, other, w);
+             },
+             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const&, tb::Tensor const&, tb::Tensor const& dy) {
+               return grad_w(g, p, other, dy);
+             });
+  }
+}
+
 }  // namespace
 
 TEST_CASE("gradients: matmul, with respect to either operand") {
-  SUBCASE("input: dX = dY W^T") {
-    tb::Tensor w;
-    fd_check({5, 7}, uniform(35, 1),
-             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const& x, Fixed& f) {
-               w = fixed_var(g, f, {7, 3}, "w", 2);
-               return tb::ops::matmul(g, p, x, w);
-             },
-             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const&, tb::Tensor const&, tb::Tensor const& dy) {
-               return tb::ops::matmul(g, p, dy, w.transpose());
-             });
-  }
-  SUBCASE("weights: dW = X^T dY") {
-    tb::Tensor a;
-    fd_check({7, 3}, uniform(21, 3),
-             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const& w, Fixed& f) {
-               a = fixed_var(g, f, {5, 7}, "a", 4);
-               return tb::ops::matmul(g, p, a, w);
-             },
-             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const&, tb::Tensor const&, tb::Tensor const& dy) {
-               return tb::ops::matmul(g, p, a.transpose(), dy);
-             });
-  }
+  check_both_operands(
+      {5, 7}, {7, 3}, 1,
+      [](tb::Graph& g, tb::Sequence& p, tb::Tensor const& a, tb::Tensor const& w) { return tb::ops::matmul(g, p, a, w); },
+      [](tb::Graph& g, tb::Sequence& p, tb::Tensor const& dy, tb::Tensor const& w) {  // dX = dY W^T
+        return tb::ops::matmul(g, p, dy, w.transpose());
+      },
+      [](tb::Graph& g, tb::Sequence& p, tb::Tensor const& a, tb::Tensor const& dy) {  // dW = X^T dY
+        return tb::ops::matmul(g, p, a.transpose(), dy);
+      });
 }
 
 TEST_CASE("gradients: bias (a reduction over the batch) and ReLU") {
@@ -164,28 +179,17 @@ TEST_CASE("gradients: convolution, with respect to the input and the weights") {
   params.groups = 2;
   params.padding_lower = params.padding_upper = {1, 1};
   params.stride = {1, 2};
-  SUBCASE("input") {
-    tb::Tensor w;
-    fd_check(params.input_shape(), uniform(tb::product(params.input_shape()), 9),
-             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const& x, Fixed& f) {
-               w = fixed_var(g, f, params.weights_shape(), "w", 10);
-               return tb::ops::conv(g, p, x, w, params);
-             },
-             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const&, tb::Tensor const&, tb::Tensor const& dy) {
-               return tb::ops::conv_backward_input(g, p, dy, w, params);
-             });
-  }
-  SUBCASE("weights") {
-    tb::Tensor a;
-    fd_check(params.weights_shape(), uniform(tb::product(params.weights_shape()), 11),
-             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const& w, Fixed& f) {
-               a = fixed_var(g, f, params.input_shape(), "a", 12);
-               return tb::ops::conv(g, p, a, w, params);
-             },
-             [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const&, tb::Tensor const&, tb::Tensor const& dy) {
-               return tb::ops::conv_weight_gradients(g, p, dy, a, params);
-             });
-  }
+  check_both_operands(
+      params.input_shape(), params.weights_shape(), 9,
+      [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const& a, tb::Tensor const& w) {
+        return tb::ops::conv(g, p, a, w, params);
+      },
+      [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const& dy, tb::Tensor const& w) {
+        return tb::ops::conv_backward_input(g, p, dy, w, params);
+      },
+      [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const& a, tb::Tensor const& dy) {
+        return tb::ops::conv_weight_gradients(g, p, dy, a, params);
+      });
 }
 
 TEST_CASE("gradients: max pooling, to the first maximum of each window") {

@@ -486,8 +486,8 @@ void dispatch_conv_types(ConvProblem const& q, ElementType other, F&& f) {
 /// take a stride that divides the field, subsampling the input first (`strided`).
 inline bool is_pointwise(ConvParams const& p, bool strided = false) {
   for (std::size_t d = 0; d < p.rank(); ++d)
-    if (p.kernel_shape[d] != 1 || (strided ? p.input_field[d] % p.stride_of(d) != 0 : p.stride_of(d) != 1) || p.padding_lower_of(d) != 0 ||
-        p.padding_upper_of(d) != 0 || p.input_dilation_of(d) != 1 || p.kernel_dilation_of(d) != 1)
+    if (p.kernel_shape[d] != 1 || (strided ? p.input_field[d] % p.stride_of(d) != 0 : p.stride_of(d) != 1) ||
+        p.padding_lower_of(d) != 0 || p.padding_upper_of(d) != 0 || p.input_dilation_of(d) != 1 || p.kernel_dilation_of(d) != 1)
       return false;
   return true;
 }
@@ -495,7 +495,7 @@ inline bool is_pointwise(ConvParams const& p, bool strided = false) {
 /// The input of a strided pointwise convolution, every stride-th position of each field dimension, copied into a
 /// temporary variable mapped where those elements live (an on-tile copy); the input itself when unstrided.
 inline Tensor subsampled_input(Graph& g, Sequence& prog, Tensor const& in, ConvParams const& p, std::string const& name) {
-  Shape split{in.dim(0)}, pick{0};
+  Shape split{in.dim(0)};
   bool strided = false;
   for (std::size_t d = 0; d < p.rank(); ++d) {
     auto const stride = static_cast<std::size_t>(p.stride_of(d));

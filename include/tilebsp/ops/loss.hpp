@@ -5,7 +5,7 @@
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/core/half.hpp>
-#include <tilebsp/ops/conv.hpp>
+#include <tilebsp/ops/matmul.hpp>
 #include <tilebsp/ops/reduce.hpp>
 #include <tilebsp/program/programs.hpp>
 #include <tilebsp/vertex/add_vertex.hpp>
@@ -82,7 +82,7 @@ inline SoftmaxCrossEntropy softmax_cross_entropy(Graph& g, Sequence& prog, Tenso
                       to_string(logits.shape()) + ", not " + to_string(labels.shape()));
   if (labels.element_type() != ElementType::i32)
     throw type_error(std::string(op) + ": labels must be i32, not " + std::string(name_of(labels.element_type())));
-  std::size_t const B = logits.dim(0), K = logits.dim(1);
+  std::size_t const B = logits.dim(0);
   SoftmaxCrossEntropy r;
   r.grad = g.add_variable(logits.element_type(), logits.shape(), name + "/grad");
   r.loss = g.add_variable(ElementType::f32, {B}, name + "/loss");
@@ -102,7 +102,6 @@ inline SoftmaxCrossEntropy softmax_cross_entropy(Graph& g, Sequence& prog, Tenso
                                                          r.loss.slice(b0, b1), r.correct.slice(b0, b1), grad_scale);
     }
   });
-  (void)K;
   prog.add(execute(cs));
   r.total_loss = reduce(g, prog, r.loss, {0}, ReduceOp::add, name + "/total_loss");
   r.total_correct = reduce(g, prog, r.correct, {0}, ReduceOp::add, name + "/total_correct");

@@ -78,6 +78,26 @@ struct PoolGeometry {
   Block6 src, dst;
 };
 
+/// Calls f(x0, x1, x2) for the source positions of output (o0, o1, o2)'s window in tap order, skipping padding,
+/// until f returns true; returns whether it did.
+template <class F>
+bool each_window_source(simd::ConvLoop const& loop, std::int64_t o0, std::int64_t o1, std::int64_t o2, F&& f) {
+  auto const& L = loop.dim;
+  for (std::int64_t t0 = 0; t0 < L[0].taps; ++t0) {
+    std::int64_t const x0 = L[0].source(o0 * L[0].a + t0 * L[0].b + L[0].c);
+    if (x0 < 0) continue;
+    for (std::int64_t t1 = 0; t1 < L[1].taps; ++t1) {
+      std::int64_t const x1 = L[1].source(o1 * L[1].a + t1 * L[1].b + L[1].c);
+      if (x1 < 0) continue;
+      for (std::int64_t t2 = 0; t2 < L[2].taps; ++t2) {
+        std::int64_t const x2 = L[2].source(o2 * L[2].a + t2 * L[2].b + L[2].c);
+        if (x2 >= 0 && f(x0, x1, x2)) return true;
+      }
+    }
+  }
+  return false;
+}
+
 /// dst = max over each window of src (one tile's piece).
 template <class T>
 struct MaxPoolVertex {
@@ -87,7 +107,6 @@ struct MaxPoolVertex {
     auto const& r = g.range;
     auto const s = g.src.operand(src.data());
     auto const d = g.dst.operand(dst.data());
-    auto const& L = g.loop.dim;
     std::int64_t const cn = r.c1 - r.c0;
     for (std::int64_t n = r.n0; n < r.n1; ++n)
       for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0)
@@ -95,22 +114,13 @@ struct MaxPoolVertex {
           for (std::int64_t o2 = r.lo[2]; o2 < r.hi[2]; ++o2) {
             T* out = d.at(n, o0, o1, o2, 0, r.c0);
             bool first = true;
-            for (std::int64_t t0 = 0; t0 < L[0].taps; ++t0) {
-              std::int64_t const x0 = L[0].source(o0 * L[0].a + t0 * L[0].b + L[0].c);
-              if (x0 < 0) continue;
-              for (std::int64_t t1 = 0; t1 < L[1].taps; ++t1) {
-                std::int64_t const x1 = L[1].source(o1 * L[1].a + t1 * L[1].b + L[1].c);
-                if (x1 < 0) continue;
-                for (std::int64_t t2 = 0; t2 < L[2].taps; ++t2) {
-                  std::int64_t const x2 = L[2].source(o2 * L[2].a + t2 * L[2].b + L[2].c);
-                  if (x2 < 0) continue;
-                  T const* in = s.at(n, x0, x1, x2, 0, r.c0);
-                  if (first) std::copy(in, in + cn, out);
-                  else max_into(out, in, cn);
-                  first = false;
-                }
-              }
-            }
+            each_window_source(g.loop, o0, o1, o2, [&](std::int64_t x0, std::int64_t x1, std::int64_t x2) {
+              T const* in = s.at(n, x0, x1, x2, 0, r.c0);
+              if (first) std::copy(in, in + cn, out);
+              else max_into(out, in, cn);
+              first = false;
+              return false;
+            });
           }
   }
   std::uint64_t cycle_estimate() const {
@@ -143,7 +153,6 @@ struct MaxPoolVertex {
   }
 };
 
-
 /// Gradient of max pooling for one image and channel chunk (fields gathered into contiguous [positions, channels]
 /// buffers): each output's gradient goes to the first maximum of its window (in tap order), as in PyTorch.
 template <class T>
@@ -151,40 +160,35 @@ struct MaxPoolGradVertex {
   BOOST_HANA_DEFINE_STRUCT(MaxPoolGradVertex, (input<T>, in), (input<T>, out), (input<T>, grad_out),
                            (output<T>, grad_in), (param<simd::ConvLoop>, loop));
   void compute() {
-    simd::ConvLoop const& loop_ = loop;
-    auto const& L = loop_.dim;
+    simd::ConvLoop const& l = loop;
+    auto const& L = l.dim;
     std::size_t const cn = in.size() / static_cast<std::size_t>(L[0].in * L[1].in * L[2].in);
-    std::vector<float> acc(grad_in.size(), 0.0f);
+    // f32 sums in place; f16 sums in an f32 buffer and rounds once, where windows overlap.
+    std::vector<float> buffer(std::is_same_v<T, float> ? 0 : grad_in.size(), 0.0f);
+    float* acc = buffer.data();
+    if constexpr (std::is_same_v<T, float>) acc = grad_in.data();
+    std::fill(acc, acc + grad_in.size(), 0.0f);
     for (std::int64_t o0 = 0; o0 < L[0].out; ++o0)
       for (std::int64_t o1 = 0; o1 < L[1].out; ++o1)
         for (std::int64_t o2 = 0; o2 < L[2].out; ++o2) {
           std::size_t const op = static_cast<std::size_t>((o0 * L[1].out + o1) * L[2].out + o2) * cn;
           for (std::size_t c = 0; c < cn; ++c) {
             float const m = static_cast<float>(out.data()[op + c]);
-            std::int64_t arg = -1;
-            for (std::int64_t t0 = 0; t0 < L[0].taps && arg < 0; ++t0) {
-              std::int64_t const x0 = L[0].source(o0 * L[0].a + t0 * L[0].b + L[0].c);
-              if (x0 < 0) continue;
-              for (std::int64_t t1 = 0; t1 < L[1].taps && arg < 0; ++t1) {
-                std::int64_t const x1 = L[1].source(o1 * L[1].a + t1 * L[1].b + L[1].c);
-                if (x1 < 0) continue;
-                for (std::int64_t t2 = 0; t2 < L[2].taps && arg < 0; ++t2) {
-                  std::int64_t const x2 = L[2].source(o2 * L[2].a + t2 * L[2].b + L[2].c);
-                  if (x2 < 0) continue;
-                  std::int64_t const ip = (x0 * L[1].in + x1) * L[2].in + x2;
-                  float const v = static_cast<float>(in.data()[static_cast<std::size_t>(ip) * cn + c]);
-                  // The forward pass's choice: the value equal to the maximum, or the NaN that propagated.
-                  if (v == m || (v != v && m != m)) arg = ip;
-                }
-              }
-            }
-            if (arg >= 0) acc[static_cast<std::size_t>(arg) * cn + c] += static_cast<float>(grad_out.data()[op + c]);
+            each_window_source(l, o0, o1, o2, [&](std::int64_t x0, std::int64_t x1, std::int64_t x2) {
+              std::size_t const at = static_cast<std::size_t>((x0 * L[1].in + x1) * L[2].in + x2) * cn + c;
+              float const v = static_cast<float>(in.data()[at]);
+              // The forward pass's choice: the first value equal to the maximum, or the NaN that propagated.
+              if (!(v == m || (v != v && m != m))) return false;
+              acc[at] += static_cast<float>(grad_out.data()[op + c]);
+              return true;
+            });
           }
         }
-    for (std::size_t i = 0; i < acc.size(); ++i) grad_in.data()[i] = static_cast<T>(acc[i]);
+    if constexpr (!std::is_same_v<T, float>)
+      for (std::size_t i = 0; i < buffer.size(); ++i) grad_in.data()[i] = static_cast<T>(buffer[i]);
   }
   std::uint64_t cycle_estimate() const {
-    return 30 + grad_in.size() + 2 * out.size() * static_cast<std::uint64_t>(static_cast<simd::ConvLoop const&>(loop).taps());
+    return 30 + grad_in.size() + 2 * out.size() * static_cast<std::uint64_t>(simd::ConvLoop(loop).taps());
   }
 };
 }  // namespace detail
@@ -252,7 +256,6 @@ inline Tensor max_pool(Graph& g, Sequence& prog, Tensor const& in, PoolParams co
   return out;
 }
 
-
 /// The gradient of max_pool with respect to its input: each element of `grad_out` ([N, out_field..., C], the
 /// shape max_pool returned) is added to the input position that was its window's first maximum (ties go to the
 /// first in window order, as in PyTorch; elements chosen by no window get 0). `in` and `out` are max_pool's input
@@ -273,12 +276,12 @@ inline Tensor max_pool_backward(Graph& g, Sequence& prog, Tensor const& in, Tens
   for (std::size_t d = 0; d < r; ++d) pooled.push_back(static_cast<std::size_t>(L.dim[3 - r + d].out));
   pooled.push_back(C);
   for (auto const* t : {&out, &grad_out}) {
+    std::string const what = std::string(op) + (t == &out ? ": the pooled output is " : ": the output gradient is ");
     if (t->shape() != pooled)
-      throw shape_error(std::string(op) + ": " + (t == &out ? "the pooled output" : "the output gradient") + " is " +
-                        to_string(t->shape()) + " but pooling " + to_string(in.shape()) + " gives " + to_string(pooled));
+      throw shape_error(what + to_string(t->shape()) + " but pooling " + to_string(in.shape()) + " gives " +
+                        to_string(pooled));
     if (t->element_type() != in.element_type())
-      throw type_error(std::string(op) + ": " + (t == &out ? "the pooled output" : "the output gradient") + " is " +
-                       std::string(name_of(t->element_type())) + " but the input is " +
+      throw type_error(what + std::string(name_of(t->element_type())) + " but the input is " +
                        std::string(name_of(in.element_type())));
   }
   Tensor grad_in = g.add_variable(in.element_type(), in.shape(), name);
@@ -290,7 +293,7 @@ inline Tensor max_pool_backward(Graph& g, Sequence& prog, Tensor const& in, Tens
     for (std::size_t i = 0; i < pieces; ++i) {
       std::size_t const n = i / c_split, c0 = (i % c_split) * c_tile, c1 = std::min(C, c0 + c_tile);
       if (c0 >= c1) continue;
-      std::size_t const tile = i * std::min(tiles, pieces) / pieces * tiles / std::min(tiles, pieces);
+      std::size_t const tile = i * tiles / pieces;
       auto const part = [&](Tensor const& t) { return t.slice(n, n + 1, 0).slice(c0, c1, t.rank() - 1).flatten(); };
       g.set_tile_mapping(part(grad_in), tile);
       g.add_vertex<detail::MaxPoolGradVertex<T>>(cs, tile, fetch(part(in)), fetch(part(out)), fetch(part(grad_out)),

@@ -232,11 +232,10 @@ inline std::vector<TileMemory> account_memory(Schedule const& s) {
       events[tile].push_back({b, static_cast<std::int64_t>(bytes), temporary});
       events[tile].push_back({e + 1, -static_cast<std::int64_t>(bytes), temporary});
     };
-    std::size_t last_host = 0;
-    bool any_host = false;
+    std::size_t last_host = 0;  // a callback at step 0 extends nothing
     for (std::size_t pc = 0; pc < p.code.size(); ++pc) {
       auto const& i = p.code[pc];
-      if (i.op == Op::host) last_host = 2 * pc, any_host = true;
+      if (i.op == Op::host) last_host = 2 * pc;
       if (i.op == Op::superstep && i.a >= 0) {
         auto const& cs = s.compute_sets[static_cast<std::size_t>(i.a)];
         for (auto const& pv : cs.vertices)
@@ -264,7 +263,7 @@ inline std::vector<TileMemory> account_memory(Schedule const& s) {
       std::size_t b = u.first, e = u.last;
       if (!temporary) {
         if (!u.read || u.last_write > u.last_read) e = end_step;
-        if (any_host && last_host > b) e = std::max(e, last_host);
+        if (last_host > b) e = std::max(e, last_host);
       }
       for (auto const& l : loops)
         if (b <= l.end && e >= l.begin && (!u.first_is_full_write || b < l.begin || e > l.end))
