@@ -1,6 +1,7 @@
 // samples/resnext: ResNeXt inference as the seed program runs it on an IPU — an infeed of synthetic NHWC image
 // batches, repeat(batches_per_step) of the network on the device, an outfeed of logits — with throughput and
 // latency per iteration, their statistics, the estimated IPU figures and the memory per tile.
+#include "../common/cli.hpp"
 #include "resnext.hpp"
 
 #include <tilebsp/tilebsp.hpp>
@@ -57,36 +58,10 @@ ResNeXt inference on a modelled IPU: infeed -> repeat(batches-per-step, network)
   --help                  this text
 )";
 
-/// A bad command line: message and exit code 2.
-[[noreturn]] void bad(std::string const& why) {
-  std::cerr << "resnext: " << why << "\n(see resnext --help)\n";
-  std::exit(2);
-}
-
-std::int64_t integer(std::string const& flag, std::string const& v, std::int64_t least) {
-  std::size_t used = 0;
-  long long x = 0;
-  try {
-    x = std::stoll(v, &used);
-  } catch (std::exception const&) {
-    used = 0;
-  }
-  if (used != v.size() || v.empty()) bad(flag + " needs an integer, got '" + v + "'");
-  if (x < least) bad(flag + " must be at least " + std::to_string(least) + ", got " + v);
-  return x;
-}
-
-double proportion(std::string const& flag, std::string const& v) {
-  std::size_t used = 0;
-  double x = -1;
-  try {
-    x = std::stod(v, &used);
-  } catch (std::exception const&) {
-    used = 0;
-  }
-  if (used != v.size() || v.empty() || !(x >= 0 && x <= 1)) bad(flag + " must be a number in [0, 1], got '" + v + "'");
-  return x;
-}
+samples::Cli const cli{"resnext"};
+[[noreturn]] void bad(std::string const& why) { cli.bad(why); }
+std::int64_t integer(std::string const& flag, std::string const& v, std::int64_t least) { return cli.integer(flag, v, least); }
+double proportion(std::string const& flag, std::string const& v) { return cli.number(flag, v, 0, 1, "a number in [0, 1]"); }
 
 tb::ElementType float_type(std::string const& flag, std::string const& v) {
   if (v == "f32" || v == "float32") return tb::ElementType::f32;

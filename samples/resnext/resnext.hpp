@@ -2,16 +2,18 @@
 // fixed seed, or read from a weights file), batch-norm folding, and the tile graph of one inference step.
 #pragma once
 
+#include "../common/rng.hpp"
+#include "../common/tensor_file.hpp"
+
 #include <tilebsp/tilebsp.hpp>
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <fstream>
 #include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace resnext {
@@ -158,25 +160,7 @@ void for_each_parameter(W& w, Config const& c, F&& f) {
   f(std::string("fc.bias"), tb::Shape{static_cast<std::size_t>(c.classes)}, w.fc_bias);
 }
 
-/// A small portable generator (splitmix64), so that a seed gives the same weights everywhere.
-class Rng {
- public:
-  explicit Rng(std::uint64_t seed) : s_(seed) {}
-  double uniform() {  // [0, 1)
-    std::uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return static_cast<double>((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
-  }
-  double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
-  double normal() {  // Box-Muller
-    double const u = 1.0 - uniform(), v = uniform();
-    return std::sqrt(-2.0 * std::log(u)) * std::cos(6.283185307179586 * v);
-  }
-
- private:
-  std::uint64_t s_;
-};
+using Rng = samples::Rng;
 
 /// Random parameters with a fixed seed: He-normal convolutions, batch-norm statistics near identity, and the
 /// last batch norm of each block scaled down (as zero-init-residual training leaves it) so that activations stay
@@ -214,69 +198,32 @@ inline Weights random_weights(Config const& c, std::uint64_t seed = 42) {
   return w;
 }
 
-// The weights file: the 8 bytes "TBRXWT01", a little-endian u32 tensor count, then per tensor (in
-// for_each_parameter order) a u32 name length, the name, a u32 rank, u64 dimensions and the f32 values.
-inline constexpr char weights_magic[8] = {'T', 'B', 'R', 'X', 'W', 'T', '0', '1'};
+// The weights file (samples/common/tensor_file.hpp) with the magic "TBRXWT01", tensors in for_each_parameter
+// order.
+inline constexpr samples::TensorFileFormat weights_format{{'T', 'B', 'R', 'X', 'W', 'T', '0', '1'},
+                                                          "tilebsp ResNeXt weights file",
+                                                          "check --depth, --cardinality and --width"};
+
+/// The tensors of `w` (Weights or Weights const) as the weights file lists them.
+template <class W>
+auto named_tensors(W& w, Config const& c) {
+  using V = std::conditional_t<std::is_const_v<W>, std::vector<float> const, std::vector<float>>;
+  std::vector<samples::NamedTensor<V>> r;
+  for_each_parameter(w, c, [&](std::string const& name, tb::Shape const& shape, V& v) { r.push_back({name, shape, &v}); });
+  return r;
+}
 
 /// Writes `w` to `path`; throws tilebsp::error when the file cannot be written.
 inline void save_weights(Weights const& w, Config const& c, std::string const& path) {
-  std::ofstream f(path, std::ios::binary);
-  if (!f) throw tb::error("save_weights: cannot open '" + path + "' for writing");
-  auto put = [&](auto v) { f.write(reinterpret_cast<char const*>(&v), sizeof v); };
-  f.write(weights_magic, 8);
-  std::uint32_t count = 0;
-  for_each_parameter(w, c, [&](auto const&, auto const&, auto const&) { ++count; });
-  put(count);
-  for_each_parameter(w, c, [&](std::string const& name, tb::Shape const& shape, std::vector<float> const& v) {
-    put(static_cast<std::uint32_t>(name.size()));
-    f.write(name.data(), static_cast<std::streamsize>(name.size()));
-    put(static_cast<std::uint32_t>(shape.size()));
-    for (auto d : shape) put(static_cast<std::uint64_t>(d));
-    f.write(reinterpret_cast<char const*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
-  });
-  if (!f) throw tb::error("save_weights: failed writing '" + path + "'");
+  samples::save_tensors(weights_format, path, named_tensors(w, c));
 }
 
 /// Reads the parameters of the network `c` from `path`. Throws tilebsp::error naming the file and the first
 /// problem: not a weights file, a missing or differently named tensor, a shape that does not match `c`, a
 /// truncated file, or trailing bytes.
 inline Weights load_weights(Config const& c, std::string const& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw tb::error("load_weights: cannot open '" + path + "'");
-  auto fail = [&](std::string const& why) { throw tb::error("load_weights: '" + path + "': " + why); };
-  auto get = [&](auto& v, char const* what) {
-    if (!f.read(reinterpret_cast<char*>(&v), sizeof v)) fail(std::string("truncated while reading ") + what);
-  };
-  char magic[8] = {};
-  if (!f.read(magic, 8) || std::memcmp(magic, weights_magic, 8) != 0) fail("not a tilebsp ResNeXt weights file (bad magic)");
   Weights w = layout(c);
-  std::uint32_t count = 0, expected = 0;
-  get(count, "the tensor count");
-  for_each_parameter(w, c, [&](auto const&, auto const&, auto const&) { ++expected; });
-  if (count != expected)
-    fail("holds " + std::to_string(count) + " tensors but this network has " + std::to_string(expected) +
-         " (check --depth, --cardinality and --width)");
-  for_each_parameter(w, c, [&](std::string const& name, tb::Shape const& shape, std::vector<float>& v) {
-    std::uint32_t len = 0, rank = 0;
-    get(len, "a name length");
-    if (len > 4096) fail("corrupt name length " + std::to_string(len));
-    std::string got(len, '\0');
-    if (!f.read(got.data(), len)) fail("truncated while reading a name");
-    if (got != name) fail("expected tensor '" + name + "', found '" + got + "'");
-    get(rank, "a rank");
-    if (rank != shape.size()) fail("'" + name + "' has rank " + std::to_string(rank) + ", expected " + std::to_string(shape.size()));
-    tb::Shape s(rank);
-    for (auto& d : s) {
-      std::uint64_t x = 0;
-      get(x, "a dimension");
-      d = static_cast<std::size_t>(x);
-    }
-    if (s != shape) fail("'" + name + "' has shape " + tb::to_string(s) + ", expected " + tb::to_string(shape));
-    v.resize(tb::product(shape));
-    if (!f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float))))
-      fail("truncated in the values of '" + name + "'");
-  });
-  if (f.peek() != std::char_traits<char>::eof()) fail("trailing bytes after the last tensor");
+  samples::load_tensors(weights_format, path, named_tensors(w, c));
   return w;
 }
 

@@ -1,0 +1,32 @@
+// samples/common/rng.hpp: a small portable random generator (splitmix64), so that a seed gives the same weights,
+// images and shuffles on every platform and standard library.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+namespace samples {
+
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed) : s_(seed) {}
+  std::uint64_t next() {
+    std::uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+  double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
+  double normal() {  // Box-Muller
+    double const u = 1.0 - uniform(), v = uniform();
+    return std::sqrt(-2.0 * std::log(u)) * std::cos(6.283185307179586 * v);
+  }
+  /// In [0, n) for n > 0 (the modulo bias is below n / 2^64).
+  std::uint64_t below(std::uint64_t n) { return next() % n; }
+
+ private:
+  std::uint64_t s_;
+};
+
+}  // namespace samples

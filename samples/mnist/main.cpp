@@ -1,0 +1,173 @@
+// samples/mnist: training on tiles as the seed workshop does it on an IPU — infeeds of shuffled image and label
+// batches, repeat(batches_per_step) of forward + loss + backward + SGD on the device, outfeeds of loss and number
+// correct — for logistic regression, an MLP and a CNN on Fashion-MNIST (or any MNIST-format directory), with a
+// test-set evaluation by an inference program sharing the weights after every epoch.
+#include "../common/cli.hpp"
+#include "mnist.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <limits>
+#include <string>
+#include <unistd.h>
+
+namespace tb = tilebsp;
+
+namespace {
+
+struct Options {
+  mnist::Config model;
+  std::size_t epochs = 5;
+  std::size_t host_threads = 0;
+  std::string data = "/usr/share/datasets/fashion-mnist";
+  std::string save, load;
+  bool evaluate_only = false;
+};
+
+constexpr char const* usage = R"(usage: mnist [options]
+Trains a classifier on MNIST-format data on a modelled IPU: infeed -> repeat(batches-per-step, forward, loss,
+backward, SGD) -> outfeed, then evaluates the test set with an inference program sharing the weights.
+  --model logreg|mlp|cnn  logistic regression (784->10), MLP (784->256->10, ReLU) or CNN (conv 3x3 32, pool,
+                          conv 3x3 64, pool, FC 128, FC 10) (default mlp)
+  --epochs N              passes over the training set (default 5)
+  --batch-size N          examples per SGD step (default 32)
+  --lr X                  learning rate of plain SGD on the mean loss (default 0.05)
+  --batches-per-step N    SGD steps per device run, the on-device repeat count (default 75)
+  --host-threads N        host threads running the program (default: all)
+  --seed N                seed of the initial weights and of the shuffles (default 1)
+  --data DIR              directory of train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte
+                          and t10k-labels-idx1-ubyte, each raw or .gz (default /usr/share/datasets/fashion-mnist)
+  --save FILE             write the trained weights to FILE
+  --load FILE             start from the weights in FILE (written by --save for the same --model)
+  --evaluate              only evaluate the test set (with --load: the loaded weights) and exit
+  --help                  this text
+The last line printed is "test_accuracy: <value>".
+)";
+
+Options parse(int argc, char** argv) {
+  samples::Cli const cli{"mnist"};
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string const a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << usage;
+      std::exit(0);
+    }
+    if (a == "--evaluate") {
+      o.evaluate_only = true;
+      continue;
+    }
+    if (a.rfind("--", 0) != 0) cli.bad("unexpected argument '" + a + "'");
+    if (i + 1 >= argc) cli.bad(a + " needs a value");
+    std::string const v = argv[++i];
+    if (a == "--model") {
+      auto const m = mnist::model_named(v);
+      if (!m) cli.bad("--model must be logreg, mlp or cnn, got '" + v + "'");
+      o.model.model = *m;
+    } else if (a == "--epochs") o.epochs = static_cast<std::size_t>(cli.integer(a, v, 1));
+    else if (a == "--batch-size") o.model.batch = static_cast<std::size_t>(cli.integer(a, v, 1));
+    else if (a == "--lr")
+      o.model.learning_rate = static_cast<float>(
+          cli.number(a, v, std::numeric_limits<float>::min(), std::numeric_limits<float>::max(), "a positive number"));
+    else if (a == "--batches-per-step") o.model.batches_per_step = static_cast<std::size_t>(cli.integer(a, v, 1));
+    else if (a == "--host-threads") o.host_threads = static_cast<std::size_t>(cli.integer(a, v, 1));
+    else if (a == "--seed") o.model.seed = static_cast<std::uint64_t>(cli.integer(a, v, 0));
+    else if (a == "--data") o.data = v;
+    else if (a == "--save") o.save = v;
+    else if (a == "--load") o.load = v;
+    else cli.bad("unknown option '" + a + "'");
+  }
+  return o;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Progress within an epoch: a bar redrawn in place on a terminal, a line per quarter otherwise.
+class Progress {
+ public:
+  Progress(std::size_t epoch, std::size_t epochs) : epoch_(epoch), epochs_(epochs), tty_(isatty(fileno(stdout)) != 0) {}
+  void operator()(std::size_t done, std::size_t total, double loss, double correct, std::size_t batch) {
+    double const examples = static_cast<double>(done * batch);
+    if (tty_) {
+      constexpr std::size_t width = 30;
+      std::size_t const filled = done * width / total;
+      std::printf("\repoch %zu/%zu [%s%s] %zu/%zu  loss %.4f  acc %.4f", epoch_, epochs_, std::string(filled, '#').c_str(),
+                  std::string(width - filled, '.').c_str(), done, total, loss / examples, correct / examples);
+      if (done == total) std::printf("\r%*s\r", 100, "");
+      std::fflush(stdout);
+      return;
+    }
+    std::size_t const quarter = done * 4 / total;
+    if (quarter > shown_ && done < total) {
+      shown_ = quarter;
+      std::printf("epoch %zu/%zu: %3zu%% (%zu/%zu batches)  loss %.4f  acc %.4f\n", epoch_, epochs_, done * 100 / total, done,
+                  total, loss / examples, correct / examples);
+      std::fflush(stdout);
+    }
+  }
+
+ private:
+  std::size_t epoch_, epochs_, shown_ = 0;
+  bool tty_;
+};
+
+int run(Options const& o) {
+  auto t0 = std::chrono::steady_clock::now();
+  mnist::Data const data = mnist::load_data(o.data);
+  mnist::Config c = o.model;
+  c.rows = data.train.rows, c.cols = data.train.cols;
+  std::printf("data: %s: %zu training and %zu test images of %zux%zu, read in %.2f s\n", o.data.c_str(), data.train.count,
+              data.test.count, c.rows, c.cols, seconds_since(t0));
+
+  mnist::Network const initial = o.load.empty() ? mnist::initial_network(c) : mnist::load_weights(c, o.load);
+  t0 = std::chrono::steady_clock::now();
+  mnist::Trainer trainer(c, initial, o.host_threads);
+  std::printf("model %s: %zu parameters, batch %zu, lr %g, %zu batches per step, %zu host threads; graph built and "
+              "compiled in %.2f s%s\n",
+              mnist::name_of(c.model), initial.parameter_count(), c.batch, static_cast<double>(c.learning_rate),
+              c.batches_per_step, trainer.engine().host_threads(), seconds_since(t0),
+              o.load.empty() ? "" : (", weights from " + o.load).c_str());
+
+  mnist::Result test;
+  if (o.evaluate_only) {
+    test = trainer.evaluate(data.test);
+    std::printf("test: loss %.4f  accuracy %.4f\n", test.loss, test.accuracy);
+  } else {
+    for (std::size_t e = 0; e < o.epochs; ++e) {
+      Progress progress(e + 1, o.epochs);
+      t0 = std::chrono::steady_clock::now();
+      mnist::Result const train = trainer.train_epoch(data.train, e, [&](std::size_t done, std::size_t total, double loss, double correct) {
+        progress(done, total, loss, correct, c.batch);
+      });
+      double const s = seconds_since(t0);
+      test = trainer.evaluate(data.test);
+      std::printf("epoch %zu/%zu: loss %.4f  train acc %.4f  test loss %.4f  test acc %.4f  %.2f s  %.0f samples/s\n", e + 1,
+                  o.epochs, train.loss, train.accuracy, test.loss, test.accuracy, s, static_cast<double>(train.examples) / s);
+      std::fflush(stdout);
+    }
+  }
+  if (!o.save.empty()) {
+    mnist::save_weights(trainer.network(), o.save);
+    std::printf("weights written to %s\n", o.save.c_str());
+  }
+  std::printf("test_accuracy: %.4f\n", test.accuracy);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options const o = parse(argc, argv);
+  try {
+    return run(o);
+  } catch (mnist::idx_error const& e) {
+    std::cerr << "mnist: " << e.what() << "\n";
+    return 1;
+  } catch (tb::error const& e) {
+    std::cerr << "mnist: " << e.what() << "\n";
+    return 1;
+  }
+}

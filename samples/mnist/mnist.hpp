@@ -1,0 +1,463 @@
+// samples/mnist/mnist.hpp: the models of the MNIST sample (logistic regression, MLP, CNN), their parameters
+// (Xavier/He initialisation with a fixed seed, or a weights file), and a Trainer: one tile graph holding the
+// training step — forward, softmax cross-entropy, backward and the SGD update — inside an on-device loop
+// between infeeds and outfeeds, plus an inference program sharing the same weights.
+#pragma once
+
+#include "../common/rng.hpp"
+#include "../common/tensor_file.hpp"
+#include "idx.hpp"
+
+#include <tilebsp/tilebsp.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mnist {
+
+namespace tb = tilebsp;
+
+enum class Model { logreg, mlp, cnn };
+
+inline std::optional<Model> model_named(std::string_view s) {
+  if (s == "logreg") return Model::logreg;
+  if (s == "mlp") return Model::mlp;
+  if (s == "cnn") return Model::cnn;
+  return std::nullopt;
+}
+inline char const* name_of(Model m) { return m == Model::logreg ? "logreg" : m == Model::mlp ? "mlp" : "cnn"; }
+
+/// What to train and how.
+struct Config {
+  Model model = Model::mlp;
+  std::size_t batch = 32;             ///< training examples per SGD step
+  std::size_t eval_batch = 250;       ///< examples per inference run (the last is padded)
+  float learning_rate = 0.05f;
+  std::size_t batches_per_step = 75;  ///< SGD steps per device run: the on-device repeat count
+  std::size_t rows = 28, cols = 28, classes = 10;
+  std::uint64_t seed = 1;             ///< of the initial weights and of the shuffles
+};
+
+/// One layer: a fully connected (dense) or convolutional layer with a bias and an optional ReLU, or a 2x2 max pool.
+struct Layer {
+  enum class Kind { dense, conv, max_pool };
+  Kind kind = Kind::dense;
+  std::string name;
+  bool relu = false;
+  tb::Shape in;                  ///< one example's input shape: [features], or [rows, cols, channels]
+  tb::Shape out;                 ///< one example's output shape
+  tb::ConvParams conv;           ///< conv: the convolution of one example (the batch is set per graph)
+  std::vector<float> weights;    ///< dense [in, out]; conv [1, kh, kw, C_in, C_out] (tilebsp's layout)
+  std::vector<float> bias;       ///< [out] or [C_out]
+
+  bool has_weights() const { return kind != Kind::max_pool; }
+  tb::Shape weights_shape() const {
+    return kind == Kind::dense ? tb::Shape{in[0], out[0]} : conv.weights_shape();
+  }
+  std::size_t fan_in() const { return kind == Kind::dense ? in[0] : in[2] * conv.kernel_shape[0] * conv.kernel_shape[1]; }
+  std::size_t fan_out() const { return kind == Kind::dense ? out[0] : out[2] * conv.kernel_shape[0] * conv.kernel_shape[1]; }
+  tb::ConvParams conv_at(std::size_t batch) const {
+    tb::ConvParams p = conv;
+    p.batch = static_cast<std::int64_t>(batch);
+    return p;
+  }
+};
+
+/// A model's layers, input to logits.
+struct Network {
+  Model model = Model::mlp;
+  std::vector<Layer> layers;
+  tb::Shape input;  ///< one example's input shape
+
+  std::size_t parameter_count() const {
+    std::size_t n = 0;
+    for (auto const& l : layers) n += l.weights.size() + l.bias.size();
+    return n;
+  }
+};
+
+/// The layers of c.model with their shapes (parameters left empty).
+inline Network layout(Config const& c) {
+  std::size_t const pixels = c.rows * c.cols;
+  Network n;
+  n.model = c.model;
+  auto dense = [&](std::string name, std::size_t in, std::size_t out, bool relu) {
+    Layer l;
+    l.kind = Layer::Kind::dense, l.name = std::move(name), l.relu = relu, l.in = {in}, l.out = {out};
+    n.layers.push_back(std::move(l));
+  };
+  auto conv_pool = [&](std::string const& name, tb::Shape const& in, std::size_t out) {
+    Layer l;
+    l.kind = Layer::Kind::conv, l.name = name, l.relu = true, l.in = in, l.out = {in[0], in[1], out};
+    l.conv.batch = 1;
+    l.conv.input_field = {static_cast<std::int64_t>(in[0]), static_cast<std::int64_t>(in[1])};
+    l.conv.kernel_shape = {3, 3};
+    l.conv.channels(static_cast<std::int64_t>(in[2]), static_cast<std::int64_t>(out), 1);
+    l.conv.padding_lower = l.conv.padding_upper = {1, 1};
+    Layer p;
+    p.kind = Layer::Kind::max_pool, p.name = name + ".pool", p.in = l.out, p.out = {in[0] / 2, in[1] / 2, out};
+    n.layers.push_back(std::move(l));
+    n.layers.push_back(std::move(p));
+    return n.layers.back().out;
+  };
+  switch (c.model) {
+    case Model::logreg:
+      n.input = {pixels};
+      dense("fc", pixels, c.classes, false);
+      break;
+    case Model::mlp:
+      n.input = {pixels};
+      dense("fc1", pixels, 256, true);
+      dense("fc2", 256, c.classes, false);
+      break;
+    case Model::cnn: {
+      n.input = {c.rows, c.cols, 1};
+      tb::Shape s = conv_pool("conv1", n.input, 32);
+      s = conv_pool("conv2", s, 64);
+      dense("fc1", tb::product(s), 128, true);
+      dense("fc2", 128, c.classes, false);
+      break;
+    }
+  }
+  return n;
+}
+
+/// Initial parameters with a fixed seed: He-normal weights for layers followed by a ReLU (std sqrt(2 / fan_in)),
+/// Xavier-uniform for the others (limit sqrt(6 / (fan_in + fan_out))), zero biases.
+inline Network initial_network(Config const& c) {
+  Network n = layout(c);
+  samples::Rng rng(c.seed);
+  for (auto& l : n.layers) {
+    if (!l.has_weights()) continue;
+    l.weights.resize(tb::product(l.weights_shape()));
+    double const fan_in = static_cast<double>(l.fan_in()), fan_out = static_cast<double>(l.fan_out());
+    double const he = std::sqrt(2.0 / fan_in), xavier = std::sqrt(6.0 / (fan_in + fan_out));
+    for (auto& w : l.weights) w = static_cast<float>(l.relu ? he * rng.normal() : rng.uniform(-xavier, xavier));
+    l.bias.assign(l.out.back(), 0.0f);
+  }
+  return n;
+}
+
+// Weights files (samples/common/tensor_file.hpp) with the magic "TBMNIST1": per layer with parameters,
+// "<layer>.weights" then "<layer>.bias".
+inline constexpr samples::TensorFileFormat weights_format{{'T', 'B', 'M', 'N', 'I', 'S', 'T', '1'},
+                                                          "tilebsp MNIST weights file", "check --model"};
+
+template <class N>
+auto named_tensors(N& n) {
+  using V = std::conditional_t<std::is_const_v<N>, std::vector<float> const, std::vector<float>>;
+  std::vector<samples::NamedTensor<V>> r;
+  for (auto& l : n.layers) {
+    if (!l.has_weights()) continue;
+    r.push_back({l.name + ".weights", l.weights_shape(), &l.weights});
+    r.push_back({l.name + ".bias", tb::Shape{l.out.back()}, &l.bias});
+  }
+  return r;
+}
+/// Writes the parameters of `n`; throws tilebsp::error when the file cannot be written.
+inline void save_weights(Network const& n, std::string const& path) { samples::save_tensors(weights_format, path, named_tensors(n)); }
+/// The network c.model with parameters read from `path`; throws tilebsp::error naming the file and the problem
+/// (another kind of file, another model, a truncated file, ...).
+inline Network load_weights(Config const& c, std::string const& path) {
+  Network n = layout(c);
+  samples::load_tensors(weights_format, path, named_tensors(n));
+  return n;
+}
+
+/// The order in which epoch `epoch` visits `count` examples: a Fisher-Yates shuffle seeded by (seed, epoch).
+inline std::vector<std::uint32_t> epoch_order(std::size_t count, std::uint64_t seed, std::size_t epoch) {
+  std::vector<std::uint32_t> order(count);
+  std::iota(order.begin(), order.end(), 0u);
+  samples::Rng rng(seed * 0x9e3779b97f4a7c15ull + epoch + 1);
+  for (std::size_t i = count; i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+  return order;
+}
+
+/// What one pass over data gave: mean loss, accuracy, examples.
+struct Result {
+  double loss = 0, accuracy = 0;
+  std::size_t examples = 0;
+};
+
+/// The tile graph of training and inference for one network, on a modelled IPU Mk2, and an Engine running it.
+///
+/// Program 0: repeat(batches_per_step, train step); program 1: one train step (an epoch's remainder);
+/// program 2: one inference batch. A train step streams in images (f32 in [0, 1]) and labels (i32), runs
+/// forward, softmax cross-entropy (gradient scaled by 1 / batch: the mean loss, as PyTorch's), backward and SGD,
+/// and streams out the batch's summed loss and number correct.
+class Trainer {
+ public:
+  Trainer(Config const& c, Network const& initial, std::size_t host_threads = 0)
+      : c_(c), net_(initial), g_(tb::targets::ipu_mk2()) {
+    if (c.batch == 0 || c.eval_batch == 0 || c.batches_per_step == 0)
+      throw tb::option_error("mnist: batch sizes and batches per step must be positive");
+    if (!(c.learning_rate > 0.0f) || !std::isfinite(c.learning_rate))
+      throw tb::option_error("mnist: the learning rate must be a positive number");
+    build_parameters();
+    // Training.
+    tb::Sequence step;
+    Io const train = io(c.batch, "train");
+    std::vector<tb::Tensor> acts = forward(step, train.images, c.batch, "train/");
+    auto const ce = tb::ops::softmax_cross_entropy(g_, step, acts.back(), train.labels, 1.0f / static_cast<float>(c.batch),
+                                                   "train/loss");
+    backward(step, acts, ce.grad, c.batch);
+    auto loss_out = g_.add_device_to_host_fifo<float>("train/loss_out", 1);
+    auto correct_out = g_.add_device_to_host_fifo<float>("train/correct_out", 1);
+    auto const train_step = tb::seq(tb::stream_in(train.images_in, train.images), tb::stream_in(train.labels_in, train.labels),
+                                    std::move(step), tb::stream_out(ce.total_loss, loss_out),
+                                    tb::stream_out(ce.total_correct, correct_out));
+    // Inference with the same weights, per-example loss and correctness out (padding is left out on the host).
+    tb::Sequence infer;
+    Io const eval = io(c.eval_batch, "eval");
+    std::vector<tb::Tensor> const eval_acts = forward(infer, eval.images, c.eval_batch, "eval/");
+    auto const eval_ce = tb::ops::softmax_cross_entropy(g_, infer, eval_acts.back(), eval.labels, 1.0f, "eval/loss");
+    auto eval_loss_out = g_.add_device_to_host_fifo<float>("eval/loss_out", c.eval_batch);
+    auto eval_correct_out = g_.add_device_to_host_fifo<float>("eval/correct_out", c.eval_batch);
+    auto const eval_step = tb::seq(tb::stream_in(eval.images_in, eval.images), tb::stream_in(eval.labels_in, eval.labels),
+                                   std::move(infer), tb::stream_out(eval_ce.loss, eval_loss_out),
+                                   tb::stream_out(eval_ce.correct, eval_correct_out));
+
+    engine_ = std::make_unique<tb::Engine>(
+        tb::compile(g_, {}, tb::repeat(c.batches_per_step, train_step), train_step, eval_step),
+        tb::EngineOptions{.host_threads = host_threads});
+    write_parameters();
+    engine_->connect<float>(train.images_in, [this](std::span<float> b) { fill_images(b, train_feed_.images, c_.batch, true); });
+    engine_->connect<std::int32_t>(train.labels_in,
+                                   [this](std::span<std::int32_t> b) { fill_labels(b, train_feed_.labels, c_.batch, true); });
+    engine_->connect<float>(loss_out, [this](std::span<float const> v) { step_loss_ += v[0]; });
+    engine_->connect<float>(correct_out, [this](std::span<float const> v) { step_correct_ += v[0]; });
+    engine_->connect<float>(eval.images_in, [this](std::span<float> b) { fill_images(b, eval_feed_.images, c_.eval_batch, false); });
+    engine_->connect<std::int32_t>(eval.labels_in,
+                                   [this](std::span<std::int32_t> b) { fill_labels(b, eval_feed_.labels, c_.eval_batch, false); });
+    engine_->connect<float>(eval_loss_out, [this](std::span<float const> v) { eval_loss_.assign(v.begin(), v.end()); });
+    engine_->connect<float>(eval_correct_out,
+                            [this](std::span<float const> v) { eval_correct_.assign(v.begin(), v.end()); });
+  }
+
+  Config const& config() const { return c_; }
+  tb::Engine& engine() { return *engine_; }
+  tb::Graph const& graph() const { return g_; }
+
+  /// Batches of one epoch over `d` (the last, partial batch is dropped, as PyTorch's drop_last).
+  std::size_t batches_per_epoch(Dataset const& d) const { return d.count / c_.batch; }
+
+  /// Trains one epoch over `d` in the order epoch_order(d.count, seed, epoch). `progress(done, total, loss, correct)`
+  /// is called after each device run with the batches done so far and their summed loss and number correct.
+  Result train_epoch(Dataset const& d, std::size_t epoch,
+                     std::function<void(std::size_t, std::size_t, double, double)> const& progress = {}) {
+    check_image_size(d);
+    std::size_t const total = batches_per_epoch(d);
+    if (total == 0)
+      throw tb::option_error("mnist: " + std::to_string(d.count) + " training examples do not fill one batch of " +
+                             std::to_string(c_.batch));
+    order_ = epoch_order(d.count, c_.seed, epoch);
+    train_feed_ = {&d, 0, 0};
+    double loss = 0, correct = 0;
+    for (std::size_t done = 0; done < total;) {
+      std::size_t const n = total - done >= c_.batches_per_step ? c_.batches_per_step : 1;
+      step_loss_ = step_correct_ = 0;
+      engine_->run(n == 1 && c_.batches_per_step != 1 ? 1 : 0);
+      done += n;
+      loss += step_loss_;
+      correct += step_correct_;
+      if (progress) progress(done, total, loss, correct);
+    }
+    double const examples = static_cast<double>(total * c_.batch);
+    return {loss / examples, correct / examples, total * c_.batch};
+  }
+
+  /// Mean loss and accuracy of the current weights on `d`.
+  Result evaluate(Dataset const& d) {
+    check_image_size(d);
+    eval_feed_ = {&d, 0, 0};
+    double loss = 0, correct = 0;
+    for (std::size_t b0 = 0; b0 < d.count; b0 += c_.eval_batch) {
+      engine_->run(2);
+      std::size_t const n = std::min(c_.eval_batch, d.count - b0);
+      for (std::size_t i = 0; i < n; ++i) loss += eval_loss_[i], correct += eval_correct_[i];
+    }
+    double const examples = static_cast<double>(std::max<std::size_t>(d.count, 1));
+    return {loss / examples, correct / examples, d.count};
+  }
+
+  /// The network with its current (trained) parameters.
+  Network network() const {
+    Network n = net_;
+    for (std::size_t i = 0; i < n.layers.size(); ++i) {
+      if (!n.layers[i].has_weights()) continue;
+      n.layers[i].weights = engine_->read<float>(weights_[i]);
+      n.layers[i].bias = engine_->read<float>(biases_[i]);
+    }
+    return n;
+  }
+
+ private:
+  struct Io {
+    tb::Tensor images, labels;
+    tb::Fifo images_in, labels_in;
+  };
+  /// Where each infeed is in the data: the data set and the next example for images and for labels.
+  struct Feed {
+    Dataset const* data = nullptr;
+    std::size_t images = 0, labels = 0;
+  };
+
+  Io io(std::size_t batch, std::string const& tag) {
+    Io r;
+    Layer const& first = net_.layers.front();
+    if (first.kind == Layer::Kind::conv) {
+      r.images = tb::ops::create_conv_input(g_, first.conv_at(batch), tb::ElementType::f32, {}, tag + "/images");
+    } else {
+      r.images = g_.add_variable<float>({batch, net_.input[0]}, tag + "/images");
+      tb::map_linearly(g_, r.images);
+    }
+    r.labels = g_.add_variable<std::int32_t>({batch}, tag + "/labels");
+    tb::map_linearly(g_, r.labels);
+    r.images_in = g_.add_host_to_device_fifo<float>(tag + "/images_in", r.images.num_elements());
+    r.labels_in = g_.add_host_to_device_fifo<std::int32_t>(tag + "/labels_in", batch);
+    return r;
+  }
+
+  void build_parameters() {
+    weights_.resize(net_.layers.size());
+    biases_.resize(net_.layers.size());
+    for (std::size_t i = 0; i < net_.layers.size(); ++i) {
+      Layer const& l = net_.layers[i];
+      if (!l.has_weights()) continue;
+      if (l.kind == Layer::Kind::conv) {
+        weights_[i] = tb::ops::create_conv_weights(g_, l.conv_at(c_.batch), tb::ElementType::f32, {}, l.name + ".weights");
+      } else {
+        weights_[i] = g_.add_variable<float>(l.weights_shape(), l.name + ".weights");
+        tb::map_linearly(g_, weights_[i]);
+      }
+      biases_[i] = g_.add_variable<float>({l.out.back()}, l.name + ".bias");
+      tb::map_linearly(g_, biases_[i]);
+    }
+  }
+  void write_parameters() {
+    for (std::size_t i = 0; i < net_.layers.size(); ++i) {
+      if (!net_.layers[i].has_weights()) continue;
+      engine_->write(weights_[i], net_.layers[i].weights);
+      engine_->write(biases_[i], net_.layers[i].bias);
+    }
+  }
+
+  /// Adds the forward pass to `prog`; returns the input and every layer's output (the last: logits).
+  std::vector<tb::Tensor> forward(tb::Sequence& prog, tb::Tensor const& images, std::size_t batch, std::string const& tag) {
+    using namespace tb::expr;
+    std::vector<tb::Tensor> acts{images};
+    for (std::size_t i = 0; i < net_.layers.size(); ++i) {
+      Layer const& l = net_.layers[i];
+      tb::Tensor const& x = acts.back();
+      std::string const name = tag + l.name;
+      tb::Tensor y;
+      switch (l.kind) {
+        case Layer::Kind::dense:
+          y = tb::ops::matmul(g_, prog, x.reshape({batch, l.in[0]}), weights_[i], {}, name);
+          break;
+        case Layer::Kind::conv:
+          y = tb::ops::conv(g_, prog, x, weights_[i], l.conv_at(batch), {}, name);
+          break;
+        case Layer::Kind::max_pool:
+          y = tb::ops::max_pool(g_, prog, x, pool(), name);
+          break;
+      }
+      if (l.has_weights()) {
+        if (l.relu) tb::ops::map_in_place(g_, prog, relu(_1 + _2), y, biases_[i]);
+        else tb::ops::map_in_place(g_, prog, _1 + _2, y, biases_[i]);
+      }
+      acts.push_back(y);
+    }
+    return acts;
+  }
+
+  /// Adds the backward pass and the SGD update to `prog`, from the loss gradient with respect to the logits.
+  void backward(tb::Sequence& prog, std::vector<tb::Tensor> const& acts, tb::Tensor grad, std::size_t batch) {
+    using namespace tb::expr;
+    float const step = -c_.learning_rate;
+    for (std::size_t i = net_.layers.size(); i-- > 0;) {
+      Layer const& l = net_.layers[i];
+      tb::Tensor const& x = acts[i];
+      tb::Tensor const& y = acts[i + 1];
+      std::string const name = "train/" + l.name + "/grad";
+      bool const need_input_grad = i > 0;
+      if (l.kind == Layer::Kind::max_pool) {
+        grad = tb::ops::max_pool_backward(g_, prog, x, y, grad, pool(), name);
+        continue;
+      }
+      // Through the ReLU (y > 0 where it passed its input), then the bias gradient: the sum over all but channels.
+      if (l.relu) tb::ops::map_in_place(g_, prog, select(_2 > 0.0f, _1, 0.0f), grad, y);
+      std::vector<std::size_t> batch_dims(grad.rank() - 1);
+      std::iota(batch_dims.begin(), batch_dims.end(), std::size_t{0});
+      tb::Tensor const db = tb::ops::reduce(g_, prog, grad, batch_dims, tb::ops::ReduceOp::add, name + "/bias");
+      tb::Tensor next;
+      if (l.kind == Layer::Kind::dense) {
+        tb::Tensor const x2 = x.reshape({batch, l.in[0]});
+        if (need_input_grad) next = tb::ops::matmul(g_, prog, grad, weights_[i].transpose(), {}, name + "/input").reshape(x.shape());
+        tb::ops::matmul_acc(g_, prog, weights_[i], step, x2.transpose(), grad, {}, name + "/weights");
+      } else {
+        tb::ConvParams const p = l.conv_at(batch);
+        if (need_input_grad) next = tb::ops::conv_backward_input(g_, prog, grad, weights_[i], p, {}, name + "/input");
+        tb::ops::conv_weight_update(g_, prog, grad, x, weights_[i], step, p, {}, name + "/weights");
+      }
+      tb::ops::scaled_add(g_, prog, biases_[i], db, step);
+      grad = next;
+    }
+  }
+
+  static tb::PoolParams pool() { return {.kernel_shape = {2, 2}, .stride = {2, 2}}; }
+
+  void check_image_size(Dataset const& d) const {
+    if (d.rows != c_.rows || d.cols != c_.cols)
+      throw tb::shape_error("mnist: the images are " + std::to_string(d.rows) + "x" + std::to_string(d.cols) +
+                            " but the model takes " + std::to_string(c_.rows) + "x" + std::to_string(c_.cols));
+  }
+
+  /// The example at position `k` of the current pass: shuffled for training, in order for evaluation; past the
+  /// end (evaluation's padding, or a prefetch beyond the epoch) there is none.
+  std::optional<std::size_t> example(Feed const& f, std::size_t k, bool shuffled) const {
+    if (k >= f.data->count) return std::nullopt;
+    return shuffled ? order_[k] : k;
+  }
+  void fill_images(std::span<float> batch, std::size_t& next, std::size_t n, bool shuffled) {
+    Feed const& f = shuffled ? train_feed_ : eval_feed_;
+    std::size_t const pixels = c_.rows * c_.cols;
+    for (std::size_t b = 0; b < n; ++b, ++next) {
+      float* out = batch.data() + b * pixels;
+      auto const e = example(f, next, shuffled);
+      if (!e) {
+        std::fill(out, out + pixels, 0.0f);
+        continue;
+      }
+      std::uint8_t const* in = f.data->images.data() + *e * pixels;
+      for (std::size_t p = 0; p < pixels; ++p) out[p] = static_cast<float>(in[p]) * (1.0f / 255.0f);
+    }
+  }
+  void fill_labels(std::span<std::int32_t> batch, std::size_t& next, std::size_t n, bool shuffled) {
+    Feed const& f = shuffled ? train_feed_ : eval_feed_;
+    for (std::size_t b = 0; b < n; ++b, ++next) {
+      auto const e = example(f, next, shuffled);
+      batch[b] = e ? static_cast<std::int32_t>(f.data->labels[*e]) : -1;  // -1: padding, counted as wrong, left out
+    }
+  }
+
+  Config c_;
+  Network net_;
+  tb::Graph g_;
+  std::vector<tb::Tensor> weights_, biases_;  // per layer (empty for pooling)
+  std::unique_ptr<tb::Engine> engine_;
+  std::vector<std::uint32_t> order_;
+  Feed train_feed_, eval_feed_;
+  double step_loss_ = 0, step_correct_ = 0;
+  std::vector<float> eval_loss_, eval_correct_;
+};
+
+}  // namespace mnist

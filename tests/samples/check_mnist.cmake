@@ -1,0 +1,35 @@
+# Trains ${MODEL} for ${EPOCHS} epochs on Fashion-MNIST with the sample's default flags and checks that the test
+# accuracy (the last line) is at least ${LEAST}; then loads the saved weights, evaluates, and checks that the
+# accuracy is the same; finally checks that a missing data directory is a clear error (exit code 1).
+file(MAKE_DIRECTORY "${WORK_DIR}")
+set(weights "${WORK_DIR}/weights.bin")
+execute_process(COMMAND ${SAMPLE} --model ${MODEL} --epochs ${EPOCHS} --host-threads 2 --save ${weights}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "training exit code ${rc}\n${err}")
+endif()
+if(NOT out MATCHES "epoch ${EPOCHS}/${EPOCHS}: loss [0-9.]+  train acc [0-9.]+  test loss [0-9.]+  test acc [0-9.]+  [0-9.]+ s  [0-9]+ samples/s")
+  message(FATAL_ERROR "no per-epoch line for epoch ${EPOCHS}")
+endif()
+if(NOT out MATCHES "test_accuracy: ([0-9.]+)\n$")
+  message(FATAL_ERROR "the last line is not 'test_accuracy: <value>'")
+endif()
+set(trained "${CMAKE_MATCH_1}")
+if(trained LESS ${LEAST})
+  message(FATAL_ERROR "${MODEL}: test accuracy ${trained} after ${EPOCHS} epochs is below ${LEAST}")
+endif()
+execute_process(COMMAND ${SAMPLE} --model ${MODEL} --load ${weights} --evaluate --host-threads 1
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "test_accuracy: ([0-9.]+)\n$")
+  message(FATAL_ERROR "evaluate: exit code ${rc}\n${out}${err}")
+endif()
+if(NOT CMAKE_MATCH_1 STREQUAL trained)
+  message(FATAL_ERROR "${MODEL}: accuracy ${CMAKE_MATCH_1} after save -> load -> evaluate, ${trained} after training")
+endif()
+execute_process(COMMAND ${SAMPLE} --model ${MODEL} --data ${WORK_DIR}/no-such-dir --evaluate
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 1 OR NOT err MATCHES "mnist: idx: cannot open '${WORK_DIR}/no-such-dir/train-images-idx3-ubyte'")
+  message(FATAL_ERROR "missing data: exit code ${rc}, message '${err}'")
+endif()

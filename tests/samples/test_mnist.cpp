@@ -1,0 +1,376 @@
+// The MNIST sample: its IDX reader on files the tests write (raw and gzip, and each kind of malformed file), its
+// models' layout and initialisation, one SGD step of the dense models against a double-precision reference,
+// training to high accuracy on a small synthetic task, determinism across host threads, and weights files.
+#include "../../samples/mnist/mnist.hpp"
+
+#include <doctest/doctest.h>
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace tb = tilebsp;
+
+namespace {
+
+std::vector<std::uint8_t> idx_bytes(std::vector<std::uint32_t> const& dims, std::vector<std::uint8_t> const& data,
+                                    std::uint8_t type = 0x08) {
+  std::vector<std::uint8_t> b{0, 0, type, static_cast<std::uint8_t>(dims.size())};
+  for (auto d : dims)
+    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<std::uint8_t>(d >> s));
+  b.insert(b.end(), data.begin(), data.end());
+  return b;
+}
+void write_raw(std::string const& path, std::vector<std::uint8_t> const& b) {
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<char const*>(b.data()), static_cast<std::streamsize>(b.size()));
+}
+void write_gz(std::string const& path, std::vector<std::uint8_t> const& b) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  REQUIRE(gzwrite(f, b.data(), static_cast<unsigned>(b.size())) == static_cast<int>(b.size()));
+  REQUIRE(gzclose(f) == Z_OK);
+}
+
+/// A fresh directory for one test's files.
+std::string scratch(std::string const& name) {
+  auto const dir = std::filesystem::temp_directory_path() / ("tilebsp_test_mnist_" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+/// A small task with the sample's shapes: 28x28 images of four classes, each a bright 10x10 square in its own
+/// quadrant, over noise.
+mnist::Dataset synthetic(std::size_t count, std::uint64_t seed) {
+  mnist::Dataset d;
+  d.count = count, d.rows = 28, d.cols = 28;
+  samples::Rng rng(seed);
+  for (std::size_t i = 0; i < count; ++i) {
+    std::uint8_t const label = static_cast<std::uint8_t>(rng.below(4));
+    d.labels.push_back(label);
+    std::size_t const r0 = (label / 2) * 14 + 2, c0 = (label % 2) * 14 + 2;
+    for (std::size_t r = 0; r < 28; ++r)
+      for (std::size_t c = 0; c < 28; ++c) {
+        bool const in = r >= r0 && r < r0 + 10 && c >= c0 && c < c0 + 10;
+        d.images.push_back(static_cast<std::uint8_t>((in ? 150 : 0) + rng.below(100)));
+      }
+  }
+  return d;
+}
+
+void write_dataset(std::string const& dir, std::string const& prefix, mnist::Dataset const& d, bool gz) {
+  auto const images = idx_bytes({static_cast<std::uint32_t>(d.count), 28, 28}, d.images);
+  auto const labels = idx_bytes({static_cast<std::uint32_t>(d.count)}, d.labels);
+  if (gz) {
+    write_gz(dir + "/" + prefix + "-images-idx3-ubyte.gz", images);
+    write_gz(dir + "/" + prefix + "-labels-idx1-ubyte.gz", labels);
+  } else {
+    write_raw(dir + "/" + prefix + "-images-idx3-ubyte", images);
+    write_raw(dir + "/" + prefix + "-labels-idx1-ubyte", labels);
+  }
+}
+
+mnist::Config small_config(mnist::Model m) {
+  mnist::Config c;
+  c.model = m;
+  c.batch = 16;
+  c.eval_batch = 24;
+  c.batches_per_step = 5;
+  c.learning_rate = 0.05f;
+  return c;
+}
+
+std::vector<float> all_parameters(mnist::Network const& n) {
+  std::vector<float> v;
+  for (auto const& l : n.layers) {
+    v.insert(v.end(), l.weights.begin(), l.weights.end());
+    v.insert(v.end(), l.bias.begin(), l.bias.end());
+  }
+  return v;
+}
+
+/// One SGD step of a dense network (logreg or MLP) in double: forward, mean softmax cross-entropy, backward,
+/// update; returns the updated network and the batch's summed loss.
+std::pair<mnist::Network, double> reference_step(mnist::Network n, mnist::Dataset const& d,
+                                                 std::vector<std::uint32_t> const& examples, double lr) {
+  std::size_t const B = examples.size();
+  std::vector<std::vector<double>> acts(n.layers.size() + 1);
+  for (auto e : examples)
+    for (std::size_t p = 0; p < 784; ++p)
+      acts[0].push_back(static_cast<float>(d.images[e * 784 + p]) * (1.0f / 255.0f));
+  for (std::size_t i = 0; i < n.layers.size(); ++i) {
+    auto const& l = n.layers[i];
+    std::size_t const in = l.in[0], out = l.out[0];
+    acts[i + 1].assign(B * out, 0.0);
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t o = 0; o < out; ++o) {
+        double s = l.bias[o];
+        for (std::size_t k = 0; k < in; ++k) s += acts[i][b * in + k] * l.weights[k * out + o];
+        acts[i + 1][b * out + o] = l.relu ? std::max(s, 0.0) : s;
+      }
+  }
+  std::size_t const K = n.layers.back().out[0];
+  std::vector<double> grad(B * K);
+  double loss = 0;
+  for (std::size_t b = 0; b < B; ++b) {
+    double const* x = acts.back().data() + b * K;
+    double const m = *std::max_element(x, x + K);
+    double s = 0;
+    for (std::size_t k = 0; k < K; ++k) s += std::exp(x[k] - m);
+    std::size_t const label = d.labels[examples[b]];
+    loss += m + std::log(s) - x[label];
+    for (std::size_t k = 0; k < K; ++k) grad[b * K + k] = (std::exp(x[k] - m) / s - (k == label)) / static_cast<double>(B);
+  }
+  for (std::size_t i = n.layers.size(); i-- > 0;) {
+    auto& l = n.layers[i];
+    std::size_t const in = l.in[0], out = l.out[0];
+    if (l.relu)
+      for (std::size_t j = 0; j < grad.size(); ++j)
+        if (acts[i + 1][j] <= 0) grad[j] = 0;
+    std::vector<double> next(B * in, 0.0);
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t k = 0; k < in; ++k)
+        for (std::size_t o = 0; o < out; ++o) next[b * in + k] += grad[b * out + o] * l.weights[k * out + o];
+    for (std::size_t k = 0; k < in; ++k)
+      for (std::size_t o = 0; o < out; ++o) {
+        double s = 0;
+        for (std::size_t b = 0; b < B; ++b) s += acts[i][b * in + k] * grad[b * out + o];
+        l.weights[k * out + o] = static_cast<float>(l.weights[k * out + o] - lr * s);
+      }
+    for (std::size_t o = 0; o < out; ++o) {
+      double s = 0;
+      for (std::size_t b = 0; b < B; ++b) s += grad[b * out + o];
+      l.bias[o] = static_cast<float>(l.bias[o] - lr * s);
+    }
+    grad = std::move(next);
+  }
+  return {std::move(n), loss};
+}
+
+}  // namespace
+
+TEST_CASE("mnist: IDX files, raw and gzip, read back what was written") {
+  std::string const dir = scratch("idx");
+  std::vector<std::uint8_t> data(2 * 3 * 4);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i * 7);
+  auto const bytes = idx_bytes({2, 3, 4}, data);
+  for (bool gz : {false, true}) {
+    std::string const path = dir + (gz ? "/a.gz" : "/a");
+    gz ? write_gz(path, bytes) : write_raw(path, bytes);
+    mnist::IdxArray const a = mnist::read_idx(path);
+    CHECK(a.dims == std::vector<std::size_t>{2, 3, 4});
+    CHECK(a.data == data);
+  }
+  // A directory: .gz preferred, raw accepted.
+  mnist::Dataset const train = synthetic(20, 1), test = synthetic(7, 2);
+  write_dataset(dir, "train", train, true);
+  write_dataset(dir, "t10k", test, false);
+  mnist::Data const d = mnist::load_data(dir);
+  CHECK(d.train.count == 20);
+  CHECK(d.train.images == train.images);
+  CHECK(d.train.labels == train.labels);
+  CHECK(d.test.count == 7);
+  CHECK(d.test.images == test.images);
+  CHECK(mnist::find_file(dir, "train-labels-idx1-ubyte") == dir + "/train-labels-idx1-ubyte.gz");
+  CHECK(mnist::find_file(dir, "t10k-labels-idx1-ubyte") == dir + "/t10k-labels-idx1-ubyte");
+}
+
+TEST_CASE("mnist: malformed IDX files each give their own error") {
+  std::string const dir = scratch("bad");
+  std::string const p = dir + "/f";
+  auto const good = idx_bytes({3, 2, 2}, std::vector<std::uint8_t>(12, 1));
+  SUBCASE("a missing file") {
+    CHECK_THROWS_WITH_AS(mnist::read_idx(dir + "/none"), ("idx: cannot open '" + dir + "/none'").c_str(), mnist::idx_error);
+  }
+  SUBCASE("bad magic") {
+    write_raw(p, {0x12, 0x34, 0x08, 0x03, 0, 0, 0, 0});
+    CHECK_THROWS_WITH_AS(mnist::read_idx(p),
+                         ("idx: '" + p + "' is not an IDX file: magic number 0x12340803 (expected 0x0000 then the element "
+                          "type and a dimension count of at least 1)").c_str(),
+                         mnist::idx_error);
+  }
+  SUBCASE("another element type") {
+    write_raw(p, idx_bytes({1}, {0, 0, 0, 0}, 0x0d));
+    CHECK_THROWS_WITH_AS(mnist::read_idx(p),
+                         ("idx: '" + p + "' holds elements of type 0x0d; only unsigned bytes (0x08) are supported").c_str(),
+                         mnist::idx_error);
+  }
+  SUBCASE("truncated before the magic number ends") {
+    write_raw(p, {0, 0});
+    CHECK_THROWS_WITH_AS(mnist::read_idx(p),
+                         ("idx: '" + p + "' is truncated: 2 bytes, not even the 4-byte magic number").c_str(), mnist::idx_error);
+  }
+  SUBCASE("truncated header") {
+    write_raw(p, std::vector<std::uint8_t>(good.begin(), good.begin() + 10));
+    CHECK_THROWS_WITH_AS(mnist::read_idx(p),
+                         ("idx: '" + p + "' is truncated: its header names 3 dimensions (16 bytes) but the file has 10 bytes").c_str(),
+                         mnist::idx_error);
+  }
+  SUBCASE("truncated data, raw and gzip") {
+    std::vector<std::uint8_t> const cut(good.begin(), good.end() - 5);
+    for (bool gz : {false, true}) {
+      gz ? write_gz(p, cut) : write_raw(p, cut);
+      CHECK_THROWS_WITH_AS(mnist::read_idx(p),
+                           ("idx: '" + p + "' is truncated: dimensions 3x2x2 need 12 bytes of data but the file has 7").c_str(),
+                           mnist::idx_error);
+    }
+  }
+  SUBCASE("a gzip stream cut short") {
+    write_gz(p, idx_bytes({3000}, std::vector<std::uint8_t>(3000, 9)));
+    std::ifstream in(p, std::ios::binary);
+    std::vector<char> z((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    z.resize(z.size() / 2);
+    std::ofstream(p, std::ios::binary | std::ios::trunc).write(z.data(), static_cast<std::streamsize>(z.size()));
+    CHECK_THROWS_AS(mnist::read_idx(p), mnist::idx_error);
+    try {
+      mnist::read_idx(p);
+    } catch (mnist::idx_error const& e) {
+      CHECK(std::string(e.what()).rfind("idx: '" + p + "' is not valid gzip data (", 0) == 0);
+    }
+  }
+  SUBCASE("trailing bytes") {
+    auto more = good;
+    more.push_back(0);
+    write_raw(p, more);
+    CHECK_THROWS_WITH_AS(mnist::read_idx(p), ("idx: '" + p + "' has 1 bytes past the 12 that dimensions 3x2x2 hold").c_str(),
+                         mnist::idx_error);
+  }
+  SUBCASE("label and image counts differ") {
+    write_raw(dir + "/i", good);
+    write_raw(dir + "/l", idx_bytes({4}, {0, 1, 2, 3}));
+    CHECK_THROWS_WITH_AS(mnist::load_dataset(dir + "/i", dir + "/l"),
+                         ("idx: '" + dir + "/i' holds 3 images but '" + dir + "/l' holds 4 labels").c_str(), mnist::idx_error);
+  }
+  SUBCASE("labels that are not labels") {
+    write_raw(dir + "/i", good);
+    write_raw(dir + "/l", idx_bytes({3}, {0, 10, 2}));
+    CHECK_THROWS_WITH_AS(mnist::load_dataset(dir + "/i", dir + "/l"),
+                         ("idx: '" + dir + "/l': label 10 of item 1 is not a class in [0, 10)").c_str(), mnist::idx_error);
+    write_raw(dir + "/l", idx_bytes({3, 1}, {0, 1, 2}));
+    CHECK_THROWS_WITH_AS(mnist::load_dataset(dir + "/i", dir + "/l"),
+                         ("idx: '" + dir + "/l' should hold labels (1 dimension) but has 2 (3x1)").c_str(), mnist::idx_error);
+    CHECK_THROWS_WITH_AS(mnist::load_dataset(dir + "/l", dir + "/l"),
+                         ("idx: '" + dir + "/l' should hold images (3 dimensions: count x rows x cols) but has 2 (3x1)").c_str(),
+                         mnist::idx_error);
+  }
+}
+
+TEST_CASE("mnist: model layouts and initialisation") {
+  mnist::Config c;
+  c.model = mnist::Model::cnn;
+  mnist::Network const cnn = mnist::initial_network(c);
+  REQUIRE(cnn.layers.size() == 6);
+  CHECK(cnn.layers[0].weights_shape() == tb::Shape{1, 3, 3, 1, 32});
+  CHECK(cnn.layers[2].weights_shape() == tb::Shape{1, 3, 3, 32, 64});
+  CHECK(cnn.layers[4].weights_shape() == tb::Shape{3136, 128});
+  CHECK(cnn.layers[5].weights_shape() == tb::Shape{128, 10});
+  CHECK(cnn.parameter_count() == 320 + 18496 + 401536 + 1290);
+  c.model = mnist::Model::mlp;
+  mnist::Network const mlp = mnist::initial_network(c);
+  CHECK(mlp.parameter_count() == 784 * 256 + 256 + 2570);
+  // He-normal for the ReLU layer, Xavier-uniform for the output layer, zero biases; the same for the same seed.
+  double sq = 0;
+  for (float w : mlp.layers[0].weights) sq += static_cast<double>(w) * w;
+  CHECK(std::sqrt(sq / static_cast<double>(mlp.layers[0].weights.size())) == doctest::Approx(std::sqrt(2.0 / 784)).epsilon(0.02));
+  float const limit = static_cast<float>(std::sqrt(6.0 / (256 + 10)));
+  CHECK(std::all_of(mlp.layers[1].weights.begin(), mlp.layers[1].weights.end(), [&](float w) { return std::abs(w) <= limit; }));
+  CHECK(std::all_of(mlp.layers[0].bias.begin(), mlp.layers[0].bias.end(), [](float b) { return b == 0.0f; }));
+  CHECK(all_parameters(mnist::initial_network(c)) == all_parameters(mlp));
+  c.seed = 2;
+  CHECK(all_parameters(mnist::initial_network(c)) != all_parameters(mlp));
+  // Shuffles: a permutation, different per epoch, the same for the same (seed, epoch).
+  auto const o0 = mnist::epoch_order(1000, 1, 0), o1 = mnist::epoch_order(1000, 1, 1);
+  CHECK(std::set<std::uint32_t>(o0.begin(), o0.end()).size() == 1000);
+  CHECK(o0 != o1);
+  CHECK(o0 == mnist::epoch_order(1000, 1, 0));
+}
+
+TEST_CASE("mnist: one SGD step of the dense models matches a double-precision reference") {
+  mnist::Dataset const d = synthetic(64, 3);
+  for (auto m : {mnist::Model::logreg, mnist::Model::mlp}) {
+    CAPTURE(mnist::name_of(m));
+    mnist::Config c = small_config(m);
+    c.batches_per_step = 1;
+    mnist::Network const n0 = mnist::initial_network(c);
+    mnist::Trainer t(c, n0, 2);
+    // One batch: an epoch over the first 16 examples of the shuffled order is one step.
+    mnist::Dataset one = d;
+    one.count = 16;
+    auto const order = mnist::epoch_order(16, c.seed, 0);
+    mnist::Result const r = t.train_epoch(one, 0);
+    auto const [want, loss] = reference_step(n0, d, order, c.learning_rate);
+    CHECK(r.loss == doctest::Approx(loss / 16).epsilon(1e-4));
+    auto const got = all_parameters(t.network()), ref = all_parameters(want);
+    REQUIRE(got.size() == ref.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(got[i]) - ref[i]));
+    CHECK(worst < 1e-5);
+  }
+}
+
+TEST_CASE("mnist: each model learns a small task; results do not depend on host threads; weights round-trip") {
+  mnist::Dataset const train = synthetic(256, 4), test = synthetic(100, 5);  // 100: the last eval batch is padded
+  std::string const dir = scratch("weights");
+  for (auto m : {mnist::Model::logreg, mnist::Model::mlp, mnist::Model::cnn}) {
+    CAPTURE(mnist::name_of(m));
+    mnist::Config const c = small_config(m);  // 16 batches an epoch: 3 device runs of 5 and a remainder of 1
+    std::vector<float> first;
+    double accuracy = 0;
+    for (std::size_t threads : {1u, 3u}) {
+      mnist::Trainer t(c, mnist::initial_network(c), threads);
+      double const before = t.evaluate(test).loss;
+      std::size_t calls = 0;
+      mnist::Result r;
+      for (std::size_t e = 0; e < 3; ++e)
+        r = t.train_epoch(train, e, [&](std::size_t done, std::size_t total, double, double) {
+          ++calls;
+          CHECK(total == 16);
+          CHECK(done <= total);
+        });
+      CHECK(calls == 3 * 4);
+      CHECK(r.examples == 256);
+      mnist::Result const after = t.evaluate(test);
+      CHECK(after.examples == 100);
+      CHECK(after.loss < before);
+      CHECK(after.accuracy >= 0.95);
+      auto const params = all_parameters(t.network());
+      if (first.empty()) {
+        first = params, accuracy = after.accuracy;
+        mnist::save_weights(t.network(), dir + "/" + mnist::name_of(m));
+      } else {
+        CHECK(params == first);  // bitwise, whatever the number of threads
+        CHECK(after.accuracy == accuracy);
+      }
+    }
+    // Save -> load -> evaluate: the same weights and the same test accuracy.
+    mnist::Network const loaded = mnist::load_weights(c, dir + "/" + mnist::name_of(m));
+    CHECK(all_parameters(loaded) == first);
+    mnist::Trainer t(c, loaded, 2);
+    CHECK(t.evaluate(test).accuracy == accuracy);
+  }
+  // A weights file of another model.
+  mnist::Config c = small_config(mnist::Model::mlp);
+  CHECK_THROWS_WITH_AS(mnist::load_weights(c, dir + "/logreg"),
+                       ("load_weights: '" + dir + "/logreg': holds 2 tensors but this network has 4 (check --model)").c_str(),
+                       tb::error);
+}
+
+TEST_CASE("mnist: bad configurations and data") {
+  mnist::Config c = small_config(mnist::Model::logreg);
+  c.learning_rate = 0;
+  CHECK_THROWS_WITH_AS(mnist::Trainer(c, mnist::initial_network(c)), "mnist: the learning rate must be a positive number",
+                       tb::option_error);
+  c = small_config(mnist::Model::logreg);
+  mnist::Trainer t(c, mnist::initial_network(c), 1);
+  mnist::Dataset small = synthetic(10, 6);
+  CHECK_THROWS_WITH_AS(t.train_epoch(small, 0), "mnist: 10 training examples do not fill one batch of 16", tb::option_error);
+  small.rows = 27;
+  CHECK_THROWS_WITH_AS(t.evaluate(small), "mnist: the images are 27x28 but the model takes 28x28", tb::shape_error);
+}
