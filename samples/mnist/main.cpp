@@ -18,7 +18,6 @@ namespace {
 
 struct Options {
   mnist::Config model;
-  std::size_t epochs = 5;
   std::size_t host_threads = 0;
   std::string data = "/usr/share/datasets/fashion-mnist";
   std::string save, load;
@@ -33,6 +32,7 @@ backward, SGD) -> outfeed, then evaluates the test set with an inference program
   --epochs N              passes over the training set (default 5)
   --batch-size N          examples per SGD step (default 32)
   --lr X                  learning rate of plain SGD on the mean loss (default 0.05)
+  --lr-schedule S         cosine (anneal to 0 over the epochs, per batch) or constant (default cosine)
   --batches-per-step N    SGD steps per device run, the on-device repeat count (default 75)
   --host-threads N        host threads running the program (default: all)
   --seed N                seed of the initial weights and of the shuffles (default 1)
@@ -65,7 +65,10 @@ Options parse(int argc, char** argv) {
       auto const m = mnist::model_named(v);
       if (!m) cli.bad("--model must be logreg, mlp or cnn, got '" + v + "'");
       o.model.model = *m;
-    } else if (a == "--epochs") o.epochs = static_cast<std::size_t>(cli.integer(a, v, 1));
+    } else if (a == "--lr-schedule") {
+      if (v != "cosine" && v != "constant") cli.bad("--lr-schedule must be cosine or constant, got '" + v + "'");
+      o.model.schedule = v == "cosine" ? mnist::Schedule::cosine : mnist::Schedule::constant;
+    } else if (a == "--epochs") o.model.epochs = static_cast<std::size_t>(cli.integer(a, v, 1));
     else if (a == "--batch-size") o.model.batch = static_cast<std::size_t>(cli.integer(a, v, 1));
     else if (a == "--lr")
       o.model.learning_rate = static_cast<float>(
@@ -122,12 +125,19 @@ int run(Options const& o) {
   std::printf("data: %s: %zu training and %zu test images of %zux%zu, read in %.2f s\n", o.data.c_str(), data.train.count,
               data.test.count, c.rows, c.cols, seconds_since(t0));
 
-  mnist::Network const initial = o.load.empty() ? mnist::initial_network(c) : mnist::load_weights(c, o.load);
+  mnist::Network initial;
+  if (o.load.empty()) {
+    initial = mnist::initial_network(c);
+    initial.standardise = mnist::pixel_statistics(data.train);
+  } else {
+    initial = mnist::load_weights(c, o.load);  // with the standardisation it was trained with
+  }
   t0 = std::chrono::steady_clock::now();
   mnist::Trainer trainer(c, initial, o.host_threads);
-  std::printf("model %s: %zu parameters, batch %zu, lr %g, %zu batches per step, %zu host threads; graph built and "
-              "compiled in %.2f s%s\n",
+  std::printf("model %s: %zu parameters, batch %zu, lr %g (%s), %zu batches per step, %zu host threads; graph built "
+              "and compiled in %.2f s%s\n",
               mnist::name_of(c.model), initial.parameter_count(), c.batch, static_cast<double>(c.learning_rate),
+              c.schedule == mnist::Schedule::cosine ? "cosine" : "constant",
               c.batches_per_step, trainer.engine().host_threads(), seconds_since(t0),
               o.load.empty() ? "" : (", weights from " + o.load).c_str());
 
@@ -136,8 +146,8 @@ int run(Options const& o) {
     test = trainer.evaluate(data.test);
     std::printf("test: loss %.4f  accuracy %.4f\n", test.loss, test.accuracy);
   } else {
-    for (std::size_t e = 0; e < o.epochs; ++e) {
-      Progress progress(e + 1, o.epochs);
+    for (std::size_t e = 0; e < c.epochs; ++e) {
+      Progress progress(e + 1, c.epochs);
       t0 = std::chrono::steady_clock::now();
       mnist::Result const train = trainer.train_epoch(data.train, e, [&](std::size_t done, std::size_t total, double loss, double correct) {
         progress(done, total, loss, correct, c.batch);
@@ -145,7 +155,7 @@ int run(Options const& o) {
       double const s = seconds_since(t0);
       test = trainer.evaluate(data.test);
       std::printf("epoch %zu/%zu: loss %.4f  train acc %.4f  test loss %.4f  test acc %.4f  %.2f s  %.0f samples/s\n", e + 1,
-                  o.epochs, train.loss, train.accuracy, test.loss, test.accuracy, s, static_cast<double>(train.examples) / s);
+                  c.epochs, train.loss, train.accuracy, test.loss, test.accuracy, s, static_cast<double>(train.examples) / s);
       std::fflush(stdout);
     }
   }

@@ -11,6 +11,7 @@
 #include <tilebsp/tilebsp.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -35,6 +36,10 @@ inline std::optional<Model> model_named(std::string_view s) {
 }
 inline char const* name_of(Model m) { return m == Model::logreg ? "logreg" : m == Model::mlp ? "mlp" : "cnn"; }
 
+/// How the learning rate changes over training: constant, or cosine annealing from the given rate to 0 over all
+/// epochs (SGDR without restarts: Loshchilov and Hutter, 2017), per batch.
+enum class Schedule { constant, cosine };
+
 /// What to train and how.
 struct Config {
   Model model = Model::mlp;
@@ -44,6 +49,8 @@ struct Config {
   std::size_t batches_per_step = 75;  ///< SGD steps per device run: the on-device repeat count
   std::size_t rows = 28, cols = 28, classes = 10;
   std::uint64_t seed = 1;             ///< of the initial weights and of the shuffles
+  Schedule schedule = Schedule::cosine;  ///< of the learning rate
+  std::size_t epochs = 5;             ///< the length of training, over which the cosine schedule anneals
 };
 
 /// One layer: a fully connected (dense) or convolutional layer with a bias and an optional ReLU, or a 2x2 max pool.
@@ -76,6 +83,8 @@ struct Network {
   Model model = Model::mlp;
   std::vector<Layer> layers;
   tb::Shape input;  ///< one example's input shape
+  /// (mean, std) of the training pixels in [0, 1]: the host standardises each pixel as it feeds the images.
+  std::vector<float> standardise = {0.0f, 1.0f};
 
   std::size_t parameter_count() const {
     std::size_t n = 0;
@@ -130,6 +139,15 @@ inline Network layout(Config const& c) {
   return n;
 }
 
+/// The (mean, std) of all pixels of `d`, scaled to [0, 1] (Fashion-MNIST's training set: 0.2860, 0.3530).
+inline std::vector<float> pixel_statistics(Dataset const& d) {
+  std::uint64_t sum = 0, squares = 0;
+  for (std::uint8_t v : d.images) sum += v, squares += std::uint64_t{v} * v;
+  double const n = static_cast<double>(std::max<std::size_t>(d.images.size(), 1));
+  double const mean = static_cast<double>(sum) / n, var = static_cast<double>(squares) / n - mean * mean;
+  return {static_cast<float>(mean / 255.0), static_cast<float>(std::sqrt(std::max(var, 1e-12)) / 255.0)};
+}
+
 /// Initial parameters with a fixed seed: He-normal weights for layers followed by a ReLU (std sqrt(2 / fan_in)),
 /// Xavier-uniform for the others (limit sqrt(6 / (fan_in + fan_out))), zero biases.
 inline Network initial_network(Config const& c) {
@@ -146,15 +164,15 @@ inline Network initial_network(Config const& c) {
   return n;
 }
 
-// Weights files (samples/common/tensor_file.hpp) with the magic "TBMNIST1": per layer with parameters,
-// "<layer>.weights" then "<layer>.bias".
+// Weights files (samples/common/tensor_file.hpp) with the magic "TBMNIST1": "input.standardise" (mean, std),
+// then per layer with parameters "<layer>.weights" and "<layer>.bias".
 inline constexpr samples::TensorFileFormat weights_format{{'T', 'B', 'M', 'N', 'I', 'S', 'T', '1'},
                                                           "tilebsp MNIST weights file", "check --model"};
 
 template <class N>
 auto named_tensors(N& n) {
   using V = std::conditional_t<std::is_const_v<N>, std::vector<float> const, std::vector<float>>;
-  std::vector<samples::NamedTensor<V>> r;
+  std::vector<samples::NamedTensor<V>> r{{"input.standardise", tb::Shape{2}, &n.standardise}};
   for (auto& l : n.layers) {
     if (!l.has_weights()) continue;
     r.push_back({l.name + ".weights", l.weights_shape(), &l.weights});
@@ -190,15 +208,20 @@ struct Result {
 /// The tile graph of training and inference for one network, on a modelled IPU Mk2, and an Engine running it.
 ///
 /// Program 0: repeat(batches_per_step, train step); program 1: one train step (an epoch's remainder);
-/// program 2: one inference batch. A train step streams in images (f32 in [0, 1]) and labels (i32), runs
-/// forward, softmax cross-entropy (gradient scaled by 1 / batch: the mean loss, as PyTorch's), backward and SGD,
-/// and streams out the batch's summed loss and number correct.
+/// program 2: one inference batch. A train step streams in images (f32, standardised), labels (i32) and the
+/// schedule's learning-rate factor, runs forward, softmax cross-entropy (gradient scaled by 1 / batch: the mean
+/// loss, as PyTorch's), backward and SGD, and streams out the batch's summed loss and number correct. Results
+/// depend neither on the number of host threads nor on batches_per_step.
 class Trainer {
  public:
   Trainer(Config const& c, Network const& initial, std::size_t host_threads = 0)
       : c_(c), net_(initial), g_(tb::targets::ipu_mk2()) {
-    if (c.batch == 0 || c.eval_batch == 0 || c.batches_per_step == 0)
-      throw tb::option_error("mnist: batch sizes and batches per step must be positive");
+    if (c.batch == 0 || c.eval_batch == 0 || c.batches_per_step == 0 || c.epochs == 0)
+      throw tb::option_error("mnist: batch sizes, batches per step and epochs must be positive");
+    if (net_.standardise.size() != 2 || !(net_.standardise[1] > 0.0f))
+      throw tb::option_error("mnist: the pixel standard deviation must be positive");
+    for (int v = 0; v < 256; ++v)
+      pixel_[static_cast<std::size_t>(v)] = (static_cast<float>(v) / 255.0f - net_.standardise[0]) / net_.standardise[1];
     if (!(c.learning_rate > 0.0f) || !std::isfinite(c.learning_rate))
       throw tb::option_error("mnist: the learning rate must be a positive number");
     build_parameters();
@@ -208,11 +231,17 @@ class Trainer {
     std::vector<tb::Tensor> acts = forward(step, train.images, c.batch, "train/");
     auto const ce = tb::ops::softmax_cross_entropy(g_, step, acts.back(), train.labels, 1.0f / static_cast<float>(c.batch),
                                                    "train/loss");
+    // The learning-rate schedule: backpropagation is linear in the loss gradient, so scaling the gradient by the
+    // schedule's factor for this batch (streamed in with it) scales every update.
+    tb::Tensor const lr_factor = g_.add_variable<float>({1}, "train/lr_factor");
+    g_.set_tile_mapping(lr_factor, 0);
+    auto lr_factor_in = g_.add_host_to_device_fifo<float>("train/lr_factor_in", 1);
+    tb::ops::map_in_place(g_, step, tb::expr::_1 * tb::expr::_2, ce.grad, lr_factor);
     backward(step, acts, ce.grad, c.batch);
     auto loss_out = g_.add_device_to_host_fifo<float>("train/loss_out", 1);
     auto correct_out = g_.add_device_to_host_fifo<float>("train/correct_out", 1);
     auto const train_step = tb::seq(tb::stream_in(train.images_in, train.images), tb::stream_in(train.labels_in, train.labels),
-                                    std::move(step), tb::stream_out(ce.total_loss, loss_out),
+                                    tb::stream_in(lr_factor_in, lr_factor), std::move(step), tb::stream_out(ce.total_loss, loss_out),
                                     tb::stream_out(ce.total_correct, correct_out));
     // Inference with the same weights, per-example loss and correctness out (padding is left out on the host).
     tb::Sequence infer;
@@ -232,6 +261,7 @@ class Trainer {
     engine_->connect<float>(train.images_in, [this](std::span<float> b) { fill_images(b, train_feed_.images, c_.batch, true); });
     engine_->connect<std::int32_t>(train.labels_in,
                                    [this](std::span<std::int32_t> b) { fill_labels(b, train_feed_.labels, c_.batch, true); });
+    engine_->connect<float>(lr_factor_in, [this](std::span<float> f) { f[0] = static_cast<float>(schedule_factor(train_feed_.lr++)); });
     engine_->connect<float>(loss_out, [this](std::span<float const> v) { step_loss_ += v[0]; });
     engine_->connect<float>(correct_out, [this](std::span<float const> v) { step_correct_ += v[0]; });
     engine_->connect<float>(eval.images_in, [this](std::span<float> b) { fill_images(b, eval_feed_.images, c_.eval_batch, false); });
@@ -259,7 +289,8 @@ class Trainer {
       throw tb::option_error("mnist: " + std::to_string(d.count) + " training examples do not fill one batch of " +
                              std::to_string(c_.batch));
     order_ = epoch_order(d.count, c_.seed, epoch);
-    train_feed_ = {&d, 0, 0};
+    train_feed_ = {&d, 0, 0, epoch * total};
+    batches_per_epoch_ = total;
     double loss = 0, correct = 0;
     for (std::size_t done = 0; done < total;) {
       std::size_t const n = total - done >= c_.batches_per_step ? c_.batches_per_step : 1;
@@ -274,10 +305,19 @@ class Trainer {
     return {loss / examples, correct / examples, total * c_.batch};
   }
 
+  /// The schedule's factor of the learning rate for training batch `k` (counted from the first epoch's first):
+  /// 1 for a constant rate; for cosine annealing, (1 + cos(pi t)) / 2 where t = k / (c.epochs x batches per epoch)
+  /// is the fraction of training done (1 past the end).
+  double schedule_factor(std::size_t k) const {
+    if (c_.schedule == Schedule::constant) return 1.0;
+    double const t = static_cast<double>(k) / static_cast<double>(c_.epochs * batches_per_epoch_);
+    return 0.5 * (1.0 + std::cos(3.141592653589793 * std::min(t, 1.0)));
+  }
+
   /// Mean loss and accuracy of the current weights on `d`.
   Result evaluate(Dataset const& d) {
     check_image_size(d);
-    eval_feed_ = {&d, 0, 0};
+    eval_feed_ = {&d, 0, 0, 0};
     double loss = 0, correct = 0;
     for (std::size_t b0 = 0; b0 < d.count; b0 += c_.eval_batch) {
       engine_->run(2);
@@ -304,10 +344,11 @@ class Trainer {
     tb::Tensor images, labels;
     tb::Fifo images_in, labels_in;
   };
-  /// Where each infeed is in the data: the data set and the next example for images and for labels.
+  /// Where each infeed is in the data: the data set, the next example for images and for labels, and (training)
+  /// the next batch counted over all epochs, for the learning-rate schedule.
   struct Feed {
     Dataset const* data = nullptr;
-    std::size_t images = 0, labels = 0;
+    std::size_t images = 0, labels = 0, lr = 0;
   };
 
   Io io(std::size_t batch, std::string const& tag) {
@@ -438,7 +479,7 @@ class Trainer {
         continue;
       }
       std::uint8_t const* in = f.data->images.data() + *e * pixels;
-      for (std::size_t p = 0; p < pixels; ++p) out[p] = static_cast<float>(in[p]) * (1.0f / 255.0f);
+      for (std::size_t p = 0; p < pixels; ++p) out[p] = pixel_[in[p]];
     }
   }
   void fill_labels(std::span<std::int32_t> batch, std::size_t& next, std::size_t n, bool shuffled) {
@@ -456,6 +497,8 @@ class Trainer {
   std::unique_ptr<tb::Engine> engine_;
   std::vector<std::uint32_t> order_;
   Feed train_feed_, eval_feed_;
+  std::size_t batches_per_epoch_ = 1;
+  std::array<float, 256> pixel_{};  // a byte's standardised value
   double step_loss_ = 0, step_correct_ = 0;
   std::vector<float> eval_loss_, eval_correct_;
 };

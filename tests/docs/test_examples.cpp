@@ -192,3 +192,42 @@ TEST_CASE("loss example") {
   CHECK(e.read<float>(r.total_correct)[0] == 1.0f);  // row 0's first maximum is class 0, row 1's is its label
   CHECK(e.read<float>(r.grad)[1] == doctest::Approx((1.0 / 3.0 - 1.0) / 2.0));
 }
+
+// [sgd-example]
+/// The backward pass and SGD step of a dense layer y = relu(x w + b), given dy = dL/dy: returns dL/dx and updates
+/// w and b in place (w's update is one matmul_acc: w += -lr * x^T dz).
+tb::Tensor dense_relu_backward(tb::Graph& g, tb::Sequence& prog, tb::Tensor const& x, tb::Tensor const& y,
+                               tb::Tensor const& w, tb::Tensor const& b, tb::Tensor const& dy, float lr) {
+  using namespace tb::expr;
+  tb::ops::map_in_place(g, prog, select(_2 > 0.0f, _1, 0.0f), dy, y);  // dz: through the ReLU
+  tb::Tensor const db = tb::ops::reduce(g, prog, dy, {0}, tb::ops::ReduceOp::add);
+  tb::Tensor const dx = tb::ops::matmul(g, prog, dy, w.transpose());  // before w changes
+  tb::ops::matmul_acc(g, prog, w, -lr, x.transpose(), dy);
+  tb::ops::scaled_add(g, prog, b, db, -lr);
+  return dx;
+}
+// [sgd-example]
+
+TEST_CASE("sgd example") {
+  using namespace tb::expr;
+  tb::Graph g{tb::targets::tiny(4, 1 << 20)};
+  tb::Sequence prog;
+  auto var = [&](tb::Shape s, char const* name) {
+    auto t = g.add_variable<float>(s, name);
+    tb::map_linearly(g, t);
+    return t;
+  };
+  auto x = var({2, 3}, "x"), w = var({3, 2}, "w"), b = var({2}, "b"), dy = var({2, 2}, "dy");
+  auto y = tb::ops::matmul(g, prog, x, w);
+  tb::ops::map_in_place(g, prog, relu(_1 + _2), y, b);
+  auto dx = dense_relu_backward(g, prog, x, y, w, b, dy, 0.5f);
+  tb::Engine e{tb::compile(g, prog), {.host_threads = 2}};
+  e.write(x, std::vector<float>{1, 2, 3, -1, 0, 1});
+  e.write(w, std::vector<float>{1, -1, 0, 1, 1, 0});  // x w = [[4, 1], [0, 1]]
+  e.write(b, std::vector<float>{-1, 0});              // y = [[3, 1], [0, 1]]: the ReLU stops (1, 0)
+  e.write(dy, std::vector<float>{1, 2, 3, 4});        // dz = [[1, 2], [0, 4]]
+  e.run();
+  CHECK(e.read<float>(dx) == std::vector<float>{-1, 2, 1, -4, 4, 0});                // dz w^T
+  CHECK(e.read<float>(b) == std::vector<float>{-1.5f, -3});                          // b - 0.5 (1, 6)
+  CHECK(e.read<float>(w) == std::vector<float>{0.5f, 0, -1, -1, -0.5f, -5});  // w - 0.5 x^T dz
+}

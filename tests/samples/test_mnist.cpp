@@ -96,15 +96,15 @@ std::vector<float> all_parameters(mnist::Network const& n) {
   return v;
 }
 
-/// One SGD step of a dense network (logreg or MLP) in double: forward, mean softmax cross-entropy, backward,
-/// update; returns the updated network and the batch's summed loss.
+/// One SGD step of a dense network (logreg or MLP) in double from standardised pixels: forward, mean softmax
+/// cross-entropy, backward, update; returns the updated network and the batch's summed loss.
 std::pair<mnist::Network, double> reference_step(mnist::Network n, mnist::Dataset const& d,
                                                  std::vector<std::uint32_t> const& examples, double lr) {
   std::size_t const B = examples.size();
   std::vector<std::vector<double>> acts(n.layers.size() + 1);
   for (auto e : examples)
     for (std::size_t p = 0; p < 784; ++p)
-      acts[0].push_back(static_cast<float>(d.images[e * 784 + p]) * (1.0f / 255.0f));
+      acts[0].push_back((static_cast<float>(d.images[e * 784 + p]) / 255.0f - n.standardise[0]) / n.standardise[1]);
   for (std::size_t i = 0; i < n.layers.size(); ++i) {
     auto const& l = n.layers[i];
     std::size_t const in = l.in[0], out = l.out[0];
@@ -298,7 +298,9 @@ TEST_CASE("mnist: one SGD step of the dense models matches a double-precision re
     CAPTURE(mnist::name_of(m));
     mnist::Config c = small_config(m);
     c.batches_per_step = 1;
-    mnist::Network const n0 = mnist::initial_network(c);
+    mnist::Network n0 = mnist::initial_network(c);
+    n0.standardise = mnist::pixel_statistics(d);
+    CHECK(n0.standardise[0] == doctest::Approx(0.3).epsilon(0.1));  // a quarter of each image is bright
     mnist::Trainer t(c, n0, 2);
     // One batch: an epoch over the first 16 examples of the shuffled order is one step.
     mnist::Dataset one = d;
@@ -320,11 +322,18 @@ TEST_CASE("mnist: each model learns a small task; results do not depend on host 
   std::string const dir = scratch("weights");
   for (auto m : {mnist::Model::logreg, mnist::Model::mlp, mnist::Model::cnn}) {
     CAPTURE(mnist::name_of(m));
-    mnist::Config const c = small_config(m);  // 16 batches an epoch: 3 device runs of 5 and a remainder of 1
+    // 16 batches an epoch: 3 device runs of 5 and a remainder of 1, or 16 runs of 1.
+    mnist::Config c = small_config(m);
+    c.epochs = 3;
     std::vector<float> first;
     double accuracy = 0;
-    for (std::size_t threads : {1u, 3u}) {
-      mnist::Trainer t(c, mnist::initial_network(c), threads);
+    for (auto [threads, per_step] : {std::pair<std::size_t, std::size_t>{1, 5}, {3, 5}, {2, 1}}) {
+      CAPTURE(threads);
+      CAPTURE(per_step);
+      c.batches_per_step = per_step;
+      mnist::Network n = mnist::initial_network(c);
+      n.standardise = mnist::pixel_statistics(train);
+      mnist::Trainer t(c, n, threads);
       double const before = t.evaluate(test).loss;
       std::size_t calls = 0;
       mnist::Result r;
@@ -334,7 +343,7 @@ TEST_CASE("mnist: each model learns a small task; results do not depend on host 
           CHECK(total == 16);
           CHECK(done <= total);
         });
-      CHECK(calls == 3 * 4);
+      CHECK(calls == 3 * (per_step == 5 ? 4 : 16));
       CHECK(r.examples == 256);
       mnist::Result const after = t.evaluate(test);
       CHECK(after.examples == 100);
@@ -345,7 +354,7 @@ TEST_CASE("mnist: each model learns a small task; results do not depend on host 
         first = params, accuracy = after.accuracy;
         mnist::save_weights(t.network(), dir + "/" + mnist::name_of(m));
       } else {
-        CHECK(params == first);  // bitwise, whatever the number of threads
+        CHECK(params == first);  // bitwise, whatever the number of threads or batches per device run
         CHECK(after.accuracy == accuracy);
       }
     }
@@ -358,8 +367,34 @@ TEST_CASE("mnist: each model learns a small task; results do not depend on host 
   // A weights file of another model.
   mnist::Config c = small_config(mnist::Model::mlp);
   CHECK_THROWS_WITH_AS(mnist::load_weights(c, dir + "/logreg"),
-                       ("load_weights: '" + dir + "/logreg': holds 2 tensors but this network has 4 (check --model)").c_str(),
+                       ("load_weights: '" + dir + "/logreg': holds 3 tensors but this network has 5 (check --model)").c_str(),
                        tb::error);
+}
+
+TEST_CASE("mnist: the cosine schedule anneals the learning rate per batch") {
+  // With a constant rate the same epoch trains the same whatever came before; with cosine annealing over one
+  // epoch, the last batches barely move the weights, so a second epoch changes them less than the first.
+  mnist::Dataset const train = synthetic(64, 8);
+  auto change = [&](mnist::Schedule s) {
+    mnist::Config c = small_config(mnist::Model::logreg);
+    c.schedule = s;
+    c.epochs = 1;
+    mnist::Trainer t(c, mnist::initial_network(c), 2);
+    auto const p0 = all_parameters(t.network());
+    t.train_epoch(train, 0);
+    auto const p1 = all_parameters(t.network());
+    t.train_epoch(train, 1);  // past the schedule's end: factor 0
+    auto const p2 = all_parameters(t.network());
+    double first = 0, second = 0;
+    for (std::size_t i = 0; i < p0.size(); ++i) first += std::abs(p1[i] - p0[i]), second += std::abs(p2[i] - p1[i]);
+    return std::pair{first, second};
+  };
+  auto const [constant1, constant2] = change(mnist::Schedule::constant);
+  auto const [cosine1, cosine2] = change(mnist::Schedule::cosine);
+  CHECK(cosine1 < constant1);
+  CHECK(cosine1 > 0.3 * constant1);  // the mean factor over an epoch is 1/2
+  CHECK(constant2 > 0);
+  CHECK(cosine2 == 0);
 }
 
 TEST_CASE("mnist: bad configurations and data") {
@@ -367,6 +402,10 @@ TEST_CASE("mnist: bad configurations and data") {
   c.learning_rate = 0;
   CHECK_THROWS_WITH_AS(mnist::Trainer(c, mnist::initial_network(c)), "mnist: the learning rate must be a positive number",
                        tb::option_error);
+  c = small_config(mnist::Model::logreg);
+  mnist::Network n = mnist::initial_network(c);
+  n.standardise = {0.5f, 0.0f};
+  CHECK_THROWS_WITH_AS(mnist::Trainer(c, n), "mnist: the pixel standard deviation must be positive", tb::option_error);
   c = small_config(mnist::Model::logreg);
   mnist::Trainer t(c, mnist::initial_network(c), 1);
   mnist::Dataset small = synthetic(10, 6);
