@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <limits>
 #include <string>
@@ -20,7 +22,7 @@ struct Options {
   mnist::Config model;
   std::size_t host_threads = 0;
   std::string data = "/usr/share/datasets/fashion-mnist";
-  std::string save, load;
+  std::string save, load, report;
   bool evaluate_only = false;
 };
 
@@ -40,6 +42,7 @@ backward, SGD) -> outfeed, then evaluates the test set with an inference program
                           and t10k-labels-idx1-ubyte, each raw or .gz (default /usr/share/datasets/fashion-mnist)
   --save FILE             write the trained weights to FILE
   --load FILE             start from the weights in FILE (written by --save for the same --model)
+  --report DIR            write the profile of the run (profile.json, summary.txt) to DIR
   --evaluate              only evaluate the test set (with --load: the loaded weights) and exit
   --help                  this text
 The last line printed is "test_accuracy: <value>".
@@ -79,6 +82,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--data") o.data = v;
     else if (a == "--save") o.save = v;
     else if (a == "--load") o.load = v;
+    else if (a == "--report") o.report = v;
     else cli.bad("unknown option '" + a + "'");
   }
   return o;
@@ -133,7 +137,7 @@ int run(Options const& o) {
     initial = mnist::load_weights(c, o.load);  // with the standardisation it was trained with
   }
   t0 = std::chrono::steady_clock::now();
-  mnist::Trainer trainer(c, initial, o.host_threads);
+  mnist::Trainer trainer(c, initial, {.host_threads = o.host_threads, .profiling = !o.report.empty()});
   std::printf("model %s: %zu parameters, batch %zu, lr %g (%s), %zu batches per step, %zu host threads; graph built "
               "and compiled in %.2f s%s\n",
               mnist::name_of(c.model), initial.parameter_count(), c.batch, static_cast<double>(c.learning_rate),
@@ -162,6 +166,13 @@ int run(Options const& o) {
   if (!o.save.empty()) {
     mnist::save_weights(trainer.network(), o.save);
     std::printf("weights written to %s\n", o.save.c_str());
+  }
+  if (!o.report.empty()) {
+    std::filesystem::create_directories(o.report);
+    tb::Profile const profile = trainer.engine().profile();
+    profile.write_json(o.report + "/profile.json");
+    std::ofstream(o.report + "/summary.txt") << profile.summary();
+    std::printf("report written to %s/profile.json and %s/summary.txt\n", o.report.c_str(), o.report.c_str());
   }
   std::printf("test_accuracy: %.4f\n", test.accuracy);
   return 0;

@@ -214,7 +214,7 @@ struct Result {
 /// depend neither on the number of host threads nor on batches_per_step.
 class Trainer {
  public:
-  Trainer(Config const& c, Network const& initial, std::size_t host_threads = 0)
+  Trainer(Config const& c, Network const& initial, tb::EngineOptions const& engine_options = {})
       : c_(c), net_(initial), g_(tb::targets::ipu_mk2()) {
     if (c.batch == 0 || c.eval_batch == 0 || c.batches_per_step == 0 || c.epochs == 0)
       throw tb::option_error("mnist: batch sizes, batches per step and epochs must be positive");
@@ -256,7 +256,7 @@ class Trainer {
 
     engine_ = std::make_unique<tb::Engine>(
         tb::compile(g_, {}, tb::repeat(c.batches_per_step, train_step), train_step, eval_step),
-        tb::EngineOptions{.host_threads = host_threads});
+        engine_options);
     write_parameters();
     engine_->connect<float>(train.images_in, [this](std::span<float> b) { fill_images(b, train_feed_.images, c_.batch, true); });
     engine_->connect<std::int32_t>(train.labels_in,

@@ -314,3 +314,54 @@ TEST_CASE("softmax_cross_entropy: loss, accuracy, gradient and errors") {
                          "softmax_cross_entropy: labels must be i32, not f32", tb::type_error);
   }
 }
+
+TEST_CASE("max_pool_backward: wide channel blocks with ties and NaN match a scalar reference, f32 and f16") {
+  // 80 channels: whole SIMD vectors, a tail, and two blocks of the backward vertex; values drawn from {0..3} so
+  // that most windows tie, and a few NaNs, which propagate and take the gradient where they first appear.
+  tb::Shape const shape{2, 5, 6, 80};
+  tb::PoolParams const pp{{3, 3}, {2, 2}, {1, 1}, {1, 1}};
+  std::size_t const H = 5, W = 6, C = 80, OH = 3, OW = 3;
+  std::mt19937 rng(21);
+  std::vector<float> xv(tb::product(shape)), dyv(2 * OH * OW * C);
+  for (auto& v : xv) v = static_cast<float>(rng() % 4);
+  for (std::size_t i = 0; i < xv.size(); i += 97) xv[i] = std::nanf("");
+  for (auto& v : dyv) v = static_cast<float>(rng() % 8) - 3.0f;
+  // Reference: each output's gradient to the first source (window order) equal to its maximum, or its first NaN.
+  std::vector<float> want(xv.size(), 0.0f);
+  for (std::size_t n = 0; n < 2; ++n)
+    for (std::size_t oh = 0; oh < OH; ++oh)
+      for (std::size_t ow = 0; ow < OW; ++ow)
+        for (std::size_t c = 0; c < C; ++c) {
+          std::vector<std::size_t> window;
+          for (std::size_t kh = 0; kh < 3; ++kh)
+            for (std::size_t kw = 0; kw < 3; ++kw) {
+              std::ptrdiff_t const h = static_cast<std::ptrdiff_t>(oh * 2 + kh) - 1, w = static_cast<std::ptrdiff_t>(ow * 2 + kw) - 1;
+              if (h >= 0 && w >= 0 && h < static_cast<std::ptrdiff_t>(H) && w < static_cast<std::ptrdiff_t>(W))
+                window.push_back(((n * H + static_cast<std::size_t>(h)) * W + static_cast<std::size_t>(w)) * C + c);
+            }
+          auto const nan = std::find_if(window.begin(), window.end(), [&](std::size_t i) { return std::isnan(xv[i]); });
+          std::size_t at = 0;
+          if (nan != window.end()) at = *nan;
+          else at = *std::max_element(window.begin(), window.end(), [&](std::size_t a, std::size_t b) { return xv[a] < xv[b]; });
+          want[at] += dyv[((n * OH + oh) * OW + ow) * C + c];
+        }
+  for (auto type : {tb::ElementType::f32, tb::ElementType::f16}) {
+    INFO(tb::name_of(type));
+    tb::Graph g{tb::targets::tiny(3, 1 << 22)};
+    auto x = g.add_variable(type, shape, "x");
+    auto dy = g.add_variable(type, {2, OH, OW, C}, "dy");
+    tb::map_linearly(g, x);
+    tb::map_linearly(g, dy);
+    tb::Sequence prog;
+    auto y = tb::ops::max_pool(g, prog, x, pp);
+    auto dx = tb::ops::max_pool_backward(g, prog, x, y, dy, pp);
+    auto dx32 = tb::ops::cast(g, prog, dx, tb::ElementType::f32);
+    for (std::size_t threads : {1u, 2u}) {
+      tb::Engine e{tb::compile(g, prog), {.host_threads = threads}};
+      if (type == tb::ElementType::f32) e.write(x, xv), e.write(dy, dyv);
+      else e.write(x, std::vector<tb::half>(xv.begin(), xv.end())), e.write(dy, std::vector<tb::half>(dyv.begin(), dyv.end()));
+      e.run();
+      CHECK(e.read<float>(dx32) == want);
+    }
+  }
+}

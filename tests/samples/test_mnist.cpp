@@ -301,7 +301,7 @@ TEST_CASE("mnist: one SGD step of the dense models matches a double-precision re
     mnist::Network n0 = mnist::initial_network(c);
     n0.standardise = mnist::pixel_statistics(d);
     CHECK(n0.standardise[0] == doctest::Approx(0.3).epsilon(0.1));  // a quarter of each image is bright
-    mnist::Trainer t(c, n0, 2);
+    mnist::Trainer t(c, n0, {.host_threads = 2});
     // One batch: an epoch over the first 16 examples of the shuffled order is one step.
     mnist::Dataset one = d;
     one.count = 16;
@@ -333,7 +333,7 @@ TEST_CASE("mnist: each model learns a small task; results do not depend on host 
       c.batches_per_step = per_step;
       mnist::Network n = mnist::initial_network(c);
       n.standardise = mnist::pixel_statistics(train);
-      mnist::Trainer t(c, n, threads);
+      mnist::Trainer t(c, n, {.host_threads = threads});
       double const before = t.evaluate(test).loss;
       std::size_t calls = 0;
       mnist::Result r;
@@ -361,7 +361,7 @@ TEST_CASE("mnist: each model learns a small task; results do not depend on host 
     // Save -> load -> evaluate: the same weights and the same test accuracy.
     mnist::Network const loaded = mnist::load_weights(c, dir + "/" + mnist::name_of(m));
     CHECK(all_parameters(loaded) == first);
-    mnist::Trainer t(c, loaded, 2);
+    mnist::Trainer t(c, loaded, {.host_threads = 2});
     CHECK(t.evaluate(test).accuracy == accuracy);
   }
   // A weights file of another model.
@@ -379,7 +379,7 @@ TEST_CASE("mnist: the cosine schedule anneals the learning rate per batch") {
     mnist::Config c = small_config(mnist::Model::logreg);
     c.schedule = s;
     c.epochs = 1;
-    mnist::Trainer t(c, mnist::initial_network(c), 2);
+    mnist::Trainer t(c, mnist::initial_network(c), {.host_threads = 2});
     auto const p0 = all_parameters(t.network());
     t.train_epoch(train, 0);
     auto const p1 = all_parameters(t.network());
@@ -407,7 +407,7 @@ TEST_CASE("mnist: bad configurations and data") {
   n.standardise = {0.5f, 0.0f};
   CHECK_THROWS_WITH_AS(mnist::Trainer(c, n), "mnist: the pixel standard deviation must be positive", tb::option_error);
   c = small_config(mnist::Model::logreg);
-  mnist::Trainer t(c, mnist::initial_network(c), 1);
+  mnist::Trainer t(c, mnist::initial_network(c), {.host_threads = 1});
   mnist::Dataset small = synthetic(10, 6);
   CHECK_THROWS_WITH_AS(t.train_epoch(small, 0), "mnist: 10 training examples do not fill one batch of 16", tb::option_error);
   small.rows = 27;

@@ -13,6 +13,7 @@
 #include <boost/hana/define_struct.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -77,6 +78,10 @@ struct PoolGeometry {
   simd::ConvRange range;
   Block6 src, dst;
 };
+
+/// The fewest channels a pooling piece splits off: smaller chunks would use more tiles of a modelled IPU, but each
+/// piece of a channels-last tensor is then a gather of short runs, which costs a host more than it saves.
+inline constexpr std::size_t channel_chunk = 32;
 
 /// Calls f(x0, x1, x2) for the source positions of output (o0, o1, o2)'s window in tap order, skipping padding,
 /// until f returns true; returns whether it did.
@@ -168,25 +173,55 @@ struct MaxPoolGradVertex {
     float* acc = buffer.data();
     if constexpr (std::is_same_v<T, float>) acc = grad_in.data();
     std::fill(acc, acc + grad_in.size(), 0.0f);
+    // Per output position and block of channels, walk the window once: each channel takes the first source equal
+    // to its maximum (or the NaN that propagated), and the walk stops when every channel of the block has.
+    constexpr std::size_t block = 64;
+    T const* x = in.data();
+    T const* y = out.data();
+    T const* dy = grad_out.data();
     for (std::int64_t o0 = 0; o0 < L[0].out; ++o0)
       for (std::int64_t o1 = 0; o1 < L[1].out; ++o1)
         for (std::int64_t o2 = 0; o2 < L[2].out; ++o2) {
           std::size_t const op = static_cast<std::size_t>((o0 * L[1].out + o1) * L[2].out + o2) * cn;
-          for (std::size_t c = 0; c < cn; ++c) {
-            float const m = static_cast<float>(out.data()[op + c]);
+          for (std::size_t c0 = 0; c0 < cn; c0 += block) {
+            std::size_t const w = std::min(block, cn - c0);
+            std::array<float, block> done{};  // 1 once a channel has taken its gradient
             each_window_source(l, o0, o1, o2, [&](std::int64_t x0, std::int64_t x1, std::int64_t x2) {
-              std::size_t const at = static_cast<std::size_t>((x0 * L[1].in + x1) * L[2].in + x2) * cn + c;
-              float const v = static_cast<float>(in.data()[at]);
-              // The forward pass's choice: the first value equal to the maximum, or the NaN that propagated.
-              if (!(v == m || (v != v && m != m))) return false;
-              acc[at] += static_cast<float>(grad_out.data()[op + c]);
-              return true;
+              std::size_t const at = static_cast<std::size_t>((x0 * L[1].in + x1) * L[2].in + x2) * cn + c0;
+              return take(acc + at, x + at, y + op + c0, dy + op + c0, done.data(), w);
             });
           }
         }
     if constexpr (!std::is_same_v<T, float>)
       for (std::size_t i = 0; i < buffer.size(); ++i) grad_in.data()[i] = static_cast<T>(buffer[i]);
   }
+  /// One window source for a block of `w` channels: each channel not yet done whose value equals its maximum
+  /// (or is the NaN that propagated) adds its output gradient to `acc` and is done. Returns whether all are.
+  static bool take(float* acc, T const* v, T const* m, T const* dy, float* done, std::size_t w) {
+    using B = simd::batch<float>;
+    auto const load = [](T const* p) {
+      if constexpr (std::is_same_v<T, float>) return B::load_unaligned(p);
+      else return simd::load_f16(p);
+    };
+    std::size_t c = 0;
+    B all(1.0f);
+    for (; c + simd::lanes <= w; c += simd::lanes) {
+      B const x = load(v + c), mx = load(m + c), d = B::load_unaligned(done + c);
+      auto const hit = (d == B(0.0f)) && ((x == mx) || ((x != x) && (mx != mx)));
+      (B::load_unaligned(acc + c) + xsimd::select(hit, load(dy + c), B(0.0f))).store_unaligned(acc + c);
+      B const now = xsimd::select(hit, B(1.0f), d);
+      now.store_unaligned(done + c);
+      all = xsimd::min(all, now);
+    }
+    bool finished = xsimd::all(all != B(0.0f));
+    for (; c < w; ++c) {
+      float const x = static_cast<float>(v[c]), mx = static_cast<float>(m[c]);
+      if (done[c] == 0.0f && (x == mx || (x != x && mx != mx))) acc[c] += static_cast<float>(dy[c]), done[c] = 1.0f;
+      finished = finished && done[c] != 0.0f;
+    }
+    return finished;
+  }
+
   std::uint64_t cycle_estimate() const {
     return 30 + grad_in.size() + 2 * out.size() * static_cast<std::uint64_t>(simd::ConvLoop(loop).taps());
   }
@@ -210,11 +245,11 @@ inline Tensor max_pool(Graph& g, Sequence& prog, Tensor const& in, PoolParams co
   Tensor out = g.add_variable(in.element_type(), out_shape, name);
   Tensor const in6 = detail::activations6(in, r, 1), out6 = detail::activations6(out, r, 1);
 
-  // Pieces: batch x output rows of the leading real dimension, then channel chunks (multiples of 16) when there
-  // are fewer rows than tiles.
+  // Pieces: batch x output rows of the leading real dimension, then channel chunks (of at least channel_chunk)
+  // when there are fewer rows than tiles.
   std::size_t const rd = 3 - r, rows = static_cast<std::size_t>(L.dim[rd].out), tiles = g.num_tiles();
   std::size_t const units = N * rows;
-  std::size_t const c_split = std::min((C + 15) / 16, std::max<std::size_t>(1, tiles / units));
+  std::size_t const c_split = std::min((C + detail::channel_chunk - 1) / detail::channel_chunk, std::max<std::size_t>(1, tiles / units));
   std::size_t const c_tile = (C + c_split - 1) / c_split;
   std::size_t const r_split = std::min(units, tiles / c_split == 0 ? 1 : tiles / c_split);
   std::size_t const pieces = r_split * c_split;
@@ -286,7 +321,7 @@ inline Tensor max_pool_backward(Graph& g, Sequence& prog, Tensor const& in, Tens
   }
   Tensor grad_in = g.add_variable(in.element_type(), in.shape(), name);
   std::size_t const tiles = g.num_tiles();
-  std::size_t const c_split = std::min((C + 15) / 16, std::max<std::size_t>(1, tiles / N));
+  std::size_t const c_split = std::min((C + detail::channel_chunk - 1) / detail::channel_chunk, std::max<std::size_t>(1, tiles / N));
   std::size_t const c_tile = (C + c_split - 1) / c_split, pieces = N * c_split;
   ComputeSet const cs = g.add_compute_set(name);
   detail::with_float_type(in.element_type(), [&]<class T>() {
