@@ -2,11 +2,14 @@
 // --help on stderr and exits with code 2.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <initializer_list>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace samples {
@@ -19,6 +22,27 @@ class Cli {
   [[noreturn]] void bad(std::string const& why) const {
     std::cerr << program_ << ": " << why << "\n(see " << program_ << " --help)\n";
     std::exit(2);
+  }
+
+  /// Walks the command line: --help (or -h) prints `usage` and exits 0; a switch named in `switches` calls
+  /// on(flag, ""); any other --flag takes the next argument as its value and calls on(flag, value), which handles
+  /// the flags it knows and calls bad() for the others.
+  template <class F>
+  void parse(int argc, char** argv, char const* usage, std::initializer_list<std::string_view> switches, F&& on) const {
+    for (int i = 1; i < argc; ++i) {
+      std::string const a = argv[i];
+      if (a == "--help" || a == "-h") {
+        std::cout << usage;
+        std::exit(0);
+      }
+      if (std::find(switches.begin(), switches.end(), a) != switches.end()) {
+        on(a, std::string());
+        continue;
+      }
+      if (a.rfind("--", 0) != 0) bad("unexpected argument '" + a + "'");
+      if (i + 1 >= argc) bad(a + " needs a value");
+      on(a, std::string(argv[++i]));
+    }
   }
 
   /// The integer `v` given to `flag`, at least `least`.

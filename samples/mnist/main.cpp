@@ -51,20 +51,9 @@ The last line printed is "test_accuracy: <value>".
 Options parse(int argc, char** argv) {
   samples::Cli const cli{"mnist"};
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string const a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << usage;
-      std::exit(0);
-    }
-    if (a == "--evaluate") {
-      o.evaluate_only = true;
-      continue;
-    }
-    if (a.rfind("--", 0) != 0) cli.bad("unexpected argument '" + a + "'");
-    if (i + 1 >= argc) cli.bad(a + " needs a value");
-    std::string const v = argv[++i];
-    if (a == "--model") {
+  cli.parse(argc, argv, usage, {"--evaluate"}, [&](std::string const& a, std::string const& v) {
+    if (a == "--evaluate") o.evaluate_only = true;
+    else if (a == "--model") {
       auto const m = mnist::model_named(v);
       if (!m) cli.bad("--model must be logreg, mlp or cnn, got '" + v + "'");
       o.model.model = *m;
@@ -84,7 +73,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--load") o.load = v;
     else if (a == "--report") o.report = v;
     else cli.bad("unknown option '" + a + "'");
-  }
+  });
   return o;
 }
 

@@ -205,7 +205,8 @@ struct Result {
   std::size_t examples = 0;
 };
 
-/// The tile graph of training and inference for one network, on a modelled IPU Mk2, and an Engine running it.
+/// The tile graph of training and inference for one network, on a modelled IPU Mk2 (or another target), and an
+/// Engine running it.
 ///
 /// Program 0: repeat(batches_per_step, train step); program 1: one train step (an epoch's remainder);
 /// program 2: one inference batch. A train step streams in images (f32, standardised), labels (i32) and the
@@ -214,8 +215,9 @@ struct Result {
 /// depend neither on the number of host threads nor on batches_per_step.
 class Trainer {
  public:
-  Trainer(Config const& c, Network const& initial, tb::EngineOptions const& engine_options = {})
-      : c_(c), net_(initial), g_(tb::targets::ipu_mk2()) {
+  Trainer(Config const& c, Network const& initial, tb::EngineOptions const& engine_options = {},
+          tb::Target const& target = tb::targets::ipu_mk2())
+      : c_(c), net_(initial), g_(target) {
     if (c.batch == 0 || c.eval_batch == 0 || c.batches_per_step == 0 || c.epochs == 0)
       throw tb::option_error("mnist: batch sizes, batches per step and epochs must be positive");
     if (net_.standardise.size() != 2 || !(net_.standardise[1] > 0.0f))

@@ -71,20 +71,9 @@ tb::ElementType float_type(std::string const& flag, std::string const& v) {
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string const a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << usage;
-      std::exit(0);
-    }
-    if (a == "--check-memory") {
-      o.check_memory = true;
-      continue;
-    }
-    if (a.rfind("--", 0) != 0) bad("unexpected argument '" + a + "'");
-    if (i + 1 >= argc) bad(a + " needs a value");
-    std::string const v = argv[++i];
-    if (a == "--batch-size") o.model.batch = integer(a, v, 1);
+  cli.parse(argc, argv, usage, {"--check-memory"}, [&](std::string const& a, std::string const& v) {
+    if (a == "--check-memory") o.check_memory = true;
+    else if (a == "--batch-size") o.model.batch = integer(a, v, 1);
     else if (a == "--batches-per-step") o.batches_per_step = integer(a, v, 1);
     else if (a == "--iterations") o.iterations = static_cast<int>(integer(a, v, 1));
     else if (a == "--depth") {
@@ -104,7 +93,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--weights") o.weights = v;
     else if (a == "--save-weights") o.save_weights = v;
     else bad("unknown option '" + a + "'");
-  }
+  });
   return o;
 }
 
