@@ -260,15 +260,13 @@ class Trainer {
         tb::compile(g_, {}, tb::repeat(c.batches_per_step, train_step), train_step, eval_step),
         engine_options);
     write_parameters();
-    engine_->connect<float>(train.images_in, [this](std::span<float> b) { fill_images(b, train_feed_.images, c_.batch, true); });
-    engine_->connect<std::int32_t>(train.labels_in,
-                                   [this](std::span<std::int32_t> b) { fill_labels(b, train_feed_.labels, c_.batch, true); });
+    engine_->connect<float>(train.images_in, [this](std::span<float> b) { fill_images(b, train_feed_); });
+    engine_->connect<std::int32_t>(train.labels_in, [this](std::span<std::int32_t> b) { fill_labels(b, train_feed_); });
     engine_->connect<float>(lr_factor_in, [this](std::span<float> f) { f[0] = static_cast<float>(schedule_factor(train_feed_.lr++)); });
     engine_->connect<float>(loss_out, [this](std::span<float const> v) { step_loss_ += v[0]; });
     engine_->connect<float>(correct_out, [this](std::span<float const> v) { step_correct_ += v[0]; });
-    engine_->connect<float>(eval.images_in, [this](std::span<float> b) { fill_images(b, eval_feed_.images, c_.eval_batch, false); });
-    engine_->connect<std::int32_t>(eval.labels_in,
-                                   [this](std::span<std::int32_t> b) { fill_labels(b, eval_feed_.labels, c_.eval_batch, false); });
+    engine_->connect<float>(eval.images_in, [this](std::span<float> b) { fill_images(b, eval_feed_); });
+    engine_->connect<std::int32_t>(eval.labels_in, [this](std::span<std::int32_t> b) { fill_labels(b, eval_feed_); });
     engine_->connect<float>(eval_loss_out, [this](std::span<float const> v) { eval_loss_.assign(v.begin(), v.end()); });
     engine_->connect<float>(eval_correct_out,
                             [this](std::span<float const> v) { eval_correct_.assign(v.begin(), v.end()); });
@@ -291,7 +289,7 @@ class Trainer {
       throw tb::option_error("mnist: " + std::to_string(d.count) + " training examples do not fill one batch of " +
                              std::to_string(c_.batch));
     order_ = epoch_order(d.count, c_.seed, epoch);
-    train_feed_ = {&d, 0, 0, epoch * total};
+    train_feed_ = {&d, &order_, 0, 0, epoch * total};
     batches_per_epoch_ = total;
     double loss = 0, correct = 0;
     for (std::size_t done = 0; done < total;) {
@@ -319,7 +317,7 @@ class Trainer {
   /// Mean loss and accuracy of the current weights on `d`.
   Result evaluate(Dataset const& d) {
     check_image_size(d);
-    eval_feed_ = {&d, 0, 0, 0};
+    eval_feed_ = {&d, nullptr, 0, 0, 0};
     double loss = 0, correct = 0;
     for (std::size_t b0 = 0; b0 < d.count; b0 += c_.eval_batch) {
       engine_->run(2);
@@ -346,11 +344,19 @@ class Trainer {
     tb::Tensor images, labels;
     tb::Fifo images_in, labels_in;
   };
-  /// Where each infeed is in the data: the data set, the next example for images and for labels, and (training)
-  /// the next batch counted over all epochs, for the learning-rate schedule.
+  /// Where each infeed is in the data: the data set, the order of the pass (training's shuffle; none: in order),
+  /// the next position for images and for labels, and (training) the next batch counted over all epochs, for the
+  /// learning-rate schedule.
   struct Feed {
     Dataset const* data = nullptr;
+    std::vector<std::uint32_t> const* order = nullptr;
     std::size_t images = 0, labels = 0, lr = 0;
+
+    /// The example at position `k`; past the end (evaluation's padding) there is none.
+    std::optional<std::size_t> example(std::size_t k) const {
+      if (k >= data->count) return std::nullopt;
+      return order ? (*order)[k] : k;
+    }
   };
 
   Io io(std::size_t batch, std::string const& tag) {
@@ -464,18 +470,10 @@ class Trainer {
                             " but the model takes " + std::to_string(c_.rows) + "x" + std::to_string(c_.cols));
   }
 
-  /// The example at position `k` of the current pass: shuffled for training, in order for evaluation; past the
-  /// end (evaluation's padding, or a prefetch beyond the epoch) there is none.
-  std::optional<std::size_t> example(Feed const& f, std::size_t k, bool shuffled) const {
-    if (k >= f.data->count) return std::nullopt;
-    return shuffled ? order_[k] : k;
-  }
-  void fill_images(std::span<float> batch, std::size_t& next, std::size_t n, bool shuffled) {
-    Feed const& f = shuffled ? train_feed_ : eval_feed_;
+  void fill_images(std::span<float> batch, Feed& f) const {
     std::size_t const pixels = c_.rows * c_.cols;
-    for (std::size_t b = 0; b < n; ++b, ++next) {
-      float* out = batch.data() + b * pixels;
-      auto const e = example(f, next, shuffled);
+    for (float* out = batch.data(); out != batch.data() + batch.size(); out += pixels) {
+      auto const e = f.example(f.images++);
       if (!e) {
         std::fill(out, out + pixels, 0.0f);
         continue;
@@ -484,11 +482,10 @@ class Trainer {
       for (std::size_t p = 0; p < pixels; ++p) out[p] = pixel_[in[p]];
     }
   }
-  void fill_labels(std::span<std::int32_t> batch, std::size_t& next, std::size_t n, bool shuffled) {
-    Feed const& f = shuffled ? train_feed_ : eval_feed_;
-    for (std::size_t b = 0; b < n; ++b, ++next) {
-      auto const e = example(f, next, shuffled);
-      batch[b] = e ? static_cast<std::int32_t>(f.data->labels[*e]) : -1;  // -1: padding, counted as wrong, left out
+  static void fill_labels(std::span<std::int32_t> batch, Feed& f) {
+    for (auto& label : batch) {
+      auto const e = f.example(f.labels++);
+      label = e ? static_cast<std::int32_t>(f.data->labels[*e]) : -1;  // -1: padding, counted as wrong, left out
     }
   }
 
