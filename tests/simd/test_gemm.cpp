@@ -95,29 +95,38 @@ TEST_CASE("gemm: zero-size M, N or K") {
 }
 
 namespace {
-/// gemm_ksum against its definition: one gemm (beta 0) per K segment, then an in-order f32 sum — bitwise.
+/// gemm_ksum against its definition: within each group of K columns, one gemm per segment accumulating onto the
+/// group's partial (beta 0, then 1), then an in-order f32 sum of the groups' partials — bitwise.
 template <class TA, class TB>
-void check_ksum(std::size_t m, std::size_t n, std::size_t k, std::size_t kb, bool ta, bool tc) {
-  INFO(m << "x" << n << "x" << k << " segments of " << kb << (ta ? " A^T" : "") << (tc ? " C^T" : ""));
-  std::mt19937 rng(static_cast<unsigned>(m * 7 + n * 11 + k * 13 + kb));
+void check_ksum(std::size_t m, std::size_t n, std::size_t k, std::size_t kb, bool ta, bool tc, std::size_t group = 0,
+                std::size_t ldb = 0) {
+  if (group == 0) group = kb;
+  if (ldb == 0) ldb = n;
+  INFO(m << "x" << n << "x" << k << " groups of " << group << " segments of " << kb << (ta ? " A^T" : "")
+         << (tc ? " C^T" : "") << " ldb " << ldb);
+  std::mt19937 rng(static_cast<unsigned>(m * 7 + n * 11 + k * 13 + kb + group * 17));
   std::uniform_real_distribution<float> d(-1, 1);
   std::vector<TA> a(m * k);
-  std::vector<TB> b(k * n);
+  std::vector<TB> b(k * ldb);
   for (auto& x : a) x = TA(d(rng));
   for (auto& x : b) x = TB(d(rng));
   auto const M = static_cast<std::ptrdiff_t>(m), N = static_cast<std::ptrdiff_t>(n), K = static_cast<std::ptrdiff_t>(k);
   sd::Matrix<TA> const ar = ta ? sd::Matrix<TA>{a.data(), 1, M} : sd::Matrix<TA>{a.data(), K, 1};
-  sd::Matrix<TB> const br{b.data(), N, 1};
+  sd::Matrix<TB> const br{b.data(), static_cast<std::ptrdiff_t>(ldb), 1};
   std::vector<float> want(m * n, 0.0f), part(m * n), got(m * n, 7.0f);
-  for (std::size_t k0 = 0; k0 < k; k0 += kb) {
-    std::size_t const len = std::min(kb, k - k0);
-    auto const o = static_cast<std::ptrdiff_t>(k0);
-    sd::gemm(m, n, len, 1.0f, sd::Matrix<TA>{ar.data + o * ar.cs, ar.rs, ar.cs}, sd::Matrix<TB>{br.data + o * br.rs, br.rs, br.cs},
-             0.0f, sd::MatrixOut<float>{part.data(), N, 1});
-    for (std::size_t i = 0; i < m * n; ++i) want[i] = k0 == 0 ? part[i] : want[i] + part[i];
+  for (std::size_t g0 = 0; g0 < k; g0 += group) {
+    std::size_t const g1 = std::min(k, g0 + group);
+    for (std::size_t k0 = g0; k0 < g1; k0 += kb) {
+      std::size_t const len = std::min(kb, g1 - k0);
+      auto const o = static_cast<std::ptrdiff_t>(k0);
+      sd::gemm(m, n, len, 1.0f, sd::Matrix<TA>{ar.data + o * ar.cs, ar.rs, ar.cs}, sd::Matrix<TB>{br.data + o * br.rs, br.rs, br.cs},
+               k0 == g0 ? 0.0f : 1.0f, sd::MatrixOut<float>{part.data(), N, 1});
+    }
+    for (std::size_t i = 0; i < m * n; ++i) want[i] = g0 == 0 ? part[i] : want[i] + part[i];
   }
   sd::MatrixOut<float> const s = tc ? sd::MatrixOut<float>{got.data(), 1, M} : sd::MatrixOut<float>{got.data(), N, 1};
-  sd::gemm_ksum(m, n, k, kb, ar, br, s);
+  if (group == kb) sd::gemm_ksum(m, n, k, kb, ar, br, s);
+  else sd::gemm_ksum(m, n, k, group, kb, ar, br, s);
   std::size_t bad = 0;
   for (std::size_t i = 0; i < m; ++i)
     for (std::size_t j = 0; j < n; ++j)
@@ -129,12 +138,18 @@ void check_ksum(std::size_t m, std::size_t n, std::size_t k, std::size_t kb, boo
 
 TEST_CASE("gemm_ksum: bitwise one gemm per K segment summed in order") {
   check_ksum<float, float>(32, 10, 784, 22, false, false);   // direct B, masked tail, several cache blocks
-  check_ksum<float, float>(128, 128, 784, 35, false, false);  // packed B
+  check_ksum<float, float>(128, 128, 784, 35, false, false);  // B read in place (rows 512 bytes apart)
   check_ksum<float, float>(4, 1000, 2048, 64, false, false);
   check_ksum<float, float>(79, 64, 1024, 147, true, false);   // one segment per cache block
   check_ksum<float, float>(13, 45, 300, 256, false, true);    // strided result
   check_ksum<half, half>(30, 40, 500, 37, false, false);
   check_ksum<half, float>(7, 17, 90, 1, false, true);
+  // Groups of several segments (a tile's K range in serial steps), in every way B is read.
+  check_ksum<float, float>(128, 128, 784, 20, false, false, 70);        // B read in place, last group shorter
+  check_ksum<float, float>(300, 100, 700, 147, false, false, 293, 256); // packed B (1 KiB row stride, many rows)
+  check_ksum<float, float>(3, 150, 1000, 64, false, false, 250);       // few rows: four-vector panels, masked tail
+  check_ksum<float, float>(9, 40, 600, 512, true, true, 600);          // one group over two cache blocks' worth
+  check_ksum<half, float>(20, 33, 333, 50, false, false, 111);
   std::vector<float> s(6, 3.0f);
   float const* none = nullptr;
   sd::gemm_ksum(2, 3, 0, 4, sd::Matrix<float>{none, 0, 1}, sd::Matrix<float>{none, 3, 1}, sd::MatrixOut<float>{s.data(), 3, 1});

@@ -195,8 +195,9 @@ class MatmulHostKernel {
         sum = scratch(0).get(m * n);
         sv = {sum, i(n), 1};
       }
-      if (std::is_same_v<TP, float> && plan.k_steps == 1 && plan.k_tile <= simd::gemm_kc) {
-        simd::gemm_ksum(m, n, q.k, plan.k_tile, av(0), bv(0), sv);
+      if (std::is_same_v<TP, float> && plan.k_step <= simd::gemm_kc) {
+        // Groups are the tiles' K ranges, segments their serial steps: one pass, no partials in memory.
+        simd::gemm_ksum(m, n, q.k, plan.k_tile, plan.k_step, av(0), bv(0), sv);
       } else {
         auto* part = reinterpret_cast<TP*>(scratch(1).get((m * n * sizeof(TP) + sizeof(float) - 1) / sizeof(float)));
         for (std::size_t j = 0; j < plan.k_split; ++j) {

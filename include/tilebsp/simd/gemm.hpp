@@ -1,5 +1,5 @@
 // Single-threaded GEMM on f32 or f16 operands with f32 accumulation: C = alpha * A * B + beta * C, through a
-// register-blocked xsimd micro-kernel (up to 6 rows x 2 vectors of accumulators), the kernel of tile matmuls.
+// register-blocked xsimd micro-kernel (up to 8 rows x 2 vectors of accumulators), the kernel of tile matmuls.
 #pragma once
 
 #include <tilebsp/core/half.hpp>
@@ -13,15 +13,15 @@
 
 namespace tilebsp::simd {
 
-/// Register block of the micro-kernel: MR rows of A by NR columns of B (two vectors); a block at most one vector
-/// wide takes MR1 rows (enough independent FMA chains to cover the FMA latency).
-inline constexpr std::size_t gemm_mr = 6;
-inline constexpr std::size_t gemm_mr1 = 8;
+/// Register block of the micro-kernel: MR rows of A by NR columns of B (two vectors). With 32 vector registers
+/// (AVX-512) 8 x 2 accumulators, with 16 (AVX2, SSE) 6 x 2; the running sums over K segments live in memory.
+inline constexpr std::size_t gemm_mr = lanes >= 16 ? 8 : 6;
 inline constexpr std::size_t gemm_nr = 2 * lanes;
-/// Rows of one register block for a block `n` columns wide (A read in place).
-constexpr std::size_t gemm_rows(std::size_t n) noexcept { return n <= lanes ? gemm_mr1 : gemm_mr; }
-/// Cache blocking: a KC x NR panel of B stays in L1, an MC x KC block of A in L2.
-inline constexpr std::size_t gemm_kc = 256;
+/// Rows of one register block (A read in place) for a block `n` columns wide.
+constexpr std::size_t gemm_rows(std::size_t) noexcept { return gemm_mr; }
+/// Cache blocking: a KC x NR panel of B streams from L2 while an MR x KC micro-panel of A stays in L1; an MC x KC
+/// block of A stays in L2 across the panels.
+inline constexpr std::size_t gemm_kc = 512;
 inline constexpr std::size_t gemm_mc = 96;
 
 /// Strided view of a matrix operand: element (i, j) at data[i * rs + j * cs] (a transposed operand swaps them).
@@ -44,120 +44,122 @@ namespace detail {
 template <class T>
 inline constexpr bool gemm_element = std::is_same_v<T, float> || std::is_same_v<T, half>;
 
-/// One register block: R rows of A by V vectors of B columns. Over the kc columns of the block, in segments of
-/// kb (the last may be shorter), acc = the segment's products summed from zero by FMA in k order, and
-/// tot = acc for the first segment, tot + acc after. A(r, k) is at a[r * ars + k * acs] (a packed panel has
-/// ars = 1, acs = MR), B(k, c) at b[k * brs + c]; Masked reads only the n valid columns of the last vector (B read
-/// in place). Then Sum: C (f32) = tot, or C + tot segment by segment when `load` (a running sum over calls);
-/// otherwise C = alpha * tot + beta * C for the m x n valid corner.
-template <std::size_t R, std::size_t V, bool Masked, bool Sum, class TC>
-void micro_kernel(std::size_t kc, std::size_t kb, float const* a, std::ptrdiff_t ars, std::ptrdiff_t acs, float const* b,
+/// Keeps `v` in a register: the compiler then loads it once instead of folding the load into each use.
+inline void in_register([[maybe_unused]] batch<float>& v) noexcept {
+#if defined(__x86_64__) && defined(__SSE2__)
+  asm("" : "+v"(v.data));
+#endif
+}
+
+/// How the micro-kernel reads B: a packed panel (NR floats per k, cache-resident), in place (rows far apart,
+/// prefetched ahead), or in place with the last vector masked to the valid columns.
+enum class BRead { packed, direct, masked };
+
+/// One register block: R rows of A by V vectors of B columns. The kc columns of the block fall into groups of
+/// `group` columns and each group into segments of kb (the last of each may be shorter). acc = a segment's
+/// products summed from zero by FMA in k order; a group's sum is acc_0 + acc_1 + ... in order; the running sum
+/// tot = -0 + group_0 + group_1 + ... (-0 is the exact additive identity, so one segment gives acc bitwise).
+/// A(r, k) is at a[r * ars + k * acs] (a packed panel has ars = 1, acs = MR), B(k, c) at b[k * brs + c].
+/// Then Sum: C (f32) = tot, or C + tot when `load` (a running sum over calls); otherwise C = alpha * tot + beta * C
+/// for the R x n valid corner.
+template <std::size_t R, std::size_t V, BRead Read, bool Sum, class TC>
+void micro_kernel(std::size_t kc, std::size_t group, std::size_t kb, float const* a, std::ptrdiff_t ars, std::ptrdiff_t acs, float const* b,
                   std::ptrdiff_t brs, MatrixOut<TC> c, std::size_t n, float alpha, float beta, bool load) noexcept {
   using B = batch<float>;
-  constexpr std::size_t N = R * V;
-  B tot[N], acc[N];
+  constexpr std::size_t N = R * V, W = V * lanes;
+  alignas(64) float tot[R][W];  // in memory: the registers hold the accumulators, B and one broadcast
   std::size_t const tail = n - (V - 1) * lanes;  // valid columns of the last vector
-  bool const full = n == V * lanes && c.cs == 1;
-  alignas(64) float tmp[R][V * lanes];
-  bool have = false;
-  if constexpr (Sum) {
-    static_assert(std::is_same_v<TC, float>);
-    if (load) {
-      for (std::size_t i = 0; i < N; ++i) {
-        float const* cr = c.data + static_cast<std::ptrdiff_t>(i / V) * c.rs;
-        if (full) {
-          tot[i] = B::load_unaligned(cr + (i % V) * lanes);
-        } else {
-          for (std::size_t j = 0; j < lanes; ++j) {
-            std::size_t const col = (i % V) * lanes + j;
-            tmp[i / V][col] = col < n ? cr[static_cast<std::ptrdiff_t>(col) * c.cs] : 0.0f;
+  bool const full = n == W && c.cs == 1;
+  auto const cp = [&](std::size_t r, std::size_t j) -> TC& {
+    return c.data[static_cast<std::ptrdiff_t>(r) * c.rs + static_cast<std::ptrdiff_t>(j) * c.cs];
+  };
+  if (Sum && load) {
+    static_assert(!Sum || std::is_same_v<TC, float>);
+    for (std::size_t r = 0; r < R; ++r)
+      for (std::size_t j = 0; j < W; ++j) tot[r][j] = j < n ? static_cast<float>(cp(r, j)) : 0.0f;
+  } else {
+    for (std::size_t i = 0; i < N; ++i) B(-0.0f).store_aligned(&tot[i / V][(i % V) * lanes]);
+  }
+  alignas(64) float grp[R][W];  // the sum of a group's segments so far, when it has several
+  for (std::size_t g0 = 0; g0 < kc; g0 += group) {
+    std::size_t const g1 = std::min(kc, g0 + group);
+    for (std::size_t k0 = g0; k0 < g1; k0 += kb) {
+      std::size_t const k1 = std::min(g1, k0 + kb);
+      [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
+        B acc[N];
+        ((acc[I] = B(0.0f)), ...);
+        // Rows 0-3 from ak and rows 4-7 from ak4 at offsets 0..3 x ars: four integer registers address eight rows.
+        float const* ak = a + static_cast<std::ptrdiff_t>(k0) * acs;
+        float const* ak4 = ak + 4 * ars;
+        float const* bk = b + static_cast<std::ptrdiff_t>(k0) * brs;
+        for (std::size_t k = k0; k < k1; ++k, ak += acs, ak4 += acs, bk += brs) {
+          if constexpr (Read != BRead::packed) {  // rows far apart: hardware prefetch does not see them coming
+            for (std::size_t v = 0; v < V; ++v) __builtin_prefetch(bk + 8 * brs + v * lanes);
           }
-          tot[i] = B::load_aligned(&tmp[i / V][(i % V) * lanes]);
+          B bv[V];
+          for (std::size_t v = 0; v + 1 < V; ++v) bv[v] = B::load_unaligned(bk + v * lanes);
+          if constexpr (Read == BRead::masked) bv[V - 1] = load_partial(bk + (V - 1) * lanes, tail);
+          else bv[V - 1] = B::load_unaligned(bk + (V - 1) * lanes);
+          if constexpr (R < gemm_mr) for (auto& v : bv) in_register(v);  // few rows: one load per vector
+          ((acc[I] = xsimd::fma(B((I / V < 4 ? ak : ak4)[static_cast<std::ptrdiff_t>(I / V % 4) * ars]), bv[I % V], acc[I])), ...);
         }
-      }
-      have = true;
+        auto const at = [](float (&m)[R][W], std::size_t i) { return &m[i / V][(i % V) * lanes]; };
+        bool const first = k0 == g0, last = k1 == g1;
+        if (!first) ((acc[I] = B::load_aligned(at(grp, I)) + acc[I]), ...);
+        if (last) ((B::load_aligned(at(tot, I)) + acc[I]).store_aligned(at(tot, I)), ...);
+        else ((acc[I].store_aligned(at(grp, I))), ...);
+      }(std::make_index_sequence<N>{});
     }
-  }
-  for (std::size_t k0 = 0; k0 < kc; k0 += kb) {
-    std::size_t const k1 = std::min(kc, k0 + kb);
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      ((acc[I] = B(0.0f)), ...);
-      for (std::size_t k = k0; k < k1; ++k) {
-        float const* bk = b + static_cast<std::ptrdiff_t>(k) * brs;
-        __builtin_prefetch(bk + 8 * brs);  // B read in place has its rows far apart: prefetch ahead
-        if constexpr (V == 2) __builtin_prefetch(bk + 8 * brs + lanes);
-        B bv[V];
-        if constexpr (V == 2) bv[0] = B::load_unaligned(bk);
-        if constexpr (Masked) bv[V - 1] = load_partial(bk + (V - 1) * lanes, tail);
-        else bv[V - 1] = B::load_unaligned(bk + (V - 1) * lanes);
-        float const* ak = a + static_cast<std::ptrdiff_t>(k) * acs;
-        ((acc[I] = xsimd::fma(B(ak[static_cast<std::ptrdiff_t>(I / V) * ars]), bv[I % V], acc[I])), ...);
-      }
-      if (have) ((tot[I] = tot[I] + acc[I]), ...);
-      else ((tot[I] = acc[I]), ...);
-    }(std::make_index_sequence<N>{});
-    have = true;
   }
   if constexpr (Sum) {
-    for (std::size_t i = 0; i < N; ++i) {
-      float* cr = c.data + static_cast<std::ptrdiff_t>(i / V) * c.rs;
-      if (full) tot[i].store_unaligned(cr + (i % V) * lanes);
-      else tot[i].store_aligned(&tmp[i / V][(i % V) * lanes]);
-    }
-    if (!full)
-      for (std::size_t r = 0; r < R; ++r)
-        for (std::size_t j = 0; j < n; ++j) c.data[static_cast<std::ptrdiff_t>(r) * c.rs + static_cast<std::ptrdiff_t>(j) * c.cs] = tmp[r][j];
+    for (std::size_t r = 0; r < R; ++r)
+      for (std::size_t j = 0; j < n; ++j) cp(r, j) = tot[r][j];
     return;
   }
   B const al(alpha);
-  if constexpr (std::is_same_v<TC, float>) {
-    if (full) {
-      for (std::size_t i = 0; i < N; ++i) {
-        float* cr = c.data + static_cast<std::ptrdiff_t>(i / V) * c.rs + (i % V) * lanes;
-        B v = tot[i] * al;
+  if (full && (std::is_same_v<TC, float> || beta == 0.0f)) {
+    for (std::size_t i = 0; i < N; ++i) {
+      TC* cr = &cp(i / V, (i % V) * lanes);
+      B v = B::load_aligned(&tot[i / V][(i % V) * lanes]) * al;
+      if constexpr (std::is_same_v<TC, float>) {
         if (beta != 0.0f) v = xsimd::fma(B(beta), B::load_unaligned(cr), v);
         v.store_unaligned(cr);
+      } else {
+        store_f16(v, cr);
       }
-      return;
     }
-  } else {
-    if (full && beta == 0.0f) {
-      for (std::size_t i = 0; i < N; ++i)
-        store_f16(tot[i] * al, c.data + static_cast<std::ptrdiff_t>(i / V) * c.rs + (i % V) * lanes);
-      return;
-    }
+    return;
   }
-  for (std::size_t i = 0; i < N; ++i) (tot[i] * al).store_aligned(&tmp[i / V][(i % V) * lanes]);
   for (std::size_t r = 0; r < R; ++r)
     for (std::size_t j = 0; j < n; ++j) {
-      TC& o = c.data[static_cast<std::ptrdiff_t>(r) * c.rs + static_cast<std::ptrdiff_t>(j) * c.cs];
-      o = TC(beta != 0.0f ? xsimd::fma(beta, static_cast<float>(o), tmp[r][j]) : tmp[r][j]);
+      TC& o = cp(r, j);
+      float const v = tot[r][j] * alpha;
+      o = TC(beta != 0.0f ? xsimd::fma(beta, static_cast<float>(o), v) : v);
     }
 }
 
-/// Runs the micro-kernel instantiated for `rows` (1..MR, or 1..MR1 when nr <= lanes) rows, one vector of columns
-/// when nr <= lanes.
-template <bool Masked, bool Sum, class TC>
-void micro_kernel_rows(std::size_t rows, std::size_t nr, std::size_t kc, std::size_t kb, float const* a, std::ptrdiff_t ars,
+/// Columns of the panels a gemm of m rows walks: NR, or twice that for at most MR/2 rows of A and B read in place
+/// (four vectors per row of B: longer runs of each row per pass, as many accumulators as a full block).
+constexpr std::size_t gemm_panel(std::size_t m, bool direct_b) noexcept {
+  return direct_b && 2 * m <= gemm_mr ? 2 * gemm_nr : gemm_nr;
+}
+
+/// Runs the micro-kernel instantiated for `rows` (1..MR) rows and as many vectors as `nr` columns need (up to two,
+/// or four for at most MR/2 rows).
+template <BRead Read, bool Sum, class TC>
+void micro_kernel_rows(std::size_t rows, std::size_t nr, std::size_t kc, std::size_t group, std::size_t kb, float const* a, std::ptrdiff_t ars,
                        std::ptrdiff_t acs, float const* b, std::ptrdiff_t brs, MatrixOut<TC> c, float alpha, float beta,
                        bool load) noexcept {
-  static_assert(gemm_mr == 6 && gemm_mr1 == 8);
-  auto const run = [&]<std::size_t V>() {
-    if constexpr (V == 1) {
-      if (rows == 8) return micro_kernel<8, V, Masked, Sum>(kc, kb, a, ars, acs, b, brs, c, nr, alpha, beta, load);
-      if (rows == 7) return micro_kernel<7, V, Masked, Sum>(kc, kb, a, ars, acs, b, brs, c, nr, alpha, beta, load);
-    }
-    switch (rows) {
-      case 6: micro_kernel<6, V, Masked, Sum>(kc, kb, a, ars, acs, b, brs, c, nr, alpha, beta, load); break;
-      case 5: micro_kernel<5, V, Masked, Sum>(kc, kb, a, ars, acs, b, brs, c, nr, alpha, beta, load); break;
-      case 4: micro_kernel<4, V, Masked, Sum>(kc, kb, a, ars, acs, b, brs, c, nr, alpha, beta, load); break;
-      case 3: micro_kernel<3, V, Masked, Sum>(kc, kb, a, ars, acs, b, brs, c, nr, alpha, beta, load); break;
-      case 2: micro_kernel<2, V, Masked, Sum>(kc, kb, a, ars, acs, b, brs, c, nr, alpha, beta, load); break;
-      default: micro_kernel<1, V, Masked, Sum>(kc, kb, a, ars, acs, b, brs, c, nr, alpha, beta, load); break;
-    }
+  auto const run = [&]<std::size_t V, std::size_t... R>(std::index_sequence<R...>) {
+    ((rows == R + 1 ? micro_kernel<R + 1, V, Read, Sum>(kc, group, kb, a, ars, acs, b, brs, c, nr, alpha, beta, load) : void()), ...);
   };
-  if (nr <= lanes) run.template operator()<1>();
-  else run.template operator()<2>();
+  std::size_t const vectors = (nr + lanes - 1) / lanes;
+  if (vectors <= 1) run.template operator()<1>(std::make_index_sequence<gemm_mr>{});
+  else if (vectors == 2) run.template operator()<2>(std::make_index_sequence<gemm_mr>{});
+  else if constexpr (Read != BRead::packed) {
+    if (vectors == 3) run.template operator()<3>(std::make_index_sequence<gemm_mr / 2>{});
+    else run.template operator()<4>(std::make_index_sequence<gemm_mr / 2>{});
+  }
 }
 
 /// Packs rows [0, m) x columns [0, kc) of A into MR-row panels (element (r, k) of a panel at k * MR + r),
@@ -242,21 +244,26 @@ inline Scratch& scratch_c() {
 namespace detail {
 
 /// The blocked loops around the micro-kernel. Not Sum: C = alpha * A * B + beta * C (later K blocks accumulate
-/// onto C). Sum: C (f32) = the in-order sum of the K segments of kb columns (kb <= gemm_kc; each cache block holds
-/// whole segments, and later blocks continue the running sum in C).
+/// onto C). Sum: C (f32) = the in-order sum of the K groups of `group` columns, each the in-order sum of its
+/// segments of kb columns (kb <= gemm_kc; each cache block holds whole groups, and later blocks continue the
+/// running sum in C).
 template <bool Sum, class TA, class TB, class TC>
-void gemm_blocked(std::size_t m, std::size_t n, std::size_t k, std::size_t kb, float alpha, Matrix<TA> a, Matrix<TB> b,
+void gemm_blocked(std::size_t m, std::size_t n, std::size_t k, std::size_t group, std::size_t kb, float alpha, Matrix<TA> a, Matrix<TB> b,
                   float beta, MatrixOut<TC> c) {
   auto const cat = [&](std::size_t i, std::size_t j) -> TC& {
     return c.data[static_cast<std::ptrdiff_t>(i) * c.rs + static_cast<std::ptrdiff_t>(j) * c.cs];
   };
   // f32 A is read in place (broadcast loads need no layout); f16 A is converted into packed panels. B is read in
-  // place when it is f32 with unit column stride and either few rows of A share each panel or its rows are no wider
-  // than a panel (the last columns by masked loads); otherwise packed.
+  // place when it is f32 with unit column stride and either few rows of A share each panel, or its rows are no
+  // wider than a panel (the last columns by masked loads), or up to 256 rows of A share it (packing would cost
+  // over 3%) and its rows spread over the cache sets (a byte stride that is not a multiple of 1 KiB, so a panel
+  // stays cached as well as a packed one); otherwise packed.
   constexpr bool direct_a = std::is_same_v<TA, float>;
-  bool const direct_b = std::is_same_v<TB, float> && b.cs == 1 && (m <= 2 * gemm_mr || b.rs <= std::ptrdiff_t{gemm_nr});
+  bool const direct_b = std::is_same_v<TB, float> && b.cs == 1 &&
+                        (m <= 2 * gemm_mr || b.rs <= std::ptrdiff_t{gemm_nr} ||
+                         (m <= 256 && (static_cast<std::size_t>(b.rs) * sizeof(float)) % 1024 != 0));
   std::size_t const np = (n + gemm_nr - 1) / gemm_nr * gemm_nr;
-  std::size_t const block = Sum ? std::max<std::size_t>(1, gemm_kc / kb) * kb : gemm_kc;
+  std::size_t const block = Sum ? std::max<std::size_t>(1, gemm_kc / group) * group : gemm_kc;
   float* bp = direct_b ? nullptr : scratch_b().get(block * np);
   float* ap = direct_a ? nullptr : scratch_a().get(block * (gemm_mc + gemm_mr));
   for (std::size_t k0 = 0; k0 < k; k0 += block) {
@@ -278,28 +285,30 @@ void gemm_blocked(std::size_t m, std::size_t n, std::size_t k, std::size_t kb, f
                mc, kc, ap);
         ablk = ap;
       }
-      for (std::size_t j0 = 0; j0 < n; j0 += gemm_nr) {
-        std::size_t const nr = std::min(gemm_nr, n - j0);
+      std::size_t const panel = gemm_panel(m, direct_b);
+      for (std::size_t j0 = 0; j0 < n; j0 += panel) {
+        std::size_t const nr = std::min(panel, n - j0);
         float const* bpanel = nullptr;
         std::ptrdiff_t brs = gemm_nr;
-        bool masked = false;
+        BRead read = BRead::packed;
         if (!direct_b) {
           bpanel = bp + j0 * kc;
         } else {
           if constexpr (std::is_same_v<TB, float>) bpanel = bk.data + j0;
           brs = b.rs;
-          masked = nr % lanes != 0;
+          read = nr % lanes != 0 ? BRead::masked : BRead::direct;
         }
-        std::size_t const mr = direct_a ? gemm_rows(nr) : gemm_mr;  // packed A comes in MR-row panels
-        for (std::size_t r0 = 0; r0 < mc; r0 += mr) {
-          std::size_t const rows = std::min(mr, mc - r0);
+        for (std::size_t r0 = 0; r0 < mc; r0 += gemm_mr) {
+          std::size_t const rows = std::min(gemm_mr, mc - r0);
           float const* ar = direct_a ? ablk + static_cast<std::ptrdiff_t>(r0) * a.rs : ablk + static_cast<std::ptrdiff_t>(r0 / gemm_mr) * apanel;
           MatrixOut<TC> const cr{&cat(i0 + r0, j0), c.rs, c.cs};
-          std::size_t const seg = Sum ? kb : kc;
-          if (masked)
-            micro_kernel_rows<true, Sum>(rows, nr, kc, seg, ar, ars, acs, bpanel, brs, cr, alpha, kbeta, k0 > 0);
-          else
-            micro_kernel_rows<false, Sum>(rows, nr, kc, seg, ar, ars, acs, bpanel, brs, cr, alpha, kbeta, k0 > 0);
+          std::size_t const grp = Sum ? group : kc, seg = Sum ? kb : kc;
+          auto const run = [&]<BRead Read>() {
+            micro_kernel_rows<Read, Sum>(rows, nr, kc, grp, seg, ar, ars, acs, bpanel, brs, cr, alpha, kbeta, k0 > 0);
+          };
+          if (read == BRead::packed) run.template operator()<BRead::packed>();
+          else if (read == BRead::direct) run.template operator()<BRead::direct>();
+          else run.template operator()<BRead::masked>();
         }
       }
     }
@@ -335,19 +344,28 @@ void gemm(std::size_t m, std::size_t n, std::size_t k, float alpha, Matrix<TA> a
       return;
     }
   }
-  detail::gemm_blocked<false>(m, n, k, k, alpha, a, b, beta, c);
+  detail::gemm_blocked<false>(m, n, k, k, k, alpha, a, b, beta, c);
 }
 
-/// S[m x n] (f32) = P_0 + P_1 + ... summed in order, where P_j = A[:, K segment j] * B[K segment j, :] over
-/// segments of `kb` columns of K (the last may be shorter), each computed exactly as gemm(beta 0) on the segment
-/// computes it: bitwise the result of one gemm per segment followed by an in-order f32 sum, without the
-/// intermediate matrices. kb is clamped to [1, gemm_kc]; k = 0 gives zeros.
+/// S[m x n] (f32) = P_0 + P_1 + ... summed in order over the groups of `group` columns of K (the last may be
+/// shorter), where P_j = Q_j0 + Q_j1 + ... summed in order over the group's segments of `kb` columns (the last may
+/// be shorter) and Q = A[:, segment] * B[segment, :] computed exactly as gemm(beta 0) on the segment computes it:
+/// bitwise one gemm per segment, accumulated (beta 1) within each group and summed across groups in f32, without
+/// the intermediate matrices. kb is clamped to [1, min(group, gemm_kc)] and group to at least 1; k = 0 gives zeros.
 template <class TA, class TB>
-void gemm_ksum(std::size_t m, std::size_t n, std::size_t k, std::size_t kb, Matrix<TA> a, Matrix<TB> b, MatrixOut<float> s) {
+void gemm_ksum(std::size_t m, std::size_t n, std::size_t k, std::size_t group, std::size_t kb, Matrix<TA> a, Matrix<TB> b,
+               MatrixOut<float> s) {
   static_assert(detail::gemm_element<TA> && detail::gemm_element<TB>, "gemm_ksum: operands are float or half");
   if (k == 0) return gemm(m, n, k, 1.0f, a, b, 0.0f, s);  // the empty sum: zeros
   if (m == 0 || n == 0) return;
-  detail::gemm_blocked<true>(m, n, k, std::clamp<std::size_t>(kb, 1, gemm_kc), 1.0f, a, b, 0.0f, s);
+  group = std::max<std::size_t>(group, 1);
+  detail::gemm_blocked<true>(m, n, k, group, std::clamp<std::size_t>(kb, 1, std::min(group, gemm_kc)), 1.0f, a, b, 0.0f, s);
+}
+/// The one-level form: groups of one segment of kb columns.
+template <class TA, class TB>
+void gemm_ksum(std::size_t m, std::size_t n, std::size_t k, std::size_t kb, Matrix<TA> a, Matrix<TB> b, MatrixOut<float> s) {
+  kb = std::clamp<std::size_t>(kb, 1, gemm_kc);
+  gemm_ksum(m, n, k, kb, kb, a, b, s);
 }
 
 /// The f32 form with a row-major C of row stride ldc.
