@@ -143,13 +143,16 @@ class MatmulHostKernel {
 
     void run(Bound const& at, unsigned t, unsigned threads) const {
       auto const& q = plan.problem;
-      // Output blocks: column panels first (each block packs only its own columns of B), about one per thread and
-      // at most 256 wide; row blocks (a multiple of the micro-kernel's rows) only when there are too few panels.
+      // Output blocks: column panels first (each block reads or packs only its own columns of B), about one per
+      // thread and at most 256 wide; row blocks (a multiple of the micro-kernel's rows) when there are too few
+      // panels, or when A dwarfs B (M >= 4N): each thread then reads only its own rows of A, the larger operand,
+      // instead of all of it.
       std::size_t const nr = simd::gemm_nr;
-      std::size_t const cc = q.n <= nr ? q.n : std::min<std::size_t>(256, std::max(nr, (q.n + threads - 1) / threads + nr - 1) / nr * nr);
+      bool const tall = q.m >= 4 * q.n && q.n <= 256;
+      std::size_t const cc = q.n <= nr || tall ? q.n : std::min<std::size_t>(256, std::max(nr, (q.n + threads - 1) / threads + nr - 1) / nr * nr);
       std::size_t const nc = (q.n + cc - 1) / cc, panels = q.groups * nc;
       std::size_t rc = q.m;
-      if (panels < threads) {
+      if (panels < threads || tall) {
         std::size_t const row_units = (threads + panels - 1) / panels;
         std::size_t const mr = simd::gemm_rows(cc);
         rc = std::min(q.m, ((q.m + row_units - 1) / row_units + mr - 1) / mr * mr);
