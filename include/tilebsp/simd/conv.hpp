@@ -33,8 +33,11 @@ namespace tilebsp::simd {
 struct ConvDim {
   std::int64_t out = 1, in = 1, taps = 1, a = 1, b = 1, c = 0, div = 1;
   std::int64_t source(std::int64_t v) const noexcept {
-    if (v < 0 || v % div != 0) return -1;
-    v /= div;
+    if (v < 0) return -1;
+    if (div != 1) {  // input dilation: holes between the source elements
+      if (v % div != 0) return -1;
+      v /= div;
+    }
     return v < in ? v : -1;
   }
 };
@@ -114,6 +117,12 @@ inline std::vector<ConvColumn> conv_columns(std::int64_t g0, std::int64_t g1, st
   return cols;
 }
 
+/// Per-thread destination rows of the direct-store path of conv_forward.
+inline std::vector<float*>& direct_rows() {
+  thread_local std::vector<float*> rows;
+  return rows;
+}
+
 inline Scratch& conv_scratch(int which) {
   thread_local Scratch s[4];
   return s[which];
@@ -124,23 +133,33 @@ float to_f32(T v) noexcept {
   return static_cast<float>(v);
 }
 
-/// out = a lane permutation of the first `span` floats at p: out[l] = p[idx[l]], zero where idx[l] < 0.
-inline batch<float> permute_lanes(float const* p, std::size_t span, std::int32_t const* idx) noexcept {
-#if defined(__AVX512F__)
-  __m512i const ix = _mm512_loadu_si512(idx);
-  __mmask16 const used = _mm512_cmpge_epi32_mask(ix, _mm512_setzero_si512());
-  return _mm512_maskz_permutexvar_ps(used, ix, load_partial(p, span));
-#elif defined(__AVX2__)
-  __m256i const ix = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(idx));
-  __m256 const used = _mm256_castsi256_ps(_mm256_cmpgt_epi32(ix, _mm256_set1_epi32(-1)));
-  return _mm256_and_ps(_mm256_permutevar8x32_ps(load_partial(p, span), ix), used);
-#else
-  alignas(64) float tmp[lanes];
-  for (std::size_t l = 0; l < lanes; ++l) tmp[l] = idx[l] >= 0 ? p[idx[l]] : 0.0f;
-  (void)span;
-  return batch<float>::load_aligned(tmp);
+/// A lane permutation of the first `span` floats at p: out[l] = p[idx[l]], zero where idx[l] < 0. `in` is
+/// load_partial(p, span), loaded once by the caller for several permutations of the same floats (x86);
+/// other targets read p.
+struct LanePermuter {
+  float const* p;
+  batch<float> in;
+  LanePermuter(float const* p_, [[maybe_unused]] std::size_t span) noexcept : p(p_) {
+#if defined(__AVX512F__) || defined(__AVX2__)
+    in = load_partial(p, span);
 #endif
-}
+  }
+  batch<float> operator()(std::int32_t const* idx) const noexcept {
+#if defined(__AVX512F__)
+    __m512i const ix = _mm512_loadu_si512(idx);
+    __mmask16 const used = _mm512_cmpge_epi32_mask(ix, _mm512_setzero_si512());
+    return _mm512_maskz_permutexvar_ps(used, ix, in);
+#elif defined(__AVX2__)
+    __m256i const ix = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(idx));
+    __m256 const used = _mm256_castsi256_ps(_mm256_cmpgt_epi32(ix, _mm256_set1_epi32(-1)));
+    return _mm256_and_ps(_mm256_permutevar8x32_ps(in, ix), used);
+#else
+    alignas(64) float tmp[lanes];
+    for (std::size_t l = 0; l < lanes; ++l) tmp[l] = idx[l] >= 0 ? p[idx[l]] : 0.0f;
+    return batch<float>::load_aligned(tmp);
+#endif
+  }
+};
 
 /// Builds the virtual input box of one column for batch n: X[v0][v1][v2][j][XL] over virtual positions
 /// [vlo[d], vlo[d] + ext[d]) and reduction channels [j0, j1); XL = 1 (broadcast column) or lanes.
@@ -188,7 +207,8 @@ void build_box(ConvLoop const& L, Operand6<TS const> const& src, ConvColumn cons
         } else if (fast) {
           if constexpr (std::is_same_v<TS, float>) {
             float const* p = src.at(n, s0, s1, s2, g, j0);
-            for (std::size_t j = 0; j < cj; ++j) permute_lanes(p, span, idx[j]).store_aligned(out + j * lanes);
+            LanePermuter const permute(p, span);
+            for (std::size_t j = 0; j < cj; ++j) permute(idx[j]).store_aligned(out + j * lanes);
           }
         } else {
           for (std::size_t j = 0; j < cj; ++j)
@@ -206,14 +226,29 @@ void pack_weights(ConvLoop const& L, Operand6<TW const> const& w, ConvColumn con
                   std::int64_t j1, float* wp) {
   std::size_t const VL = col.vectors * lanes;
   std::ptrdiff_t off[2 * lanes];
-  for (std::size_t l = 0; l < VL; ++l)
+  std::size_t used = 0;
+  bool contiguous = std::is_same_v<TW, float>;  // lanes 0..used-1 read consecutive floats: a copy per row
+  for (std::size_t l = 0; l < VL; ++l) {
     off[l] = col.g[l] < 0 ? -1 : (col.g[l] - col.g[0]) * w.stride[0] + (col.c[l] - col.c[0]) * w.stride[5];
+    if (off[l] >= 0) {
+      contiguous = contiguous && off[l] == static_cast<std::ptrdiff_t>(l) && used == l;
+      used = l + 1;
+    }
+  }
   for (std::int64_t t0 = 0; t0 < L.dim[0].taps; ++t0)
     for (std::int64_t t1 = 0; t1 < L.dim[1].taps; ++t1)
       for (std::int64_t t2 = 0; t2 < L.dim[2].taps; ++t2) {
         TW const* row = w.at(col.g[0], t0, t1, t2, j0, col.c[0]);
-        for (std::int64_t j = j0; j < j1; ++j, wp += VL, row += w.stride[4])
+        for (std::int64_t j = j0; j < j1; ++j, wp += VL, row += w.stride[4]) {
+          if constexpr (std::is_same_v<TW, float>) {
+            if (contiguous) {
+              std::memcpy(wp, row, used * sizeof(float));
+              std::fill(wp + used, wp + VL, 0.0f);
+              continue;
+            }
+          }
           for (std::size_t l = 0; l < VL; ++l) wp[l] = off[l] < 0 ? 0.0f : to_f32(row[off[l]]);
+        }
       }
 }
 
@@ -249,16 +284,18 @@ template <std::size_t V, bool Bcast>
   }
 }
 
-/// acc[r][v] over Q steps: w = wp[q], x = the box at x + poff[r] + qoff[q] (broadcast or a vector).
+/// acc[r][v] over Q steps: w = wp[q], x = the box at x + poff[r] + qoff[q] (broadcast or a vector). The
+/// accumulators start from acc_io, or from zero when `out` is given, and end in acc_io, or in out[r] (row r's
+/// V vectors stored contiguously there: a destination that holds whole vectors).
 template <std::size_t R, std::size_t V, bool Bcast>
 void forward_block(std::size_t Q, float const* wp, float const* x, std::ptrdiff_t const* poff, std::ptrdiff_t const* qoff,
-                   float* acc_io) noexcept {
+                   float* acc_io, float* const* out = nullptr) noexcept {
   using B = batch<float>;
   B acc[R][V];
   std::ptrdiff_t po[R];
   for (std::size_t r = 0; r < R; ++r) {
     po[r] = poff[r];
-    for (std::size_t v = 0; v < V; ++v) acc[r][v] = B::load_aligned(acc_io + (r * V + v) * lanes);
+    for (std::size_t v = 0; v < V; ++v) acc[r][v] = out ? B(0.0f) : B::load_aligned(acc_io + (r * V + v) * lanes);
   }
   for (std::size_t q = 0; q < Q; ++q) {
     B w[V];
@@ -267,7 +304,10 @@ void forward_block(std::size_t Q, float const* wp, float const* x, std::ptrdiff_
     for (std::size_t r = 0; r < R; ++r) fma_row<V, Bcast>(xq + po[r], w, acc[r]);
   }
   for (std::size_t r = 0; r < R; ++r)
-    for (std::size_t v = 0; v < V; ++v) acc[r][v].store_aligned(acc_io + (r * V + v) * lanes);
+    for (std::size_t v = 0; v < V; ++v) {
+      if (out) acc[r][v].store_unaligned(out[r] + v * lanes);
+      else acc[r][v].store_aligned(acc_io + (r * V + v) * lanes);
+    }
 }
 
 /// acc[r][v] over P positions: y = yrow[p], x = the box at xr + p * pstep + qoff[r].
@@ -395,8 +435,29 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
             std::ptrdiff_t off[2 * lanes];
             std::size_t used = 0;
             bool const contiguous = lane_offsets(dst, col, off, used) && std::is_same_v<TD, float>;
-            float* accrow = conv_scratch(1).get(static_cast<std::size_t>(P) * VL);
             auto const dpos = [&](std::int64_t i) { return dst.at(n, o0, s + i / ow, r.lo[2] + i % ow, col.g[0], col.c[0]); };
+            if constexpr (std::is_same_v<TD, float>) {
+              if (contiguous && used == VL && !load) {  // whole vectors of contiguous f32 results: stored from registers
+                std::vector<float*>& dp = direct_rows();
+                dp.resize(static_cast<std::size_t>(P));
+                for (std::int64_t i = 0, k = 0; i < s1 - s; ++i) {
+                  float* d = dpos(i * ow);
+                  for (std::int64_t j = 0; j < ow; ++j, d += ds) dp[static_cast<std::size_t>(k++)] = d;
+                }
+                with_column(col, [&]<std::size_t VV, bool Bc>() {
+                  constexpr std::size_t RB = block_rows(VV);
+                  for (std::int64_t i = 0; i < P; i += static_cast<std::int64_t>(RB)) {
+                    std::size_t const rows = std::min<std::size_t>(RB, static_cast<std::size_t>(P - i));
+                    with_rows<VV, Bc>(rows, [&]<std::size_t RR, std::size_t V2, bool B2>() {
+                      forward_block<RR, V2, B2>(Q, wc, x, poff.data() + i, qoff.data(), nullptr, dp.data() + i);
+                    });
+                  }
+                });
+                wc += Q * VL;
+                continue;
+              }
+            }
+            float* accrow = conv_scratch(1).get(static_cast<std::size_t>(P) * VL);
             for (std::int64_t i = 0; i < P; ++i) {  // initial values
               float* a = accrow + i * static_cast<std::ptrdiff_t>(VL);
               if (!load) {
