@@ -310,9 +310,9 @@ void forward_block(std::size_t Q, float const* wp, float const* x, std::ptrdiff_
     }
 }
 
-/// acc[r][v] over P positions: y = yrow[p], x = the box at xr + p * pstep + qoff[r].
+/// acc[r][v] over P positions: y = yrow[p], x = the box at x + poff[p] + qoff[r].
 template <std::size_t R, std::size_t V, bool Bcast>
-void gradient_block(std::size_t P, float const* yrow, float const* xr, std::ptrdiff_t pstep, std::ptrdiff_t const* qoff,
+void gradient_block(std::size_t P, float const* yrow, float const* x, std::ptrdiff_t const* poff, std::ptrdiff_t const* qoff,
                     float* acc_io) noexcept {
   using B = batch<float>;
   B acc[R][V];
@@ -321,7 +321,7 @@ void gradient_block(std::size_t P, float const* yrow, float const* xr, std::ptrd
   for (std::size_t p = 0; p < P; ++p) {
     B y[V];
     for (std::size_t v = 0; v < V; ++v) y[v] = B::load_aligned(yrow + (p * V + v) * lanes);
-    float const* xp = xr + static_cast<std::ptrdiff_t>(p) * pstep;
+    float const* xp = x + poff[p];
     for (std::size_t r = 0; r < R; ++r) fma_row<V, Bcast>(xp + qoff[r], y, acc[r]);
   }
   for (std::size_t r = 0; r < R; ++r)
@@ -512,7 +512,7 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     float* acc = conv_scratch(0).get(Q * VL);
     std::ptrdiff_t doff[2 * lanes], yoff[2 * lanes];
     std::size_t dused = 0, yused = 0;
-    lane_offsets(dst, col, doff, dused, 0);
+    bool const dcontig = lane_offsets(dst, col, doff, dused, 0) && std::is_same_v<TD, float>;
     bool const ycontig = lane_offsets(dy, col, yoff, yused) && std::is_same_v<TY, float>;
     {  // initial values
       float* a = acc;
@@ -529,36 +529,45 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
             }
     }
     bool const work = r.n1 > r.n0 && ow > 0 && r.hi[0] > r.lo[0] && r.hi[1] > r.lo[1];
-    float* yrow = work ? conv_scratch(1).get(static_cast<std::size_t>(ow) * VL) : nullptr;
     std::array<std::int64_t, 3> const ext{(D[0].taps - 1) * D[0].b + 1, 0, (ow - 1) * D[2].a + (D[2].taps - 1) * D[2].b + 1};
     std::int64_t const strip = strip_rows(L, ext, static_cast<std::size_t>(cj) * XL);
+    // A strip's positions in row-major order, in chunks of whole output rows that pass through the accumulators
+    // once: up to about 128 positions whose rows of the input box stay within about 32 KiB (L1).
+    std::int64_t const box_row = ext[2] * cj * static_cast<std::int64_t>(XL) * 4;
+    std::int64_t const chunk = std::clamp<std::int64_t>((32 << 10) / std::max<std::int64_t>(1, box_row) - (D[1].taps - 1) * D[1].b,
+                                                        1, std::max<std::int64_t>(1, 128 / ow));
+    float* yrow = work ? conv_scratch(1).get(static_cast<std::size_t>(std::min(strip, chunk) * ow) * VL) : nullptr;
+    std::vector<std::ptrdiff_t> poff;
     for (std::int64_t n = r.n0; work && n < r.n1; ++n)
       for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0)
         for (std::int64_t s = r.lo[1]; s < r.hi[1]; s += strip) {
           std::int64_t const s1 = std::min(r.hi[1], s + strip);
           auto const [x, xs1, xs2] = build_strip(L, src, col, n, o0, s, s1, r.lo[2], ow, r.j0, r.j1, qoff.data());
-          std::ptrdiff_t const pstep = D[2].a * xs2;
-          for (std::int64_t o1 = s; o1 < s1; ++o1) {
-            TY const* yr = dy.at(n, o0, o1, r.lo[2], col.g[0], col.c[0]);
-            for (std::int64_t p = 0; p < ow; ++p) {
-              TY const* yp = yr + p * dy.stride[3];
-              float* yo = yrow + p * static_cast<std::ptrdiff_t>(VL);
-              if constexpr (std::is_same_v<TY, float>) {
-                if (ycontig) {
-                  std::memcpy(yo, yp, yused * sizeof(float));
-                  std::memset(yo + yused, 0, (VL - yused) * sizeof(float));
-                  continue;
+          for (std::int64_t c0 = s; c0 < s1; c0 += chunk) {
+            std::int64_t const c1 = std::min(s1, c0 + chunk);
+            auto const P = static_cast<std::size_t>((c1 - c0) * ow);
+            poff.resize(P);
+            float* yo = yrow;
+            for (std::int64_t o1 = c0, i = 0; o1 < c1; ++o1) {
+              TY const* yp = dy.at(n, o0, o1, r.lo[2], col.g[0], col.c[0]);
+              for (std::int64_t p = 0; p < ow; ++p, ++i, yp += dy.stride[3], yo += VL) {
+                poff[static_cast<std::size_t>(i)] = (o1 - s) * D[1].a * xs1 + p * D[2].a * xs2;
+                if constexpr (std::is_same_v<TY, float>) {
+                  if (ycontig) {
+                    std::memcpy(yo, yp, yused * sizeof(float));
+                    std::memset(yo + yused, 0, (VL - yused) * sizeof(float));
+                    continue;
+                  }
                 }
+                for (std::size_t l = 0; l < VL; ++l) yo[l] = yoff[l] < 0 ? 0.0f : to_f32(yp[yoff[l]]);
               }
-              for (std::size_t l = 0; l < VL; ++l) yo[l] = yoff[l] < 0 ? 0.0f : to_f32(yp[yoff[l]]);
             }
-            float const* xr = x + (o1 - s) * D[1].a * xs1;
             with_column(col, [&]<std::size_t VV, bool Bc>() {
               constexpr std::size_t RB = block_rows(VV);
               for (std::size_t q0 = 0; q0 < Q; q0 += RB) {
                 std::size_t const rows = std::min(RB, Q - q0);
                 with_rows<VV, Bc>(rows, [&]<std::size_t RR, std::size_t V2, bool B2>() {
-                  gradient_block<RR, V2, B2>(static_cast<std::size_t>(ow), yrow, xr, pstep, qoff.data() + q0, acc + q0 * VL);
+                  gradient_block<RR, V2, B2>(P, yrow, x, poff.data(), qoff.data() + q0, acc + q0 * VL);
                 });
               }
             });
@@ -570,6 +579,12 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
         for (std::int64_t t2 = 0; t2 < D[2].taps; ++t2)
           for (std::int64_t j = r.j0; j < r.j1; ++j, a += VL) {
             TD* d = dst.at(col.g[0], t0, t1, t2, j, col.c[0]);
+            if constexpr (std::is_same_v<TD, float>) {
+              if (dcontig) {
+                std::memcpy(d, a, dused * sizeof(float));
+                continue;
+              }
+            }
             for (std::size_t l = 0; l < VL; ++l)
               if (doff[l] >= 0) d[doff[l]] = TD(a[l]);
           }
