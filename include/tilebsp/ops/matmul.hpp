@@ -154,7 +154,7 @@ class MatmulHostKernel {
       std::size_t rc = q.m;
       if (panels < threads || tall) {
         std::size_t const row_units = (threads + panels - 1) / panels;
-        std::size_t const mr = simd::gemm_rows(cc);
+        std::size_t const mr = simd::gemm_mr;
         rc = std::min(q.m, ((q.m + row_units - 1) / row_units + mr - 1) / mr * mr);
       }
       std::size_t const mc = (q.m + rc - 1) / rc, units = q.groups * mc * nc;

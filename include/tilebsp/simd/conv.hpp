@@ -220,38 +220,6 @@ void build_box(ConvLoop const& L, Operand6<TS const> const& src, ConvColumn cons
   }
 }
 
-/// Packs the weights of one column: wp[q][v][lanes] for q = (t0, t1, t2, j) in row-major order.
-template <class TW>
-void pack_weights(ConvLoop const& L, Operand6<TW const> const& w, ConvColumn const& col, std::int64_t j0,
-                  std::int64_t j1, float* wp) {
-  std::size_t const VL = col.vectors * lanes;
-  std::ptrdiff_t off[2 * lanes];
-  std::size_t used = 0;
-  bool contiguous = std::is_same_v<TW, float>;  // lanes 0..used-1 read consecutive floats: a copy per row
-  for (std::size_t l = 0; l < VL; ++l) {
-    off[l] = col.g[l] < 0 ? -1 : (col.g[l] - col.g[0]) * w.stride[0] + (col.c[l] - col.c[0]) * w.stride[5];
-    if (off[l] >= 0) {
-      contiguous = contiguous && off[l] == static_cast<std::ptrdiff_t>(l) && used == l;
-      used = l + 1;
-    }
-  }
-  for (std::int64_t t0 = 0; t0 < L.dim[0].taps; ++t0)
-    for (std::int64_t t1 = 0; t1 < L.dim[1].taps; ++t1)
-      for (std::int64_t t2 = 0; t2 < L.dim[2].taps; ++t2) {
-        TW const* row = w.at(col.g[0], t0, t1, t2, j0, col.c[0]);
-        for (std::int64_t j = j0; j < j1; ++j, wp += VL, row += w.stride[4]) {
-          if constexpr (std::is_same_v<TW, float>) {
-            if (contiguous) {
-              std::memcpy(wp, row, used * sizeof(float));
-              std::fill(wp + used, wp + VL, 0.0f);
-              continue;
-            }
-          }
-          for (std::size_t l = 0; l < VL; ++l) wp[l] = off[l] < 0 ? 0.0f : to_f32(row[off[l]]);
-        }
-      }
-}
-
 /// Offsets of the lanes of a column within an operand relative to its first lane: the group at dimension
 /// `gdim` (4 for activations, 0 for weights), the channel at dimension 5; contiguous when they are 0, 1, 2, ...
 /// for the used lanes.
@@ -269,6 +237,32 @@ bool lane_offsets(Operand6<T> const& op, ConvColumn const& col, std::ptrdiff_t* 
     used = l + 1;
   }
   return contiguous;
+}
+
+/// Packs the weights of one column: wp[q][v][lanes] for q = (t0, t1, t2, j) in row-major order.
+template <class TW>
+void pack_weights(ConvLoop const& L, Operand6<TW const> const& w, ConvColumn const& col, std::int64_t j0,
+                  std::int64_t j1, float* wp) {
+  std::size_t const VL = col.vectors * lanes;
+  std::ptrdiff_t off[2 * lanes];
+  std::size_t used = 0;
+  // Lanes 0..used-1 reading consecutive floats: a copy per row.
+  bool const contiguous = lane_offsets(w, col, off, used, 0) && std::is_same_v<TW, float>;
+  for (std::int64_t t0 = 0; t0 < L.dim[0].taps; ++t0)
+    for (std::int64_t t1 = 0; t1 < L.dim[1].taps; ++t1)
+      for (std::int64_t t2 = 0; t2 < L.dim[2].taps; ++t2) {
+        TW const* row = w.at(col.g[0], t0, t1, t2, j0, col.c[0]);
+        for (std::int64_t j = j0; j < j1; ++j, wp += VL, row += w.stride[4]) {
+          if constexpr (std::is_same_v<TW, float>) {
+            if (contiguous) {
+              std::memcpy(wp, row, used * sizeof(float));
+              std::fill(wp + used, wp + VL, 0.0f);
+              continue;
+            }
+          }
+          for (std::size_t l = 0; l < VL; ++l) wp[l] = off[l] < 0 ? 0.0f : to_f32(row[off[l]]);
+        }
+      }
 }
 
 /// One register-block row: acc[v] += x * w[v], with x broadcast from *x (Bcast: a vector of output channels per
@@ -436,29 +430,20 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
             std::size_t used = 0;
             bool const contiguous = lane_offsets(dst, col, off, used) && std::is_same_v<TD, float>;
             auto const dpos = [&](std::int64_t i) { return dst.at(n, o0, s + i / ow, r.lo[2] + i % ow, col.g[0], col.c[0]); };
-            if constexpr (std::is_same_v<TD, float>) {
-              if (contiguous && used == VL && !load) {  // whole vectors of contiguous f32 results: stored from registers
-                std::vector<float*>& dp = direct_rows();
-                dp.resize(static_cast<std::size_t>(P));
-                for (std::int64_t i = 0, k = 0; i < s1 - s; ++i) {
-                  float* d = dpos(i * ow);
-                  for (std::int64_t j = 0; j < ow; ++j, d += ds) dp[static_cast<std::size_t>(k++)] = d;
-                }
-                with_column(col, [&]<std::size_t VV, bool Bc>() {
-                  constexpr std::size_t RB = block_rows(VV);
-                  for (std::int64_t i = 0; i < P; i += static_cast<std::int64_t>(RB)) {
-                    std::size_t const rows = std::min<std::size_t>(RB, static_cast<std::size_t>(P - i));
-                    with_rows<VV, Bc>(rows, [&]<std::size_t RR, std::size_t V2, bool B2>() {
-                      forward_block<RR, V2, B2>(Q, wc, x, poff.data() + i, qoff.data(), nullptr, dp.data() + i);
-                    });
-                  }
-                });
-                wc += Q * VL;
-                continue;
+            // Whole vectors of contiguous f32 results starting from zero are stored from the registers into
+            // their rows of dst; otherwise they pass through accumulator rows.
+            float* const* rows_out = nullptr;
+            if (std::is_same_v<TD, float> && contiguous && used == VL && !load) {
+              std::vector<float*>& dp = direct_rows();
+              dp.resize(static_cast<std::size_t>(P));
+              for (std::int64_t i = 0, k = 0; i < s1 - s; ++i) {
+                auto* d = reinterpret_cast<float*>(dpos(i * ow));
+                for (std::int64_t j = 0; j < ow; ++j, d += ds) dp[static_cast<std::size_t>(k++)] = d;
               }
+              rows_out = dp.data();
             }
-            float* accrow = conv_scratch(1).get(static_cast<std::size_t>(P) * VL);
-            for (std::int64_t i = 0; i < P; ++i) {  // initial values
+            float* accrow = rows_out ? nullptr : conv_scratch(1).get(static_cast<std::size_t>(P) * VL);
+            for (std::int64_t i = 0; !rows_out && i < P; ++i) {  // initial values
               float* a = accrow + i * static_cast<std::ptrdiff_t>(VL);
               if (!load) {
                 std::memset(a, 0, VL * sizeof(float));
@@ -472,11 +457,13 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
               for (std::int64_t i = 0; i < P; i += static_cast<std::int64_t>(RB)) {
                 std::size_t const rows = std::min<std::size_t>(RB, static_cast<std::size_t>(P - i));
                 with_rows<VV, Bc>(rows, [&]<std::size_t RR, std::size_t V2, bool B2>() {
-                  forward_block<RR, V2, B2>(Q, wc, x, poff.data() + i, qoff.data(), accrow + i * static_cast<std::ptrdiff_t>(VL));
+                  forward_block<RR, V2, B2>(Q, wc, x, poff.data() + i, qoff.data(),
+                                            rows_out ? nullptr : accrow + i * static_cast<std::ptrdiff_t>(VL),
+                                            rows_out ? rows_out + i : nullptr);
                 });
               }
             });
-            for (std::int64_t i = 0; i < P; ++i) {  // results
+            for (std::int64_t i = 0; !rows_out && i < P; ++i) {  // results
               float const* a = accrow + i * static_cast<std::ptrdiff_t>(VL);
               TD* d = i % ow == 0 ? dpos(i) : dpos(i - i % ow) + (i % ow) * ds;
               if constexpr (std::is_same_v<TD, float>) {

@@ -17,8 +17,6 @@ namespace tilebsp::simd {
 /// (AVX-512) 8 x 2 accumulators, with 16 (AVX2, SSE) 6 x 2; the running sums over K segments live in memory.
 inline constexpr std::size_t gemm_mr = lanes >= 16 ? 8 : 6;
 inline constexpr std::size_t gemm_nr = 2 * lanes;
-/// Rows of one register block (A read in place) for a block `n` columns wide.
-constexpr std::size_t gemm_rows(std::size_t) noexcept { return gemm_mr; }
 /// Cache blocking: a KC x NR panel of B streams from L2 while an MR x KC micro-panel of A stays in L1; an MC x KC
 /// block of A stays in L2 across the panels.
 inline constexpr std::size_t gemm_kc = 512;
