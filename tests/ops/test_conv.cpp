@@ -201,6 +201,9 @@ TEST_CASE("conv: groups 1, 2, 3, 4, 32 and depthwise, f32, exact for +-1 data") 
     check<float>(t, padded(conv2d(1, 8, 8, 3, 3, 4, 4, 32), 1), ones);
     check<float>(t, padded(conv2d(2, 9, 7, 3, 3, 1, 1, 24), 1), ones);  // depthwise
     check<float>(t, padded(conv2d(1, 5, 5, 3, 3, 1, 2, 8), 1), ones);   // depthwise multiplier 2
+    check<float>(t, padded(conv2d(2, 6, 7, 3, 3, 2, 2, 6), 1), ones);   // 2 channels per group: interleaved lanes
+    check<float>(t, padded(conv2d(1, 5, 6, 3, 3, 2, 2, 3), 1), ones);   // ... a vector with unused groups
+    check<float>(t, padded(conv2d(1, 6, 6, 3, 3, 4, 4, 8), 1), ones);   // 4 channels per group, 8 groups
   }
 }
 

@@ -198,34 +198,35 @@ class ConvHostKernel {
       auto const o6 = operand<TW const>(*other, at.other);
       auto const d6 = operand<TO>(*out, at.out);
       auto const L = static_cast<std::int64_t>(simd::lanes);
-      // Units: forward-like, a chunk of lane channels x (n, o0, a chunk of o1); weight gradient, chunks of
-      // groups x lane channels x reduction channels. Channel chunks come first (each unit packs only its own
-      // weights), down to one vector (whole groups when a vector spans groups); then positions, until there are
-      // at least 8 units per thread where the problem allows.
+      // Units: forward-like, chunks of groups x lane channels x images (n, o0) x rows o1; weight gradient, chunks
+      // of groups x lane channels x reduction channels. Channel chunks are split first (each unit packs only its
+      // own weights), down to one vector (whole groups when a vector spans groups); then images, which repack the
+      // weights; then rows, which also rebuild the rows a kernel's taps share; until there are at least 8 units
+      // per thread where the problem allows.
       std::int64_t const G = static_cast<std::int64_t>(q.groups), C = static_cast<std::int64_t>(q.c),
                          J = static_cast<std::int64_t>(q.j);
       auto const& D = q.loop.dim;
       std::int64_t const want = 8 * static_cast<std::int64_t>(threads);
       std::int64_t const per_vec = C >= L ? 1 : std::max<std::int64_t>(1, L / C);
-      std::int64_t gc = G >= 2 * per_vec ? per_vec : G, cc = C, jc = J, rc = D[1].out, outer = 1;
+      std::int64_t const B = static_cast<std::int64_t>(q.batch);
+      std::int64_t gc = G >= 2 * per_vec ? per_vec : G, cc = C, jc = J, nc_ = B, oc = D[0].out, rc = D[1].out;
       if (G == 1 && C > 2 * L) cc = 2 * L * std::max<std::int64_t>(1, (C + 2 * L * want - 1) / (2 * L * want));
-      auto const units_now = [&] { return outer * ((G + gc - 1) / gc) * ((C + cc - 1) / cc) * ((J + jc - 1) / jc); };
-      if (!wu) {
-        std::int64_t const images = static_cast<std::int64_t>(q.batch) * D[0].out;
-        outer = images;
-        if (units_now() < want) {
-          rc = std::max<std::int64_t>(1, std::min<std::int64_t>(D[1].out, (D[1].out * units_now() + want - 1) / want));
-          rc = std::max<std::int64_t>(rc, std::min<std::int64_t>(D[1].out, 4));
-        }
-        outer = images * ((D[1].out + rc - 1) / rc);
-      }
+      auto const chunks = [](std::int64_t n, std::int64_t c) { return (n + c - 1) / c; };
+      auto const units_now = [&] {
+        std::int64_t u = chunks(G, gc) * chunks(C, cc) * chunks(J, jc);
+        return wu ? u : u * chunks(B, nc_) * chunks(D[0].out, oc) * chunks(D[1].out, rc);
+      };
       while (units_now() < want) {
         if (gc > per_vec) gc = std::max(per_vec, (gc + 1) / 2 / per_vec * per_vec);
         else if (cc > 2 * L) cc = std::max(2 * L, (cc + 1) / 2 / (2 * L) * (2 * L));
+        else if (!wu && nc_ > 1) nc_ = (nc_ + 1) / 2;
+        else if (!wu && oc > 1) oc = (oc + 1) / 2;
+        else if (!wu && rc > 4) rc = std::max<std::int64_t>(4, (rc + 1) / 2);
         else if (wu && jc > 1) jc = (jc + 1) / 2;
         else break;
       }
-      std::int64_t const ng = (G + gc - 1) / gc, nc = (C + cc - 1) / cc, nj = (J + jc - 1) / jc;
+      std::int64_t const ng = chunks(G, gc), nc = chunks(C, cc), nj = chunks(J, jc);
+      std::int64_t const nr = chunks(D[1].out, rc), no = chunks(D[0].out, oc);
       std::int64_t const units = units_now();
       std::int64_t const u0 = units * t / threads, u1 = units * (t + 1) / threads;
       for (std::int64_t u = u0; u < u1; ++u) {
@@ -242,11 +243,11 @@ class ConvHostKernel {
         r.j0 = ij * jc, r.j1 = std::min(J, r.j0 + jc);
         for (std::size_t d = 0; d < 3; ++d) r.lo[d] = 0, r.hi[d] = D[d].out;
         if (!wu) {
-          std::int64_t const strips = (D[1].out + rc - 1) / rc;
-          r.lo[1] = (x % strips) * rc, r.hi[1] = std::min(D[1].out, r.lo[1] + rc);
-          x /= strips;
-          r.lo[0] = x % D[0].out, r.hi[0] = r.lo[0] + 1;
-          r.n0 = x / D[0].out, r.n1 = r.n0 + 1;
+          r.lo[1] = (x % nr) * rc, r.hi[1] = std::min(D[1].out, r.lo[1] + rc);
+          x /= nr;
+          r.lo[0] = (x % no) * oc, r.hi[0] = std::min(D[0].out, r.lo[0] + oc);
+          x /= no;
+          r.n0 = x * nc_, r.n1 = std::min(B, r.n0 + nc_);
           forward_unit(r, s6, o6, d6);
         } else {
           r.n0 = 0, r.n1 = static_cast<std::int64_t>(q.batch);
@@ -273,7 +274,7 @@ class ConvHostKernel {
         return;
       }
       Index6 const origin{r.n0, r.lo[0], r.lo[1], r.lo[2], r.g0, r.c0};
-      Index6 const shape{1, 1, r.hi[1] - r.lo[1], r.hi[2] - r.lo[2], r.g1 - r.g0, r.c1 - r.c0};
+      Index6 const shape{r.n1 - r.n0, r.hi[0] - r.lo[0], r.hi[1] - r.lo[1], r.hi[2] - r.lo[2], r.g1 - r.g0, r.c1 - r.c0};
       reduce_unit(origin, shape, [&](std::size_t part, auto const& dst) {
         std::int64_t const j0 = static_cast<std::int64_t>(part * p.j_tile);
         steps(j0, std::min(J, j0 + static_cast<std::int64_t>(p.j_tile)), dst);

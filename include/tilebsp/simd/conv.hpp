@@ -73,17 +73,22 @@ struct ConvRange {
 
 namespace detail {
 
-/// Up to two vectors of lanes computed together. bcast: every used lane belongs to one group.
+/// Up to two vectors of lanes computed together. bcast: every used lane belongs to one group. xl: the floats of
+/// the input box per step: 1 (broadcast columns), lanes (expanded: each lane's own input), or the number of
+/// groups of an interleaved column, whose lane l holds group l % xl, channel l / xl — a step's xl inputs, one per
+/// group, repeat across the vector, and the kernel loads them with a broadcast.
 struct ConvColumn {
-  std::size_t vectors = 1;
+  std::size_t vectors = 1, xl = 1;
   bool bcast = true;
   std::int64_t g[2 * lanes], c[2 * lanes];  // g < 0: unused lane
   std::int64_t first_group() const noexcept { return g[0]; }
 };
 
 /// The columns of groups [g0, g1) x channels [c0, c1): a group with at least a vector of channels gets its own
-/// (broadcast) columns of up to two vectors; smaller groups share a vector, lanes / (c1 - c0) groups each.
-inline std::vector<ConvColumn> conv_columns(std::int64_t g0, std::int64_t g1, std::int64_t c0, std::int64_t c1) {
+/// (broadcast) columns of up to two vectors; smaller groups share a vector, lanes / (c1 - c0) groups each,
+/// interleaved when `interleave` and the channels divide the lanes, expanded otherwise.
+inline std::vector<ConvColumn> conv_columns(std::int64_t g0, std::int64_t g1, std::int64_t c0, std::int64_t c1,
+                                            bool interleave = false) {
   std::vector<ConvColumn> cols;
   auto const L = static_cast<std::int64_t>(lanes);
   std::int64_t const ct = c1 - c0;
@@ -107,20 +112,28 @@ inline std::vector<ConvColumn> conv_columns(std::int64_t g0, std::int64_t g1, st
     ConvColumn col;
     std::int64_t const ng = std::min(per, g1 - g);
     col.bcast = ng == 1;
+    bool const inter = !col.bcast && interleave && L % ct == 0;
+    col.xl = col.bcast ? 1 : inter ? static_cast<std::size_t>(per) : lanes;
     for (std::int64_t l = 0; l < 2 * L; ++l) {
-      bool const used = l < L && l < ng * ct;
-      col.g[l] = used ? g + l / ct : -1;
-      col.c[l] = used ? c0 + l % ct : 0;
+      bool const used = l < L && (inter ? l % per < ng : l < ng * ct);
+      col.g[l] = used ? g + (inter ? l % per : l / ct) : -1;
+      col.c[l] = used ? c0 + (inter ? l / per : l % ct) : 0;
     }
     cols.push_back(col);
   }
   return cols;
 }
 
-/// Per-thread destination rows of the direct-store path of conv_forward.
-inline std::vector<float*>& direct_rows() {
-  thread_local std::vector<float*> rows;
-  return rows;
+/// Per-thread lists of conv_forward: outer step offsets in the box, and for each output position of a pass its
+/// box position, its destination (elements from dst's origin) and its row of the direct-store path.
+struct ForwardScratch {
+  std::vector<std::ptrdiff_t> toff, d;
+  std::vector<float const*> x;
+  std::vector<float*> rows;
+};
+inline ForwardScratch& forward_scratch() {
+  thread_local ForwardScratch s;
+  return s;
 }
 
 inline Scratch& conv_scratch(int which) {
@@ -161,19 +174,40 @@ struct LanePermuter {
   }
 };
 
+/// Copies the n floats at p to out (one position of a box: a call to memcpy costs more than the copy).
+inline void copy_floats(float* out, float const* p, std::size_t n) noexcept {
+  std::size_t i = 0;
+  for (; i + lanes <= n; i += lanes) batch<float>::load_unaligned(p + i).store_unaligned(out + i);
+  for (; i < n; ++i) out[i] = p[i];
+}
+
 /// Builds the virtual input box of one column for batch n: X[v0][v1][v2][j][XL] over virtual positions
-/// [vlo[d], vlo[d] + ext[d]) and reduction channels [j0, j1); XL = 1 (broadcast column) or lanes.
+/// [vlo[d], vlo[d] + ext[d]) and reduction channels [j0, j1), slabs of dimension 0 xs0 floats apart; XL = 1
+/// (broadcast column) or lanes.
 template <class TS>
 void build_box(ConvLoop const& L, Operand6<TS const> const& src, ConvColumn const& col, std::int64_t n,
                std::array<std::int64_t, 3> const& vlo, std::array<std::int64_t, 3> const& ext, std::int64_t j0,
-               std::int64_t j1, float* x) {
-  std::size_t const XL = col.bcast ? 1 : lanes;
+               std::int64_t j1, float* x, std::ptrdiff_t xs0) {
+  std::size_t const XL = col.xl;
+  bool const inter = XL != 1 && XL != lanes;
   std::size_t const cj = static_cast<std::size_t>(j1 - j0), row = cj * XL;
-  // Expanded columns read each lane's channel relative to the column's first lane.
+  // Expanded columns read each lane's channel relative to the column's first lane; interleaved ones transpose
+  // a position's (group, channel) block into (channel, group) with one permutation when it fills a vector.
   alignas(64) std::int32_t idx[64][lanes];
   bool fast = false;
   std::size_t span = 0;
-  if (!col.bcast) {
+  // Interleaved rows of whole vectors, or of a fraction of one (a chunk of the reduction channels).
+  std::size_t const ivec = (row + lanes - 1) / lanes;
+  if (inter && std::is_same_v<TS, float> && src.stride[5] == 1 && (row % lanes == 0 || lanes % row == 0) && ivec <= 64) {
+    fast = true;
+    for (std::size_t m = 0; m < ivec * lanes && fast; ++m) {
+      std::size_t const gi = m % XL, j = m / XL;
+      std::ptrdiff_t const off = m >= row || col.g[gi] < 0 ? -1 : static_cast<std::ptrdiff_t>(gi) * src.stride[4] + static_cast<std::ptrdiff_t>(j);
+      if (off >= static_cast<std::ptrdiff_t>(lanes)) fast = false;
+      idx[m / lanes][m % lanes] = static_cast<std::int32_t>(off);
+      span = std::max<std::size_t>(span, static_cast<std::size_t>(off + 1));
+    }
+  } else if (!col.bcast && !inter) {
     fast = std::is_same_v<TS, float> && src.stride[5] == 1 && cj <= 64;
     for (std::size_t j = 0; j < cj && fast; ++j)
       for (std::size_t l = 0; l < lanes; ++l) {
@@ -184,38 +218,65 @@ void build_box(ConvLoop const& L, Operand6<TS const> const& src, ConvColumn cons
       }
   }
   std::int64_t const g = col.first_group();
-  float* out = x;
+  // One position's row of the box from its source element p (of group g, channel j0).
+  auto const fill = [&](float* o, TS const* p, std::int64_t s0, std::int64_t s1, std::int64_t s2) {
+    if (col.bcast) {
+      if constexpr (std::is_same_v<TS, float>) {
+        if (src.stride[5] == 1) return copy_floats(o, p, cj);
+      }
+      for (std::size_t j = 0; j < cj; ++j) o[j] = to_f32(p[static_cast<std::ptrdiff_t>(j) * src.stride[5]]);
+    } else if (fast) {
+      if constexpr (std::is_same_v<TS, float>) {
+        LanePermuter const permute(p, span);
+        if (inter && row < lanes) {
+          alignas(64) float tmp[lanes];
+          permute(idx[0]).store_aligned(tmp);
+          return copy_floats(o, tmp, row);
+        }
+        for (std::size_t k = 0; k < (inter ? ivec : cj); ++k) permute(idx[k]).store_unaligned(o + k * lanes);
+      }
+    } else if (inter) {
+      for (std::size_t j = 0; j < cj; ++j)
+        for (std::size_t gi = 0; gi < XL; ++gi)
+          o[j * XL + gi] = col.g[gi] < 0 ? 0.0f : to_f32(*src.at(n, s0, s1, s2, col.g[gi], j0 + static_cast<std::int64_t>(j)));
+    } else {
+      for (std::size_t j = 0; j < cj; ++j)
+        for (std::size_t l = 0; l < lanes; ++l)
+          o[j * lanes + l] = col.g[l] < 0 ? 0.0f : to_f32(*src.at(n, s0, s1, s2, col.g[l], j0 + static_cast<std::int64_t>(j)));
+    }
+  };
+  auto const& D2 = L.dim[2];
+  std::int64_t const e2 = ext[2];
   for (std::int64_t v0 = vlo[0]; v0 < vlo[0] + ext[0]; ++v0) {
     std::int64_t const s0 = L.dim[0].source(v0);
-    for (std::int64_t v1 = vlo[1]; v1 < vlo[1] + ext[1]; ++v1) {
+    float* out = x + (v0 - vlo[0]) * xs0;
+    for (std::int64_t v1 = vlo[1]; v1 < vlo[1] + ext[1]; ++v1, out += e2 * static_cast<std::ptrdiff_t>(row)) {
       std::int64_t const s1 = s0 < 0 ? -1 : L.dim[1].source(v1);
-      for (std::int64_t v2 = vlo[2]; v2 < vlo[2] + ext[2]; ++v2, out += row) {
-        std::int64_t const s2 = s1 < 0 ? -1 : L.dim[2].source(v2);
-        if (s2 < 0) {
-          std::memset(out, 0, row * sizeof(float));
+      if (s1 < 0) {
+        std::memset(out, 0, static_cast<std::size_t>(e2) * row * sizeof(float));
+        continue;
+      }
+      if (D2.div != 1) {  // input dilation: holes between the source positions
+        for (std::int64_t v2 = vlo[2]; v2 < vlo[2] + e2; ++v2) {
+          float* o = out + (v2 - vlo[2]) * static_cast<std::ptrdiff_t>(row);
+          std::int64_t const s2 = D2.source(v2);
+          if (s2 < 0) std::memset(o, 0, row * sizeof(float));
+          else fill(o, src.at(n, s0, s1, s2, g, j0), s0, s1, s2);
+        }
+        continue;
+      }
+      // Source positions [a, b) of the row, padding around them.
+      std::int64_t const a = std::clamp<std::int64_t>(-vlo[2], 0, e2), b = std::clamp<std::int64_t>(D2.in - vlo[2], a, e2);
+      std::memset(out, 0, static_cast<std::size_t>(a) * row * sizeof(float));
+      std::memset(out + b * static_cast<std::ptrdiff_t>(row), 0, static_cast<std::size_t>(e2 - b) * row * sizeof(float));
+      TS const* p = src.at(n, s0, s1, vlo[2] + a, g, j0);
+      if constexpr (std::is_same_v<TS, float>) {
+        if (col.bcast && src.stride[5] == 1 && src.stride[3] == static_cast<std::ptrdiff_t>(cj)) {  // one run
+          std::memcpy(out + a * static_cast<std::ptrdiff_t>(row), p, static_cast<std::size_t>(b - a) * cj * sizeof(float));
           continue;
         }
-        if (col.bcast) {
-          TS const* p = src.at(n, s0, s1, s2, g, j0);
-          if constexpr (std::is_same_v<TS, float>) {
-            if (src.stride[5] == 1) {
-              std::memcpy(out, p, cj * sizeof(float));
-              continue;
-            }
-          }
-          for (std::size_t j = 0; j < cj; ++j) out[j] = to_f32(p[static_cast<std::ptrdiff_t>(j) * src.stride[5]]);
-        } else if (fast) {
-          if constexpr (std::is_same_v<TS, float>) {
-            float const* p = src.at(n, s0, s1, s2, g, j0);
-            LanePermuter const permute(p, span);
-            for (std::size_t j = 0; j < cj; ++j) permute(idx[j]).store_aligned(out + j * lanes);
-          }
-        } else {
-          for (std::size_t j = 0; j < cj; ++j)
-            for (std::size_t l = 0; l < lanes; ++l)
-              out[j * lanes + l] = col.g[l] < 0 ? 0.0f : to_f32(*src.at(n, s0, s1, s2, col.g[l], j0 + static_cast<std::int64_t>(j)));
-        }
       }
+      for (std::int64_t i = a; i < b; ++i, p += src.stride[3]) fill(out + i * static_cast<std::ptrdiff_t>(row), p, s0, s1, vlo[2] + i);
     }
   }
 }
@@ -237,6 +298,17 @@ bool lane_offsets(Operand6<T> const& op, ConvColumn const& col, std::ptrdiff_t* 
     used = l + 1;
   }
   return contiguous;
+}
+
+/// Whether the lanes' offsets are a permutation of 0 .. n-1 (an interleaved column over contiguous channels);
+/// then perm[m] is the lane that goes to offset m.
+inline bool lane_permutation(std::ptrdiff_t const* off, std::size_t n, std::int32_t* perm) noexcept {
+  std::fill(perm, perm + n, -1);
+  for (std::size_t l = 0; l < n; ++l) {
+    if (off[l] < 0 || off[l] >= static_cast<std::ptrdiff_t>(n) || perm[off[l]] >= 0) return false;
+    perm[off[l]] = static_cast<std::int32_t>(l);
+  }
+  return true;
 }
 
 /// Packs the weights of one column: wp[q][v][lanes] for q = (t0, t1, t2, j) in row-major order.
@@ -265,47 +337,99 @@ void pack_weights(ConvLoop const& L, Operand6<TW const> const& w, ConvColumn con
       }
 }
 
-/// One register-block row: acc[v] += x * w[v], with x broadcast from *x (Bcast: a vector of output channels per
-/// group) or the vector at x (lanes spanning groups, V = 1).
-template <std::size_t V, bool Bcast>
+/// The XL floats at p repeated across a vector (XL a power of two below lanes): one broadcast load on x86.
+template <std::size_t XL>
+[[gnu::always_inline]] inline batch<float> load_repeated(float const* p) noexcept {
+  static_assert(XL > 1 && XL < lanes && lanes % XL == 0);
+#if defined(__AVX512F__)
+  if constexpr (XL == 2) {
+    double d;
+    std::memcpy(&d, p, sizeof d);
+    return _mm512_castpd_ps(_mm512_set1_pd(d));
+  } else if constexpr (XL == 4) {
+    return _mm512_broadcast_f32x4(_mm_loadu_ps(p));
+  } else {
+    return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<double const*>(p))));
+  }
+#elif defined(__AVX__)
+  if constexpr (XL == 2) {
+    double d;
+    std::memcpy(&d, p, sizeof d);
+    return _mm256_castpd_ps(_mm256_set1_pd(d));
+  } else {
+    return _mm256_broadcast_ps(reinterpret_cast<__m128 const*>(p));
+  }
+#elif defined(__SSE2__)
+  double d;
+  std::memcpy(&d, p, sizeof d);
+  return _mm_castpd_ps(_mm_set1_pd(d));
+#else
+  alignas(64) float tmp[lanes];
+  for (std::size_t l = 0; l < lanes; ++l) tmp[l] = p[l % XL];
+  return batch<float>::load_aligned(tmp);
+#endif
+}
+
+/// x permuted: lane m takes lane idx[m].
+inline batch<float> permute_lanes(batch<float> const& x, std::int32_t const* idx) noexcept {
+#if defined(__AVX512F__)
+  return _mm512_permutexvar_ps(_mm512_loadu_si512(idx), x);
+#elif defined(__AVX2__)
+  return _mm256_permutevar8x32_ps(x, _mm256_loadu_si256(reinterpret_cast<__m256i const*>(idx)));
+#else
+  alignas(64) float in[lanes], out[lanes];
+  x.store_aligned(in);
+  for (std::size_t l = 0; l < lanes; ++l) out[l] = in[idx[l]];
+  return batch<float>::load_aligned(out);
+#endif
+}
+
+/// One register-block row: acc[v] += x * w[v], with x broadcast from *x (XL = 1: a vector of output channels per
+/// group), the vector at x (XL = lanes: lanes spanning groups, V = 1) or the XL floats at x repeated (an
+/// interleaved column, V = 1).
+template <std::size_t V, std::size_t XL>
 [[gnu::always_inline]] inline void fma_row(float const* x, batch<float> const (&w)[V], batch<float> (&acc)[V]) noexcept {
   using B = batch<float>;
-  if constexpr (Bcast) {
+  if constexpr (XL == 1) {
     B const xv(*x);
     for (std::size_t v = 0; v < V; ++v) acc[v] = xsimd::fma(xv, w[v], acc[v]);
-  } else {
+  } else if constexpr (XL == lanes) {
     acc[0] = xsimd::fma(B::load_aligned(x), w[0], acc[0]);
+  } else {
+    acc[0] = xsimd::fma(load_repeated<XL>(x), w[0], acc[0]);
   }
 }
 
-/// acc[r][v] over Q steps: w = wp[q], x = the box at x + poff[r] + qoff[q] (broadcast or a vector). The
-/// accumulators start from acc_io, or from zero when `out` is given, and end in acc_io, or in out[r] (row r's
-/// V vectors stored contiguously there: a destination that holds whole vectors).
-template <std::size_t R, std::size_t V, bool Bcast>
-void forward_block(std::size_t Q, float const* wp, float const* x, std::ptrdiff_t const* poff, std::ptrdiff_t const* qoff,
-                   float* acc_io, float* const* out = nullptr) noexcept {
+/// acc[r][v] over T x K steps: step (t, k) multiplies weights wp[t * K + k] by the box at xp[r] + toff[t] + k * XL
+/// (see fma_row): the inner steps of an outer step are consecutive in the box, so each row is one pointer and the
+/// inner loop one index (plain addressing modes, no per-step offsets). The accumulators start from acc_io, or
+/// from zero when `out` is given, and end in acc_io, or in out[r] (row r's V vectors stored contiguously there: a
+/// destination that holds whole vectors), permuted by `perm` when given.
+template <std::size_t R, std::size_t V, std::size_t XL>
+void forward_block(std::size_t T, std::size_t K, std::ptrdiff_t const* toff, float const* wp, float const* const* xp,
+                   float* acc_io, float* const* out = nullptr, std::int32_t const* perm = nullptr) noexcept {
   using B = batch<float>;
   B acc[R][V];
-  std::ptrdiff_t po[R];
-  for (std::size_t r = 0; r < R; ++r) {
-    po[r] = poff[r];
+  for (std::size_t r = 0; r < R; ++r)
     for (std::size_t v = 0; v < V; ++v) acc[r][v] = out ? B(0.0f) : B::load_aligned(acc_io + (r * V + v) * lanes);
-  }
-  for (std::size_t q = 0; q < Q; ++q) {
-    B w[V];
-    for (std::size_t v = 0; v < V; ++v) w[v] = B::load_aligned(wp + (q * V + v) * lanes);
-    float const* xq = x + qoff[q];
-    for (std::size_t r = 0; r < R; ++r) fma_row<V, Bcast>(xq + po[r], w, acc[r]);
+  for (std::size_t t = 0; t < T; ++t) {
+    float const* p[R];
+    for (std::size_t r = 0; r < R; ++r) p[r] = xp[r] + toff[t];
+    for (std::size_t k = 0; k < K; ++k, wp += V * lanes) {
+      B w[V];
+      for (std::size_t v = 0; v < V; ++v) w[v] = B::load_aligned(wp + v * lanes);
+      for (std::size_t r = 0; r < R; ++r) fma_row<V, XL>(p[r] + k * XL, w, acc[r]);
+    }
   }
   for (std::size_t r = 0; r < R; ++r)
     for (std::size_t v = 0; v < V; ++v) {
-      if (out) acc[r][v].store_unaligned(out[r] + v * lanes);
+      if (out) (perm ? permute_lanes(acc[r][v], perm) : acc[r][v]).store_unaligned(out[r] + v * lanes);
       else acc[r][v].store_aligned(acc_io + (r * V + v) * lanes);
     }
 }
 
 /// acc[r][v] over P positions: y = yrow[p], x = the box at x + poff[p] + qoff[r].
-template <std::size_t R, std::size_t V, bool Bcast>
+template <std::size_t R, std::size_t V, std::size_t XL>
 void gradient_block(std::size_t P, float const* yrow, float const* x, std::ptrdiff_t const* poff, std::ptrdiff_t const* qoff,
                     float* acc_io) noexcept {
   using B = batch<float>;
@@ -316,7 +440,7 @@ void gradient_block(std::size_t P, float const* yrow, float const* x, std::ptrdi
     B y[V];
     for (std::size_t v = 0; v < V; ++v) y[v] = B::load_aligned(yrow + (p * V + v) * lanes);
     float const* xp = x + poff[p];
-    for (std::size_t r = 0; r < R; ++r) fma_row<V, Bcast>(xp + qoff[r], y, acc[r]);
+    for (std::size_t r = 0; r < R; ++r) fma_row<V, XL>(xp + qoff[r], y, acc[r]);
   }
   for (std::size_t r = 0; r < R; ++r)
     for (std::size_t v = 0; v < V; ++v) acc[r][v].store_aligned(acc_io + (r * V + v) * lanes);
@@ -326,19 +450,26 @@ void gradient_block(std::size_t P, float const* yrow, float const* x, std::ptrdi
 inline constexpr std::size_t max_block_rows = lanes >= 16 ? 12 : 8;
 constexpr std::size_t block_rows(std::size_t V) noexcept { return lanes >= 16 ? 12 : (V == 2 ? 6 : 8); }
 
-/// Calls f.template operator()<R, V, Bcast>() for a block of `rows` (1 to block_rows(V)) rows.
-template <std::size_t V, bool Bcast, std::size_t R = 1, class F>
+/// Calls f.template operator()<R, V, XL>() for a block of `rows` (1 to block_rows(V)) rows.
+template <std::size_t V, std::size_t XL, std::size_t R = 1, class F>
 void with_rows(std::size_t rows, F&& f) {
   if constexpr (R < block_rows(V)) {
-    if (rows != R) return with_rows<V, Bcast, R + 1>(rows, f);
+    if (rows != R) return with_rows<V, XL, R + 1>(rows, f);
   }
-  f.template operator()<R, V, Bcast>();
+  f.template operator()<R, V, XL>();
 }
-template <class F>
+/// Calls f.template operator()<V, XL>() for a column; Interleaved: columns may be interleaved.
+template <bool Interleaved, std::size_t XL = 2, class F>
 void with_column(ConvColumn const& col, F&& f) {
-  if (!col.bcast) f.template operator()<1, false>();
-  else if (col.vectors == 2) f.template operator()<2, true>();
-  else f.template operator()<1, true>();
+  if constexpr (XL == 2) {
+    if (col.xl == 1 && col.vectors == 2) return f.template operator()<2, 1>();
+    if (col.xl == 1) return f.template operator()<1, 1>();
+    if (col.xl == lanes) return f.template operator()<1, lanes>();
+  }
+  if constexpr (Interleaved && XL < lanes) {
+    if (col.xl == XL) return f.template operator()<1, XL>();
+    return with_column<Interleaved, XL * 2>(col, f);
+  }
 }
 
 /// The input box of one strip — output positions (o0, [s, s1), [lo2, lo2 + ow)) of batch n — built for a column,
@@ -353,14 +484,14 @@ StripBox build_strip(ConvLoop const& L, Operand6<TS const> const& src, ConvColum
                      std::int64_t j1, std::ptrdiff_t* qoff) {
   auto const& D = L.dim;
   std::int64_t const cj = j1 - j0;
-  auto const XL = static_cast<std::ptrdiff_t>(col.bcast ? 1 : lanes);
+  auto const XL = static_cast<std::ptrdiff_t>(col.xl);
   // Dimension 0 covers one output position's taps, 1 the strip's, 2 the whole output range.
   std::array<std::int64_t, 3> const ext{(D[0].taps - 1) * D[0].b + 1, (s1 - 1 - s) * D[1].a + (D[1].taps - 1) * D[1].b + 1,
                                         (ow - 1) * D[2].a + (D[2].taps - 1) * D[2].b + 1};
   std::array<std::int64_t, 3> const vlo{o0 * D[0].a + D[0].c, s * D[1].a + D[1].c, lo2 * D[2].a + D[2].c};
   std::ptrdiff_t const xs2 = cj * XL, xs1 = xs2 * ext[2], xs0 = xs1 * ext[1];
   float* x = conv_scratch(2).get(static_cast<std::size_t>(xs0 * ext[0]));
-  build_box(L, src, col, n, vlo, ext, j0, j1, x);
+  build_box(L, src, col, n, vlo, ext, j0, j1, x, xs0);
   std::size_t q = 0;
   for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
     for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
@@ -391,8 +522,15 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
   std::size_t const Q = static_cast<std::size_t>(L.taps() * cj);
   std::int64_t const ow = r.hi[2] - r.lo[2];
   if (r.n1 <= r.n0 || ow <= 0 || r.hi[0] <= r.lo[0] || r.hi[1] <= r.lo[1] || Q == 0) return;
-  std::vector<std::ptrdiff_t> qoff(Q), poff;
-  auto const cols = conv_columns(r.g0, r.g1, r.c0, r.c1);
+  // Steps: outer (t0, t1[, t2]) x inner ([t2,] j). The taps of dimension 2 join the inner steps when they are
+  // consecutive in the box (no kernel dilation there): 3 outer steps of 3 cj inner ones for a 3x3 kernel.
+  bool const join2 = D[2].b == 1;
+  std::size_t const K = static_cast<std::size_t>(join2 ? D[2].taps * cj : cj), T = Q / K;
+  ForwardScratch& fs = forward_scratch();
+  fs.toff.resize(T);
+  auto const cols = conv_columns(r.g0, r.g1, r.c0, r.c1, true);
+  std::ptrdiff_t const ds = dst.stride[3];
+  std::int64_t const nrow = r.hi[1] - r.lo[1], n0s = r.hi[0] - r.lo[0];
   // Batches of columns that read the same input box (broadcast columns of one group), with their packed weights
   // within about 256 KiB: the box is built once per batch.
   for (std::size_t c0 = 0; c0 < cols.size();) {
@@ -409,75 +547,100 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
       }
     }
     ConvColumn const& first = cols[c0];
-    std::size_t const XL = first.bcast ? 1 : lanes;
-    std::array<std::int64_t, 3> const ext{(D[0].taps - 1) * D[0].b + 1, 0, (ow - 1) * D[2].a + (D[2].taps - 1) * D[2].b + 1};
-    std::int64_t const strip = strip_rows(L, ext, static_cast<std::size_t>(cj) * XL);
-    for (std::int64_t n = r.n0; n < r.n1; ++n)
-      for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0)
-        for (std::int64_t s = r.lo[1]; s < r.hi[1]; s += strip) {
-          std::int64_t const s1 = std::min(r.hi[1], s + strip);
-          auto const [x, xs1, xs2] = build_strip(L, src, first, n, o0, s, s1, r.lo[2], ow, r.j0, r.j1, qoff.data());
-          std::ptrdiff_t const ds = dst.stride[3];
-          // The strip's output positions in row-major order: register blocks run across row ends.
-          std::int64_t const P = (s1 - s) * ow;
-          poff.resize(static_cast<std::size_t>(P));
-          for (std::int64_t i = 0; i < P; ++i) poff[static_cast<std::size_t>(i)] = (i / ow) * D[1].a * xs1 + (i % ow) * D[2].a * xs2;
-          float const* wc = wp;
-          for (std::size_t c = c0; c < c1; ++c) {
-            ConvColumn const& col = cols[c];
-            std::size_t const VL = col.vectors * lanes;
-            std::ptrdiff_t off[2 * lanes];
-            std::size_t used = 0;
-            bool const contiguous = lane_offsets(dst, col, off, used) && std::is_same_v<TD, float>;
-            auto const dpos = [&](std::int64_t i) { return dst.at(n, o0, s + i / ow, r.lo[2] + i % ow, col.g[0], col.c[0]); };
-            // Whole vectors of contiguous f32 results starting from zero are stored from the registers into
-            // their rows of dst; otherwise they pass through accumulator rows.
-            float* const* rows_out = nullptr;
-            if (std::is_same_v<TD, float> && contiguous && used == VL && !load) {
-              std::vector<float*>& dp = direct_rows();
-              dp.resize(static_cast<std::size_t>(P));
-              for (std::int64_t i = 0, k = 0; i < s1 - s; ++i) {
-                auto* d = reinterpret_cast<float*>(dpos(i * ow));
-                for (std::int64_t j = 0; j < ow; ++j, d += ds) dp[static_cast<std::size_t>(k++)] = d;
-              }
-              rows_out = dp.data();
-            }
-            float* accrow = rows_out ? nullptr : conv_scratch(1).get(static_cast<std::size_t>(P) * VL);
-            for (std::int64_t i = 0; !rows_out && i < P; ++i) {  // initial values
-              float* a = accrow + i * static_cast<std::ptrdiff_t>(VL);
-              if (!load) {
-                std::memset(a, 0, VL * sizeof(float));
-              } else {
-                TD const* d = dpos(i);
-                for (std::size_t l = 0; l < VL; ++l) a[l] = off[l] < 0 ? 0.0f : to_f32(d[off[l]]);
-              }
-            }
-            with_column(col, [&]<std::size_t VV, bool Bc>() {
-              constexpr std::size_t RB = block_rows(VV);
-              for (std::int64_t i = 0; i < P; i += static_cast<std::int64_t>(RB)) {
-                std::size_t const rows = std::min<std::size_t>(RB, static_cast<std::size_t>(P - i));
-                with_rows<VV, Bc>(rows, [&]<std::size_t RR, std::size_t V2, bool B2>() {
-                  forward_block<RR, V2, B2>(Q, wc, x, poff.data() + i, qoff.data(),
-                                            rows_out ? nullptr : accrow + i * static_cast<std::ptrdiff_t>(VL),
-                                            rows_out ? rows_out + i : nullptr);
-                });
-              }
-            });
-            for (std::int64_t i = 0; !rows_out && i < P; ++i) {  // results
-              float const* a = accrow + i * static_cast<std::ptrdiff_t>(VL);
-              TD* d = i % ow == 0 ? dpos(i) : dpos(i - i % ow) + (i % ow) * ds;
-              if constexpr (std::is_same_v<TD, float>) {
-                if (contiguous) {
-                  std::memcpy(d, a, used * sizeof(float));
-                  continue;
-                }
-              }
-              for (std::size_t l = 0; l < VL; ++l)
-                if (off[l] >= 0) d[off[l]] = TD(a[l]);
-            }
-            wc += Q * VL;
+    auto const XL = static_cast<std::int64_t>(first.xl);
+    std::array<std::int64_t, 3> ext{(D[0].taps - 1) * D[0].b + 1, 0, (ow - 1) * D[2].a + (D[2].taps - 1) * D[2].b + 1};
+    std::int64_t const strip = std::min(nrow, strip_rows(L, ext, static_cast<std::size_t>(cj * XL)));
+    auto const rows_of = [&](std::int64_t n) { return (n - 1) * D[1].a + (D[1].taps - 1) * D[1].b + 1; };
+    // One box layout, X[v0][v1][v2][j][XL] with room for a whole strip, for every strip.
+    std::ptrdiff_t const xs2 = cj * XL, xs1 = xs2 * ext[2], xs0 = xs1 * rows_of(strip), box = xs0 * ext[0];
+    {
+      std::size_t t = 0;
+      for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
+        for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
+          for (std::int64_t t2 = 0; t2 < (join2 ? 1 : D[2].taps); ++t2)
+            fs.toff[t++] = t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + t2 * D[2].b * xs2;
+    }
+    // Strips (n, o0, rows) in order, as many per pass as fit in about 192 KiB of boxes; the register blocks of a
+    // pass run across row, strip and image ends.
+    std::int64_t const per_o0 = (nrow + strip - 1) / strip, strips = (r.n1 - r.n0) * n0s * per_o0;
+    std::int64_t const per_pass = std::max<std::int64_t>(1, ((192 << 10) / 4) / box);
+    for (std::int64_t k0 = 0; k0 < strips; k0 += per_pass) {
+      std::int64_t const k1 = std::min(strips, k0 + per_pass);
+      float* xbuf = conv_scratch(2).get(static_cast<std::size_t>((k1 - k0) * box));
+      fs.x.clear();
+      fs.d.clear();
+      for (std::int64_t k = k0; k < k1; ++k) {
+        std::int64_t const s = r.lo[1] + (k % per_o0) * strip, s1 = std::min(r.hi[1], s + strip);
+        std::int64_t const o0 = r.lo[0] + (k / per_o0) % n0s, n = r.n0 + k / per_o0 / n0s;
+        float* x = xbuf + (k - k0) * box;
+        ext[1] = rows_of(s1 - s);
+        build_box(L, src, first, n, {o0 * D[0].a + D[0].c, s * D[1].a + D[1].c, r.lo[2] * D[2].a + D[2].c}, ext, r.j0,
+                  r.j1, x, xs0);
+        for (std::int64_t o1 = s; o1 < s1; ++o1) {
+          float const* xr = x + (o1 - s) * D[1].a * xs1;
+          std::ptrdiff_t d = dst.at(n, o0, o1, r.lo[2], first.g[0], first.c[0]) - dst.data;
+          for (std::int64_t o2 = 0; o2 < ow; ++o2, xr += D[2].a * xs2, d += ds) {
+            fs.x.push_back(xr);
+            fs.d.push_back(d);
           }
         }
+      }
+      std::size_t const P = fs.x.size();
+      float const* wc = wp;
+      for (std::size_t c = c0; c < c1; ++c) {
+        ConvColumn const& col = cols[c];
+        std::size_t const VL = col.vectors * lanes;
+        std::ptrdiff_t off[2 * lanes];
+        std::size_t used = 0;
+        bool const contiguous = lane_offsets(dst, col, off, used) && std::is_same_v<TD, float>;
+        alignas(64) std::int32_t perm[lanes];
+        bool const permuted = !contiguous && std::is_same_v<TD, float> && VL == lanes && lane_permutation(off, VL, perm);
+        TD* const base = dst.data + (col.g[0] - first.g[0]) * dst.stride[4] + (col.c[0] - first.c[0]) * dst.stride[5];
+        // Whole vectors of contiguous f32 results starting from zero are stored from the registers into their
+        // rows of dst; otherwise they pass through accumulator rows.
+        float* const* rows_out = nullptr;
+        if (std::is_same_v<TD, float> && ((contiguous && used == VL) || permuted) && !load) {
+          fs.rows.resize(P);
+          for (std::size_t i = 0; i < P; ++i) fs.rows[i] = reinterpret_cast<float*>(base + fs.d[i]);
+          rows_out = fs.rows.data();
+        }
+        float* accrow = rows_out ? nullptr : conv_scratch(1).get(P * VL);
+        for (std::size_t i = 0; !rows_out && i < P; ++i) {  // initial values
+          float* a = accrow + i * VL;
+          if (!load) {
+            std::memset(a, 0, VL * sizeof(float));
+          } else {
+            TD const* d = base + fs.d[i];
+            for (std::size_t l = 0; l < VL; ++l) a[l] = off[l] < 0 ? 0.0f : to_f32(d[off[l]]);
+          }
+        }
+        with_column<true>(col, [&]<std::size_t VV, std::size_t XX>() {
+          // Blocks of nearly equal rows: no short block left over to run at the latency of a few chains.
+          constexpr std::size_t RB = block_rows(VV);
+          std::size_t const nb = (P + RB - 1) / RB;
+          for (std::size_t b = 0; b < nb; ++b) {
+            std::size_t const i0 = P * b / nb, i1 = P * (b + 1) / nb;
+            with_rows<VV, XX>(i1 - i0, [&]<std::size_t RR, std::size_t V2, std::size_t X2>() {
+              forward_block<RR, V2, X2>(T, K, fs.toff.data(), wc, fs.x.data() + i0, rows_out ? nullptr : accrow + i0 * VL,
+                                        rows_out ? rows_out + i0 : nullptr, rows_out && permuted ? perm : nullptr);
+            });
+          }
+        });
+        for (std::size_t i = 0; !rows_out && i < P; ++i) {  // results
+          float const* a = accrow + i * VL;
+          TD* d = base + fs.d[i];
+          if constexpr (std::is_same_v<TD, float>) {
+            if (contiguous) {
+              std::memcpy(d, a, used * sizeof(float));
+              continue;
+            }
+          }
+          for (std::size_t l = 0; l < VL; ++l)
+            if (off[l] >= 0) d[off[l]] = TD(a[l]);
+        }
+        wc += Q * VL;
+      }
+    }
     c0 = c1;
   }
 }
@@ -494,23 +657,25 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
   std::int64_t const ow = r.hi[2] - r.lo[2];
   if (Q == 0) return;
   std::vector<std::ptrdiff_t> qoff(Q);
-  for (auto const& col : conv_columns(r.g0, r.g1, r.c0, r.c1)) {
-    std::size_t const V = col.vectors, VL = V * lanes, XL = col.bcast ? 1 : lanes;
+  for (auto const& col : conv_columns(r.g0, r.g1, r.c0, r.c1, true)) {
+    std::size_t const V = col.vectors, VL = V * lanes, XL = col.xl;
     float* acc = conv_scratch(0).get(Q * VL);
     std::ptrdiff_t doff[2 * lanes], yoff[2 * lanes];
     std::size_t dused = 0, yused = 0;
     bool const dcontig = lane_offsets(dst, col, doff, dused, 0) && std::is_same_v<TD, float>;
     bool const ycontig = lane_offsets(dy, col, yoff, yused) && std::is_same_v<TY, float>;
-    {  // initial values
+    // An interleaved column reads a position's output gradients with one load and one permutation.
+    alignas(64) std::int32_t yidx[lanes], unused[lanes];
+    bool const yperm = !ycontig && std::is_same_v<TY, float> && VL == lanes && lane_permutation(yoff, VL, unused);
+    for (std::size_t l = 0; yperm && l < lanes; ++l) yidx[l] = static_cast<std::int32_t>(yoff[l]);
+    if (!load) {
+      std::memset(acc, 0, Q * VL * sizeof(float));
+    } else {  // initial values from dst
       float* a = acc;
       for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
         for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
           for (std::int64_t t2 = 0; t2 < D[2].taps; ++t2)
             for (std::int64_t j = r.j0; j < r.j1; ++j, a += VL) {
-              if (!load) {
-                std::memset(a, 0, VL * sizeof(float));
-                continue;
-              }
               TD const* d = dst.at(col.g[0], t0, t1, t2, j, col.c[0]);
               for (std::size_t l = 0; l < VL; ++l) a[l] = doff[l] < 0 ? 0.0f : to_f32(d[doff[l]]);
             }
@@ -540,21 +705,24 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
               for (std::int64_t p = 0; p < ow; ++p, ++i, yp += dy.stride[3], yo += VL) {
                 poff[static_cast<std::size_t>(i)] = (o1 - s) * D[1].a * xs1 + p * D[2].a * xs2;
                 if constexpr (std::is_same_v<TY, float>) {
-                  if (ycontig) {
-                    std::memcpy(yo, yp, yused * sizeof(float));
-                    std::memset(yo + yused, 0, (VL - yused) * sizeof(float));
+                  if (yperm) {
+                    permute_lanes(batch<float>::load_unaligned(yp), yidx).store_aligned(yo);
+                    continue;
+                  }
+                  if (ycontig && yused == VL) {
+                    copy_floats(yo, yp, VL);
                     continue;
                   }
                 }
                 for (std::size_t l = 0; l < VL; ++l) yo[l] = yoff[l] < 0 ? 0.0f : to_f32(yp[yoff[l]]);
               }
             }
-            with_column(col, [&]<std::size_t VV, bool Bc>() {
+            with_column<true>(col, [&]<std::size_t VV, std::size_t XX>() {
               constexpr std::size_t RB = block_rows(VV);
               for (std::size_t q0 = 0; q0 < Q; q0 += RB) {
                 std::size_t const rows = std::min(RB, Q - q0);
-                with_rows<VV, Bc>(rows, [&]<std::size_t RR, std::size_t V2, bool B2>() {
-                  gradient_block<RR, V2, B2>(P, yrow, x, poff.data(), qoff.data() + q0, acc + q0 * VL);
+                with_rows<VV, XX>(rows, [&]<std::size_t RR, std::size_t V2, std::size_t X2>() {
+                  gradient_block<RR, V2, X2>(P, yrow, x, poff.data(), qoff.data() + q0, acc + q0 * VL);
                 });
               }
             });
@@ -568,7 +736,7 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
             TD* d = dst.at(col.g[0], t0, t1, t2, j, col.c[0]);
             if constexpr (std::is_same_v<TD, float>) {
               if (dcontig) {
-                std::memcpy(d, a, dused * sizeof(float));
+                copy_floats(d, a, dused);
                 continue;
               }
             }
