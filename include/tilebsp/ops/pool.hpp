@@ -144,10 +144,10 @@ struct MaxPoolVertex {
     for (; c + L <= n; c += L) {
       if constexpr (std::is_same_v<T, float>) {
         auto const a = simd::batch<float>::load_unaligned(out + c), b = simd::batch<float>::load_unaligned(in + c);
-        xsimd::select(b > a || b != b, b, a).store_unaligned(out + c);
+        xsimd::select(b > a || xsimd::isnan(b), b, a).store_unaligned(out + c);
       } else {
         auto const a = simd::load_f16(out + c), b = simd::load_f16(in + c);
-        simd::store_f16(xsimd::select(b > a || b != b, b, a), out + c);
+        simd::store_f16(xsimd::select(b > a || xsimd::isnan(b), b, a), out + c);
       }
     }
     for (; c < n; ++c) {
@@ -207,7 +207,7 @@ struct MaxPoolGradVertex {
     B all(1.0f);
     for (; c + simd::lanes <= w; c += simd::lanes) {
       B const x = load(v + c), mx = load(m + c), d = B::load_unaligned(done + c);
-      auto const hit = (d == B(0.0f)) && ((x == mx) || ((x != x) && (mx != mx)));
+      auto const hit = (d == B(0.0f)) && ((x == mx) || (xsimd::isnan(x) && xsimd::isnan(mx)));
       (B::load_unaligned(acc + c) + xsimd::select(hit, load(dy + c), B(0.0f))).store_unaligned(acc + c);
       B const now = xsimd::select(hit, B(1.0f), d);
       now.store_unaligned(done + c);
