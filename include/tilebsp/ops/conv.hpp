@@ -209,17 +209,17 @@ class ConvHostKernel {
       std::int64_t const want = 8 * static_cast<std::int64_t>(threads);
       std::int64_t const per_vec = C >= L ? 1 : std::max<std::int64_t>(1, L / C);
       std::int64_t const B = static_cast<std::int64_t>(q.batch);
-      std::int64_t gc = G >= 2 * per_vec ? per_vec : G, cc = C, jc = J, nc_ = B, oc = D[0].out, rc = D[1].out;
+      std::int64_t gc = G >= 2 * per_vec ? per_vec : G, cc = C, jc = J, bc = B, oc = D[0].out, rc = D[1].out;
       if (G == 1 && C > 2 * L) cc = 2 * L * std::max<std::int64_t>(1, (C + 2 * L * want - 1) / (2 * L * want));
       auto const chunks = [](std::int64_t n, std::int64_t c) { return (n + c - 1) / c; };
       auto const units_now = [&] {
         std::int64_t u = chunks(G, gc) * chunks(C, cc) * chunks(J, jc);
-        return wu ? u : u * chunks(B, nc_) * chunks(D[0].out, oc) * chunks(D[1].out, rc);
+        return wu ? u : u * chunks(B, bc) * chunks(D[0].out, oc) * chunks(D[1].out, rc);
       };
       while (units_now() < want) {
         if (gc > per_vec) gc = std::max(per_vec, (gc + 1) / 2 / per_vec * per_vec);
         else if (cc > 2 * L) cc = std::max(2 * L, (cc + 1) / 2 / (2 * L) * (2 * L));
-        else if (!wu && nc_ > 1) nc_ = (nc_ + 1) / 2;
+        else if (!wu && bc > 1) bc = (bc + 1) / 2;
         else if (!wu && oc > 1) oc = (oc + 1) / 2;
         else if (!wu && rc > 4) rc = std::max<std::int64_t>(4, (rc + 1) / 2);
         else if (wu && jc > 1) jc = (jc + 1) / 2;
@@ -247,7 +247,7 @@ class ConvHostKernel {
           x /= nr;
           r.lo[0] = (x % no) * oc, r.hi[0] = std::min(D[0].out, r.lo[0] + oc);
           x /= no;
-          r.n0 = x * nc_, r.n1 = std::min(B, r.n0 + nc_);
+          r.n0 = x * bc, r.n1 = std::min(B, r.n0 + bc);
           forward_unit(r, s6, o6, d6);
         } else {
           r.n0 = 0, r.n1 = static_cast<std::int64_t>(q.batch);

@@ -86,9 +86,8 @@ struct ConvColumn {
 
 /// The columns of groups [g0, g1) x channels [c0, c1): a group with at least a vector of channels gets its own
 /// (broadcast) columns of up to two vectors; smaller groups share a vector, lanes / (c1 - c0) groups each,
-/// interleaved when `interleave` and the channels divide the lanes, expanded otherwise.
-inline std::vector<ConvColumn> conv_columns(std::int64_t g0, std::int64_t g1, std::int64_t c0, std::int64_t c1,
-                                            bool interleave = false) {
+/// interleaved when the channels divide the lanes, expanded otherwise.
+inline std::vector<ConvColumn> conv_columns(std::int64_t g0, std::int64_t g1, std::int64_t c0, std::int64_t c1) {
   std::vector<ConvColumn> cols;
   auto const L = static_cast<std::int64_t>(lanes);
   std::int64_t const ct = c1 - c0;
@@ -112,7 +111,7 @@ inline std::vector<ConvColumn> conv_columns(std::int64_t g0, std::int64_t g1, st
     ConvColumn col;
     std::int64_t const ng = std::min(per, g1 - g);
     col.bcast = ng == 1;
-    bool const inter = !col.bcast && interleave && L % ct == 0;
+    bool const inter = !col.bcast && L % ct == 0;
     col.xl = col.bcast ? 1 : inter ? static_cast<std::size_t>(per) : lanes;
     for (std::int64_t l = 0; l < 2 * L; ++l) {
       bool const used = l < L && (inter ? l % per < ng : l < ng * ct);
@@ -182,8 +181,8 @@ inline void copy_floats(float* out, float const* p, std::size_t n) noexcept {
 }
 
 /// Builds the virtual input box of one column for batch n: X[v0][v1][v2][j][XL] over virtual positions
-/// [vlo[d], vlo[d] + ext[d]) and reduction channels [j0, j1), slabs of dimension 0 xs0 floats apart; XL = 1
-/// (broadcast column) or lanes.
+/// [vlo[d], vlo[d] + ext[d]) and reduction channels [j0, j1), slabs of dimension 0 xs0 floats apart; XL =
+/// col.xl (see ConvColumn).
 template <class TS>
 void build_box(ConvLoop const& L, Operand6<TS const> const& src, ConvColumn const& col, std::int64_t n,
                std::array<std::int64_t, 3> const& vlo, std::array<std::int64_t, 3> const& ext, std::int64_t j0,
@@ -458,17 +457,17 @@ void with_rows(std::size_t rows, F&& f) {
   }
   f.template operator()<R, V, XL>();
 }
-/// Calls f.template operator()<V, XL>() for a column; Interleaved: columns may be interleaved.
-template <bool Interleaved, std::size_t XL = 2, class F>
+/// Calls f.template operator()<V, XL>() for a column.
+template <std::size_t XL = 2, class F>
 void with_column(ConvColumn const& col, F&& f) {
   if constexpr (XL == 2) {
     if (col.xl == 1 && col.vectors == 2) return f.template operator()<2, 1>();
     if (col.xl == 1) return f.template operator()<1, 1>();
     if (col.xl == lanes) return f.template operator()<1, lanes>();
   }
-  if constexpr (Interleaved && XL < lanes) {
+  if constexpr (XL < lanes) {
     if (col.xl == XL) return f.template operator()<1, XL>();
-    return with_column<Interleaved, XL * 2>(col, f);
+    return with_column<XL * 2>(col, f);
   }
 }
 
@@ -528,7 +527,7 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
   std::size_t const K = static_cast<std::size_t>(join2 ? D[2].taps * cj : cj), T = Q / K;
   ForwardScratch& fs = forward_scratch();
   fs.toff.resize(T);
-  auto const cols = conv_columns(r.g0, r.g1, r.c0, r.c1, true);
+  auto const cols = conv_columns(r.g0, r.g1, r.c0, r.c1);
   std::ptrdiff_t const ds = dst.stride[3];
   std::int64_t const nrow = r.hi[1] - r.lo[1], n0s = r.hi[0] - r.lo[0];
   // Batches of columns that read the same input box (broadcast columns of one group), with their packed weights
@@ -614,7 +613,7 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
             for (std::size_t l = 0; l < VL; ++l) a[l] = off[l] < 0 ? 0.0f : to_f32(d[off[l]]);
           }
         }
-        with_column<true>(col, [&]<std::size_t VV, std::size_t XX>() {
+        with_column(col, [&]<std::size_t VV, std::size_t XX>() {
           // Blocks of nearly equal rows: no short block left over to run at the latency of a few chains.
           constexpr std::size_t RB = block_rows(VV);
           std::size_t const nb = (P + RB - 1) / RB;
@@ -631,7 +630,7 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
           TD* d = base + fs.d[i];
           if constexpr (std::is_same_v<TD, float>) {
             if (contiguous) {
-              std::memcpy(d, a, used * sizeof(float));
+              copy_floats(d, a, used);
               continue;
             }
           }
@@ -657,7 +656,7 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
   std::int64_t const ow = r.hi[2] - r.lo[2];
   if (Q == 0) return;
   std::vector<std::ptrdiff_t> qoff(Q);
-  for (auto const& col : conv_columns(r.g0, r.g1, r.c0, r.c1, true)) {
+  for (auto const& col : conv_columns(r.g0, r.g1, r.c0, r.c1)) {
     std::size_t const V = col.vectors, VL = V * lanes, XL = col.xl;
     float* acc = conv_scratch(0).get(Q * VL);
     std::ptrdiff_t doff[2 * lanes], yoff[2 * lanes];
@@ -717,7 +716,7 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
                 for (std::size_t l = 0; l < VL; ++l) yo[l] = yoff[l] < 0 ? 0.0f : to_f32(yp[yoff[l]]);
               }
             }
-            with_column<true>(col, [&]<std::size_t VV, std::size_t XX>() {
+            with_column(col, [&]<std::size_t VV, std::size_t XX>() {
               constexpr std::size_t RB = block_rows(VV);
               for (std::size_t q0 = 0; q0 < Q; q0 += RB) {
                 std::size_t const rows = std::min(RB, Q - q0);
