@@ -7,10 +7,12 @@
 // Otherwise every lane of a vector shares one input value, which the kernel broadcasts.
 //
 // Arithmetic (what makes tile vertices and host kernels agree bitwise): each result is one chain of f32 fused
-// multiply-adds from zero (or from the value it is continued from) in a fixed order — forward: taps in row-major
-// order, then reduction channels; weight gradient: positions (n, o0, o1, o2) in row-major order. Padding and
-// dilation holes read zeros. The result of a lane never depends on the other lanes, the block sizes or the
-// instruction set's vector width (given fused multiply-add).
+// multiply-adds from zero (or from the value it is continued from) in a fixed order — forward: steps (t0, t1, t2,
+// j) in row-major order (taps, then reduction channels), except for a 3-wide kernel with stride and dilation 1 in
+// dimension 2: (t0, t1, j, t2), the order in which one loaded input serves three neighbouring positions; weight
+// gradient: positions (n, o0, o1, o2) in row-major order. Padding and dilation holes read zeros. The result of a
+// lane never depends on the other lanes, the block sizes or the instruction set's vector width (given fused
+// multiply-add).
 #pragma once
 
 #include <tilebsp/core/half.hpp>
@@ -23,6 +25,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace tilebsp::simd {
@@ -310,29 +313,30 @@ inline bool lane_permutation(std::ptrdiff_t const* off, std::size_t n, std::int3
   return true;
 }
 
-/// Packs the weights of one column: wp[q][v][lanes] for q = (t0, t1, t2, j) in row-major order.
+/// Packs the weights of one column: wp[q][v][lanes] for the steps q = (t0, t1, t2, j) in row-major order, or
+/// (t0, t1, j, t2) with `j_first` (see conv_forward).
 template <class TW>
 void pack_weights(ConvLoop const& L, Operand6<TW const> const& w, ConvColumn const& col, std::int64_t j0,
-                  std::int64_t j1, float* wp) {
+                  std::int64_t j1, float* wp, bool j_first) {
   std::size_t const VL = col.vectors * lanes;
   std::ptrdiff_t off[2 * lanes];
   std::size_t used = 0;
   // Lanes 0..used-1 reading consecutive floats: a copy per row.
   bool const contiguous = lane_offsets(w, col, off, used, 0) && std::is_same_v<TW, float>;
+  std::int64_t const T2 = L.dim[2].taps, cj = j1 - j0;
   for (std::int64_t t0 = 0; t0 < L.dim[0].taps; ++t0)
     for (std::int64_t t1 = 0; t1 < L.dim[1].taps; ++t1)
-      for (std::int64_t t2 = 0; t2 < L.dim[2].taps; ++t2) {
-        TW const* row = w.at(col.g[0], t0, t1, t2, j0, col.c[0]);
-        for (std::int64_t j = j0; j < j1; ++j, wp += VL, row += w.stride[4]) {
-          if constexpr (std::is_same_v<TW, float>) {
-            if (contiguous) {
-              std::memcpy(wp, row, used * sizeof(float));
-              std::fill(wp + used, wp + VL, 0.0f);
-              continue;
-            }
+      for (std::int64_t q = 0; q < T2 * cj; ++q, wp += VL) {
+        std::int64_t const t2 = j_first ? q % T2 : q / cj, j = j0 + (j_first ? q / T2 : q % cj);
+        TW const* row = w.at(col.g[0], t0, t1, t2, j, col.c[0]);
+        if constexpr (std::is_same_v<TW, float>) {
+          if (contiguous) {
+            std::memcpy(wp, row, used * sizeof(float));
+            std::fill(wp + used, wp + VL, 0.0f);
+            continue;
           }
-          for (std::size_t l = 0; l < VL; ++l) wp[l] = off[l] < 0 ? 0.0f : to_f32(row[off[l]]);
         }
+        for (std::size_t l = 0; l < VL; ++l) wp[l] = off[l] < 0 ? 0.0f : to_f32(row[off[l]]);
       }
 }
 
@@ -383,48 +387,110 @@ inline batch<float> permute_lanes(batch<float> const& x, std::int32_t const* idx
 #endif
 }
 
-/// One register-block row: acc[v] += x * w[v], with x broadcast from *x (XL = 1: a vector of output channels per
-/// group), the vector at x (XL = lanes: lanes spanning groups, V = 1) or the XL floats at x repeated (an
-/// interleaved column, V = 1).
+/// The input of one step for a vector of lanes: the float at x broadcast (XL = 1: a vector of output channels
+/// per group), the vector at x (XL = lanes: lanes spanning groups) or the XL floats at x repeated (an
+/// interleaved column).
+template <std::size_t XL>
+[[gnu::always_inline]] inline batch<float> load_step(float const* x) noexcept {
+  if constexpr (XL == 1) return batch<float>(*x);
+  else if constexpr (XL == lanes) return batch<float>::load_aligned(x);
+  else return load_repeated<XL>(x);
+}
+
+/// One register-block row: acc[v] += x * w[v] with x = load_step<XL> (V > 1 only for XL = 1).
 template <std::size_t V, std::size_t XL>
 [[gnu::always_inline]] inline void fma_row(float const* x, batch<float> const (&w)[V], batch<float> (&acc)[V]) noexcept {
-  using B = batch<float>;
   if constexpr (XL == 1) {
-    B const xv(*x);
+    batch<float> const xv(*x);
     for (std::size_t v = 0; v < V; ++v) acc[v] = xsimd::fma(xv, w[v], acc[v]);
-  } else if constexpr (XL == lanes) {
-    acc[0] = xsimd::fma(B::load_aligned(x), w[0], acc[0]);
   } else {
-    acc[0] = xsimd::fma(load_repeated<XL>(x), w[0], acc[0]);
+    acc[0] = xsimd::fma(load_step<XL>(x), w[0], acc[0]);
   }
 }
 
-/// acc[r][v] over T x K steps: step (t, k) multiplies weights wp[t * K + k] by the box at xp[r] + toff[t] + k * XL
-/// (see fma_row): the inner steps of an outer step are consecutive in the box, so each row is one pointer and the
-/// inner loop one index (plain addressing modes, no per-step offsets). The accumulators start from acc_io, or
-/// from zero when `out` is given, and end in acc_io, or in out[r] (row r's V vectors stored contiguously there: a
-/// destination that holds whole vectors), permuted by `perm` when given.
+/// Initial accumulators of a block: zero when the results go to `out`, else acc_io.
+template <std::size_t R, std::size_t V>
+[[gnu::always_inline]] inline void block_start(batch<float> (&acc)[R][V], float const* acc_io, bool zero) noexcept {
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t v = 0; v < V; ++v) acc[r][v] = zero ? batch<float>(0.0f) : batch<float>::load_aligned(acc_io + (r * V + v) * lanes);
+}
+/// Final accumulators of a block: to out[r] (row r's V vectors contiguous there), permuted by `perm` when
+/// given, or to acc_io.
+template <std::size_t R, std::size_t V>
+[[gnu::always_inline]] inline void block_end(batch<float> const (&acc)[R][V], float* acc_io, float* const* out,
+                                             std::int32_t const* perm) noexcept {
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t v = 0; v < V; ++v) {
+      if (out) (perm ? permute_lanes(acc[r][v], perm) : acc[r][v]).store_unaligned(out[r] + v * lanes);
+      else acc[r][v].store_aligned(acc_io + (r * V + v) * lanes);
+    }
+}
+
+/// acc[r][v] over T x K steps: step (t, k) multiplies weights wp[t * K + k] by the box at xp[r] + toff[t] + k * ks
+/// (see fma_row): each row is one pointer and the inner loop one index (plain addressing modes, no per-step
+/// offsets). The accumulators start from acc_io, or from zero when `out` is given, and end in acc_io, or in
+/// out[r] (see block_end).
 template <std::size_t R, std::size_t V, std::size_t XL>
-void forward_block(std::size_t T, std::size_t K, std::ptrdiff_t const* toff, float const* wp, float const* const* xp,
-                   float* acc_io, float* const* out = nullptr, std::int32_t const* perm = nullptr) noexcept {
+void forward_block(std::size_t T, std::size_t K, std::ptrdiff_t const* toff, std::ptrdiff_t ks, float const* wp,
+                   float const* const* xp, float* acc_io, float* const* out = nullptr,
+                   std::int32_t const* perm = nullptr) noexcept {
   using B = batch<float>;
   B acc[R][V];
-  for (std::size_t r = 0; r < R; ++r)
-    for (std::size_t v = 0; v < V; ++v) acc[r][v] = out ? B(0.0f) : B::load_aligned(acc_io + (r * V + v) * lanes);
+  block_start(acc, acc_io, out != nullptr);
   for (std::size_t t = 0; t < T; ++t) {
     float const* p[R];
     for (std::size_t r = 0; r < R; ++r) p[r] = xp[r] + toff[t];
     for (std::size_t k = 0; k < K; ++k, wp += V * lanes) {
       B w[V];
       for (std::size_t v = 0; v < V; ++v) w[v] = B::load_aligned(wp + v * lanes);
-      for (std::size_t r = 0; r < R; ++r) fma_row<V, XL>(p[r] + k * XL, w, acc[r]);
+      std::ptrdiff_t const o = static_cast<std::ptrdiff_t>(k) * ks;
+      for (std::size_t r = 0; r < R; ++r) fma_row<V, XL>(p[r] + o, w, acc[r]);
+    }
+  }
+  block_end(acc, acc_io, out, perm);
+}
+
+/// Taps of dimension 2 that row_block handles (a 3-wide kernel, stride and dilation 1 there).
+inline constexpr std::size_t row_taps = 3;
+
+/// R consecutive output positions of one row, `s` floats apart in the box, over T outer steps of row_taps inner
+/// steps: position r's step (t, k) multiplies the weights at wp + woff[t] + k * wk by the box at x + toff[t] +
+/// (r + k) * s. An input is thus loaded once for up to three positions (taps): R + 2 loads for 3 R fused
+/// multiply-adds per outer step, where forward_block needs one load per multiply-add. Results go to out + r * os
+/// (V vectors each, lanes permuted by `perm` when given); with `load`, the chains continue from the values there
+/// (lanes gathered by `inv`, the inverse of perm).
+template <std::size_t R, std::size_t V, std::size_t XL>
+void row_block(std::size_t T, std::ptrdiff_t const* toff, std::ptrdiff_t s, float const* wp, std::ptrdiff_t const* woff,
+               std::ptrdiff_t wk, float const* x, float* out, std::ptrdiff_t os, std::int32_t const* perm,
+               std::int32_t const* inv, bool load) noexcept {
+  using B = batch<float>;
+  constexpr std::size_t K = row_taps;
+  B acc[R][V];
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t v = 0; v < V; ++v) {
+      if (!load) acc[r][v] = B(0.0f);
+      else if (perm) acc[r][v] = permute_lanes(B::load_unaligned(out + static_cast<std::ptrdiff_t>(r) * os + v * lanes), inv);
+      else acc[r][v] = B::load_unaligned(out + static_cast<std::ptrdiff_t>(r) * os + v * lanes);
+    }
+  for (std::size_t t = 0; t < T; ++t) {
+    float const* p = x + toff[t];
+    float const* wq = wp + woff[t];
+    B w[K][V];
+    for (std::size_t k = 0; k < K; ++k)
+      for (std::size_t v = 0; v < V; ++v) w[k][v] = B::load_unaligned(wq + static_cast<std::ptrdiff_t>(k) * wk + v * lanes);
+    // Input i feeds position r = i - k with tap k; for each position the taps come in order.
+#pragma GCC unroll 32
+    for (std::size_t i = 0; i < R + K - 1; ++i) {
+      B const xi = load_step<XL>(p + static_cast<std::ptrdiff_t>(i) * s);
+#pragma GCC unroll 3
+      for (std::size_t k = 0; k < K; ++k)
+        if (i >= k && i - k < R)
+          for (std::size_t v = 0; v < V; ++v) acc[i - k][v] = xsimd::fma(xi, w[k][v], acc[i - k][v]);
     }
   }
   for (std::size_t r = 0; r < R; ++r)
-    for (std::size_t v = 0; v < V; ++v) {
-      if (out) (perm ? permute_lanes(acc[r][v], perm) : acc[r][v]).store_unaligned(out[r] + v * lanes);
-      else acc[r][v].store_aligned(acc_io + (r * V + v) * lanes);
-    }
+    for (std::size_t v = 0; v < V; ++v)
+      (perm ? permute_lanes(acc[r][v], perm) : acc[r][v]).store_unaligned(out + static_cast<std::ptrdiff_t>(r) * os + v * lanes);
 }
 
 /// acc[r][v] over P positions: y = yrow[p], x = the box at x + poff[p] + qoff[r].
@@ -457,6 +523,20 @@ void with_rows(std::size_t rows, F&& f) {
   }
   f.template operator()<R, V, XL>();
 }
+/// Rows of a row_block: up to row_rows_max(V) (R accumulators, 3 V weights and an input in registers; 0 where
+/// none fits: two-vector columns with 16 registers), at least row_rows_min(V) (enough chains to cover the
+/// latency of the three back-to-back multiply-adds of a position; fewer rows run faster in forward_block).
+constexpr std::size_t row_rows_max(std::size_t V) noexcept { return lanes >= 16 ? (V == 1 ? 14 : 12) : (V == 1 ? 12 : 0); }
+constexpr std::size_t row_rows_min(std::size_t V) noexcept { return lanes >= 16 ? (V == 1 ? 9 : 6) : (V == 1 ? 8 : 0); }
+/// Calls f.template operator()<R, V, XL>() for a row block of `rows` rows (in the range above).
+template <std::size_t V, std::size_t XL, std::size_t R = row_rows_min(V), class F>
+void with_row_rows(std::size_t rows, F&& f) {
+  if constexpr (R < row_rows_max(V)) {
+    if (rows != R) return with_row_rows<V, XL, R + 1>(rows, f);
+  }
+  if constexpr (R > 0) f.template operator()<R, V, XL>();
+}
+
 /// Calls f.template operator()<V, XL>() for a column.
 template <std::size_t XL = 2, class F>
 void with_column(ConvColumn const& col, F&& f) {
@@ -508,6 +588,124 @@ inline std::int64_t strip_rows(ConvLoop const& L, std::array<std::int64_t, 3> co
   return std::max<std::int64_t>(1, (budget / std::max<std::int64_t>(1, per_v1) - halo) / a + 1);
 }
 
+/// Whether conv_forward runs column `col` as row blocks (forward_rows): f32 results whose lanes are
+/// contiguous or a permutation of a vector, and rows that split into blocks of the kernel's range.
+template <class TD>
+bool row_column(ConvColumn const& col, Operand6<TD> const& dst, std::int64_t ow) {
+  std::size_t const rmax = row_rows_max(col.vectors), rmin = row_rows_min(col.vectors), VL = col.vectors * lanes;
+  if (!std::is_same_v<TD, float> || rmax == 0 || ow <= 0) return false;
+  auto const w2 = static_cast<std::size_t>(ow);
+  if (w2 / ((w2 + rmax - 1) / rmax) < rmin) return false;
+  std::ptrdiff_t off[2 * lanes];
+  std::int32_t perm[lanes];
+  std::size_t used = 0;
+  return (lane_offsets(dst, col, off, used) && used == VL) || (VL == lanes && lane_permutation(off, VL, perm));
+}
+
+/// conv_forward for a 3-wide kernel with stride and dilation 1 in dimension 2 (steps (t0, t1, j, t2)) whose
+/// columns all pass row_column: strip by strip, one box each, output rows in blocks of row_block, results
+/// straight from the registers to dst; weights read in place where a column's lanes are contiguous f32 there,
+/// else packed.
+template <class TS, class TW>
+void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<TW const> const& w,
+                  Operand6<float> const& dst, bool load, std::vector<ConvColumn> const& cols) {
+  auto const& D = L.dim;
+  std::int64_t const cj = r.j1 - r.j0, ow = r.hi[2] - r.lo[2], nrow = r.hi[1] - r.lo[1];
+  std::int64_t const T01 = D[0].taps * D[1].taps, T2 = D[2].taps;
+  auto const T = static_cast<std::size_t>(T01 * cj);
+  ForwardScratch& fs = forward_scratch();
+  fs.toff.resize(T);
+  fs.d.resize(T);  // weight offsets of the outer steps
+  std::ptrdiff_t const ds = dst.stride[3];
+  for (std::size_t c0 = 0; c0 < cols.size();) {
+    // Broadcast columns of one group share a box.
+    std::size_t c1 = c0 + 1;
+    while (c1 < cols.size() && cols[c0].bcast && cols[c1].bcast && cols[c1].g[0] == cols[c0].g[0]) ++c1;
+    ConvColumn const& first = cols[c0];
+    auto const XL = static_cast<std::int64_t>(first.xl);
+    std::array<std::int64_t, 3> ext{(D[0].taps - 1) * D[0].b + 1, 0, ow + T2 - 1};
+    std::int64_t const strip = std::min(nrow, strip_rows(L, ext, static_cast<std::size_t>(cj * XL)));
+    std::ptrdiff_t const xs2 = cj * XL, xs1 = xs2 * ext[2];
+    std::ptrdiff_t const xs0 = xs1 * ((strip - 1) * D[1].a + (D[1].taps - 1) * D[1].b + 1);
+    {
+      std::size_t t = 0;
+      for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
+        for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
+          for (std::int64_t j = 0; j < cj; ++j) fs.toff[t++] = t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + j * XL;
+    }
+    // Each column's weights: in place, or packed (t0, t1, t2, j) after the box.
+    struct Weights {
+      float const* base;
+      std::ptrdiff_t o0, o1, oj, wk;  // offsets of t0, t1, j and t2
+    };
+    std::vector<Weights> ws;
+    std::size_t packed = 0;
+    for (std::size_t c = c0; c < c1; ++c) {
+      std::ptrdiff_t off[2 * lanes];
+      std::size_t used = 0;
+      std::size_t const VL = cols[c].vectors * lanes;
+      if (std::is_same_v<TW, float> && lane_offsets(w, cols[c], off, used, 0) && used == VL) {
+        auto const* b = reinterpret_cast<float const*>(w.at(cols[c].g[0], 0, 0, 0, r.j0, cols[c].c[0]));
+        ws.push_back({b, w.stride[1], w.stride[2], w.stride[4], w.stride[3]});
+      } else {
+        auto const q = static_cast<std::ptrdiff_t>(VL);
+        ws.push_back({nullptr, D[1].taps * T2 * cj * q, T2 * cj * q, q, cj * q});
+        packed += static_cast<std::size_t>(T01 * T2 * cj) * VL;
+      }
+    }
+    float* wp = packed ? conv_scratch(0).get(packed) : nullptr;
+    for (std::size_t c = c0, at = 0; c < c1; ++c)
+      if (!ws[c - c0].base) {
+        pack_weights(L, w, cols[c], r.j0, r.j1, wp + at, false);
+        ws[c - c0].base = wp + at;
+        at += static_cast<std::size_t>(T01 * T2 * cj) * cols[c].vectors * lanes;
+      }
+    float* x = conv_scratch(2).get(static_cast<std::size_t>(xs0 * ext[0]));
+    for (std::int64_t n = r.n0; n < r.n1; ++n)
+      for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0)
+        for (std::int64_t s = r.lo[1]; s < r.hi[1]; s += strip) {
+          std::int64_t const s1 = std::min(r.hi[1], s + strip);
+          ext[1] = (s1 - 1 - s) * D[1].a + (D[1].taps - 1) * D[1].b + 1;
+          build_box(L, src, first, n, {o0 * D[0].a + D[0].c, s * D[1].a + D[1].c, r.lo[2] + D[2].c}, ext, r.j0, r.j1, x, xs0);
+          for (std::size_t c = c0; c < c1; ++c) {
+            ConvColumn const& col = cols[c];
+            Weights const& wt = ws[c - c0];
+            {
+              std::size_t t = 0;
+              for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
+                for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
+                  for (std::int64_t j = 0; j < cj; ++j) fs.d[t++] = t0 * wt.o0 + t1 * wt.o1 + j * wt.oj;
+            }
+            std::ptrdiff_t off[2 * lanes];
+            std::size_t used = 0;
+            // Interleaved columns: stores permute lanes into offset order, loads gather them back.
+            alignas(64) std::int32_t store[lanes], gather[lanes];
+            bool const permuted = !lane_offsets(dst, col, off, used) && lane_permutation(off, lanes, store);
+            for (std::size_t l = 0; permuted && l < lanes; ++l) gather[l] = static_cast<std::int32_t>(off[l]);
+            with_column(col, [&]<std::size_t VV, std::size_t XX>() {
+              constexpr std::size_t RMAX = row_rows_max(VV);
+              if constexpr (RMAX > 0) {
+                auto const w2 = static_cast<std::size_t>(ow);
+                std::size_t const nb = (w2 + RMAX - 1) / RMAX;
+                for (std::int64_t o1 = s; o1 < s1; ++o1) {
+                  float const* xr = x + (o1 - s) * D[1].a * xs1;
+                  float* d = dst.at(n, o0, o1, r.lo[2], col.g[0], col.c[0]);
+                  for (std::size_t b = 0; b < nb; ++b) {
+                    auto const i0 = static_cast<std::ptrdiff_t>(w2 * b / nb), i1 = static_cast<std::ptrdiff_t>(w2 * (b + 1) / nb);
+                    with_row_rows<VV, XX>(static_cast<std::size_t>(i1 - i0), [&]<std::size_t RR, std::size_t V2, std::size_t X2>() {
+                      row_block<RR, V2, X2>(T, fs.toff.data(), xs2, wt.base, fs.d.data(), wt.wk, xr + i0 * xs2, d + i0 * ds, ds,
+                                            permuted ? store : nullptr, permuted ? gather : nullptr, load);
+                    });
+                  }
+                }
+              }
+            });
+          }
+        }
+    c0 = c1;
+  }
+}
+
 }  // namespace detail
 
 /// dst(n, o, g, c) = [dst +] sum over taps t (row-major), then j in [j0, j1), of src(n, v(o, t), g, j) *
@@ -521,13 +719,19 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
   std::size_t const Q = static_cast<std::size_t>(L.taps() * cj);
   std::int64_t const ow = r.hi[2] - r.lo[2];
   if (r.n1 <= r.n0 || ow <= 0 || r.hi[0] <= r.lo[0] || r.hi[1] <= r.lo[1] || Q == 0) return;
-  // Steps: outer (t0, t1[, t2]) x inner ([t2,] j). The taps of dimension 2 join the inner steps when they are
-  // consecutive in the box (no kernel dilation there): 3 outer steps of 3 cj inner ones for a 3x3 kernel.
-  bool const join2 = D[2].b == 1;
-  std::size_t const K = static_cast<std::size_t>(join2 ? D[2].taps * cj : cj), T = Q / K;
+  // Rows of a 3-wide kernel with stride and dilation 1 in dimension 2 run as row blocks: steps (t0, t1, j, t2),
+  // outer (t0, t1, j) x inner t2. Otherwise steps (t0, t1, t2, j), outer (t0, t1[, t2]) x inner ([t2,] j): the
+  // taps of dimension 2 join the inner steps when they are consecutive in the box (no kernel dilation there).
+  bool const rows_k = static_cast<std::size_t>(D[2].taps) == row_taps && D[2].a == 1 && D[2].b == 1;
+  bool const join2 = !rows_k && D[2].b == 1;
+  std::size_t const K = static_cast<std::size_t>(rows_k ? D[2].taps : join2 ? D[2].taps * cj : cj), T = Q / K;
+  auto const cols = conv_columns(r.g0, r.g1, r.c0, r.c1);
+  if constexpr (std::is_same_v<TD, float>) {
+    if (rows_k && std::all_of(cols.begin(), cols.end(), [&](ConvColumn const& c) { return row_column(c, dst, ow); }))
+      return forward_rows(L, r, src, w, dst, load, cols);
+  }
   ForwardScratch& fs = forward_scratch();
   fs.toff.resize(T);
-  auto const cols = conv_columns(r.g0, r.g1, r.c0, r.c1);
   std::ptrdiff_t const ds = dst.stride[3];
   std::int64_t const nrow = r.hi[1] - r.lo[1], n0s = r.hi[0] - r.lo[0];
   // Batches of columns that read the same input box (broadcast columns of one group), with their packed weights
@@ -541,7 +745,7 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
     {
       float* dstw = wp;
       for (std::size_t c = c0; c < c1; ++c) {
-        pack_weights(L, w, cols[c], r.j0, r.j1, dstw);
+        pack_weights(L, w, cols[c], r.j0, r.j1, dstw, rows_k);
         dstw += Q * cols[c].vectors * lanes;
       }
     }
@@ -552,12 +756,13 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
     auto const rows_of = [&](std::int64_t n) { return (n - 1) * D[1].a + (D[1].taps - 1) * D[1].b + 1; };
     // One box layout, X[v0][v1][v2][j][XL] with room for a whole strip, for every strip.
     std::ptrdiff_t const xs2 = cj * XL, xs1 = xs2 * ext[2], xs0 = xs1 * rows_of(strip), box = xs0 * ext[0];
+    std::ptrdiff_t const ks = rows_k ? xs2 : XL;
     {
       std::size_t t = 0;
       for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
         for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
-          for (std::int64_t t2 = 0; t2 < (join2 ? 1 : D[2].taps); ++t2)
-            fs.toff[t++] = t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + t2 * D[2].b * xs2;
+          for (std::int64_t m = 0; m < (rows_k ? cj : join2 ? 1 : D[2].taps); ++m)
+            fs.toff[t++] = t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + (rows_k ? m * XL : m * D[2].b * xs2);
     }
     // Strips (n, o0, rows) in order, as many per pass as fit in about 192 KiB of boxes; the register blocks of a
     // pass run across row, strip and image ends.
@@ -614,14 +819,17 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
           }
         }
         with_column(col, [&]<std::size_t VV, std::size_t XX>() {
+          float* const acc0 = rows_out ? nullptr : accrow;
+          std::int32_t const* const pm = rows_out && permuted ? perm : nullptr;
+          auto const at = [&](std::size_t i0) { return rows_out ? rows_out + i0 : nullptr; };
+          auto const acc_at = [&](std::size_t i0) { return acc0 ? acc0 + i0 * VL : nullptr; };
           // Blocks of nearly equal rows: no short block left over to run at the latency of a few chains.
           constexpr std::size_t RB = block_rows(VV);
-          std::size_t const nb = (P + RB - 1) / RB;
-          for (std::size_t b = 0; b < nb; ++b) {
-            std::size_t const i0 = P * b / nb, i1 = P * (b + 1) / nb;
+          std::size_t const np = (P + RB - 1) / RB;
+          for (std::size_t b = 0; b < np; ++b) {
+            std::size_t const i0 = P * b / np, i1 = P * (b + 1) / np;
             with_rows<VV, XX>(i1 - i0, [&]<std::size_t RR, std::size_t V2, std::size_t X2>() {
-              forward_block<RR, V2, X2>(T, K, fs.toff.data(), wc, fs.x.data() + i0, rows_out ? nullptr : accrow + i0 * VL,
-                                        rows_out ? rows_out + i0 : nullptr, rows_out && permuted ? perm : nullptr);
+              forward_block<RR, V2, X2>(T, K, fs.toff.data(), ks, wc, fs.x.data() + i0, acc_at(i0), at(i0), pm);
             });
           }
         });
