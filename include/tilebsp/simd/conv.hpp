@@ -126,10 +126,17 @@ inline std::vector<ConvColumn> conv_columns(std::int64_t g0, std::int64_t g1, st
   return cols;
 }
 
-/// Per-thread lists of conv_forward: outer step offsets in the box, and for each output position of a pass its
+/// Per-thread lists of conv_forward: outer step offsets in the box (and in the weights, for row blocks), and for
+/// each output position of a pass its
 /// box position, its destination (elements from dst's origin) and its row of the direct-store path.
 struct ForwardScratch {
-  std::vector<std::ptrdiff_t> toff, d;
+  /// Where a column's weights lie for forward_rows: base, and the offsets of t0, t1, j and t2.
+  struct RowWeights {
+    float const* base;
+    std::ptrdiff_t o0, o1, oj, wk;
+  };
+  std::vector<RowWeights> w;
+  std::vector<std::ptrdiff_t> toff, woff, d;
   std::vector<float const*> x;
   std::vector<float*> rows;
 };
@@ -302,6 +309,22 @@ bool lane_offsets(Operand6<T> const& op, ConvColumn const& col, std::ptrdiff_t* 
   return contiguous;
 }
 
+/// a[l] = d[off[l]] as f32 for the VL lanes of a column (zero where off[l] < 0): a row of accumulators from an
+/// operand whose lane offsets lane_offsets gave (`contiguous`: lanes 0..used-1 at consecutive elements).
+template <class T>
+void load_lanes(float* a, T const* d, std::ptrdiff_t const* off, std::size_t VL) noexcept {
+  for (std::size_t l = 0; l < VL; ++l) a[l] = off[l] < 0 ? 0.0f : to_f32(d[off[l]]);
+}
+/// d[off[l]] = a[l] for the used lanes: the inverse of load_lanes.
+template <class T>
+void store_lanes(T* d, float const* a, std::ptrdiff_t const* off, std::size_t VL, bool contiguous, std::size_t used) noexcept {
+  if constexpr (std::is_same_v<T, float>) {
+    if (contiguous) return copy_floats(d, a, used);
+  }
+  for (std::size_t l = 0; l < VL; ++l)
+    if (off[l] >= 0) d[off[l]] = T(a[l]);
+}
+
 /// Whether the lanes' offsets are a permutation of 0 .. n-1 (an interleaved column over contiguous channels);
 /// then perm[m] is the lane that goes to offset m.
 inline bool lane_permutation(std::ptrdiff_t const* off, std::size_t n, std::int32_t* perm) noexcept {
@@ -408,35 +431,18 @@ template <std::size_t V, std::size_t XL>
   }
 }
 
-/// Initial accumulators of a block: zero when the results go to `out`, else acc_io.
-template <std::size_t R, std::size_t V>
-[[gnu::always_inline]] inline void block_start(batch<float> (&acc)[R][V], float const* acc_io, bool zero) noexcept {
-  for (std::size_t r = 0; r < R; ++r)
-    for (std::size_t v = 0; v < V; ++v) acc[r][v] = zero ? batch<float>(0.0f) : batch<float>::load_aligned(acc_io + (r * V + v) * lanes);
-}
-/// Final accumulators of a block: to out[r] (row r's V vectors contiguous there), permuted by `perm` when
-/// given, or to acc_io.
-template <std::size_t R, std::size_t V>
-[[gnu::always_inline]] inline void block_end(batch<float> const (&acc)[R][V], float* acc_io, float* const* out,
-                                             std::int32_t const* perm) noexcept {
-  for (std::size_t r = 0; r < R; ++r)
-    for (std::size_t v = 0; v < V; ++v) {
-      if (out) (perm ? permute_lanes(acc[r][v], perm) : acc[r][v]).store_unaligned(out[r] + v * lanes);
-      else acc[r][v].store_aligned(acc_io + (r * V + v) * lanes);
-    }
-}
-
 /// acc[r][v] over T x K steps: step (t, k) multiplies weights wp[t * K + k] by the box at xp[r] + toff[t] + k * ks
 /// (see fma_row): each row is one pointer and the inner loop one index (plain addressing modes, no per-step
 /// offsets). The accumulators start from acc_io, or from zero when `out` is given, and end in acc_io, or in
-/// out[r] (see block_end).
+/// out[r] (row r's V vectors stored contiguously there), permuted by `perm` when given.
 template <std::size_t R, std::size_t V, std::size_t XL>
 void forward_block(std::size_t T, std::size_t K, std::ptrdiff_t const* toff, std::ptrdiff_t ks, float const* wp,
                    float const* const* xp, float* acc_io, float* const* out = nullptr,
                    std::int32_t const* perm = nullptr) noexcept {
   using B = batch<float>;
   B acc[R][V];
-  block_start(acc, acc_io, out != nullptr);
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t v = 0; v < V; ++v) acc[r][v] = out ? B(0.0f) : B::load_aligned(acc_io + (r * V + v) * lanes);
   for (std::size_t t = 0; t < T; ++t) {
     float const* p[R];
     for (std::size_t r = 0; r < R; ++r) p[r] = xp[r] + toff[t];
@@ -447,7 +453,11 @@ void forward_block(std::size_t T, std::size_t K, std::ptrdiff_t const* toff, std
       for (std::size_t r = 0; r < R; ++r) fma_row<V, XL>(p[r] + o, w, acc[r]);
     }
   }
-  block_end(acc, acc_io, out, perm);
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t v = 0; v < V; ++v) {
+      if (out) (perm ? permute_lanes(acc[r][v], perm) : acc[r][v]).store_unaligned(out[r] + v * lanes);
+      else acc[r][v].store_aligned(acc_io + (r * V + v) * lanes);
+    }
 }
 
 /// Taps of dimension 2 that row_block handles (a 3-wide kernel, stride and dilation 1 there).
@@ -615,7 +625,7 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
   auto const T = static_cast<std::size_t>(T01 * cj);
   ForwardScratch& fs = forward_scratch();
   fs.toff.resize(T);
-  fs.d.resize(T);  // weight offsets of the outer steps
+  fs.woff.resize(T);
   std::ptrdiff_t const ds = dst.stride[3];
   for (std::size_t c0 = 0; c0 < cols.size();) {
     // Broadcast columns of one group share a box.
@@ -633,12 +643,9 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
         for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
           for (std::int64_t j = 0; j < cj; ++j) fs.toff[t++] = t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + j * XL;
     }
-    // Each column's weights: in place, or packed (t0, t1, t2, j) after the box.
-    struct Weights {
-      float const* base;
-      std::ptrdiff_t o0, o1, oj, wk;  // offsets of t0, t1, j and t2
-    };
-    std::vector<Weights> ws;
+    // Each column's weights: in place, or packed (t0, t1, t2, j).
+    auto& ws = fs.w;
+    ws.clear();
     std::size_t packed = 0;
     for (std::size_t c = c0; c < c1; ++c) {
       std::ptrdiff_t off[2 * lanes];
@@ -669,12 +676,12 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
           build_box(L, src, first, n, {o0 * D[0].a + D[0].c, s * D[1].a + D[1].c, r.lo[2] + D[2].c}, ext, r.j0, r.j1, x, xs0);
           for (std::size_t c = c0; c < c1; ++c) {
             ConvColumn const& col = cols[c];
-            Weights const& wt = ws[c - c0];
+            ForwardScratch::RowWeights const& wt = ws[c - c0];
             {
               std::size_t t = 0;
               for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
                 for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
-                  for (std::int64_t j = 0; j < cj; ++j) fs.d[t++] = t0 * wt.o0 + t1 * wt.o1 + j * wt.oj;
+                  for (std::int64_t j = 0; j < cj; ++j) fs.woff[t++] = t0 * wt.o0 + t1 * wt.o1 + j * wt.oj;
             }
             std::ptrdiff_t off[2 * lanes];
             std::size_t used = 0;
@@ -693,7 +700,7 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
                   for (std::size_t b = 0; b < nb; ++b) {
                     auto const i0 = static_cast<std::ptrdiff_t>(w2 * b / nb), i1 = static_cast<std::ptrdiff_t>(w2 * (b + 1) / nb);
                     with_row_rows<VV, XX>(static_cast<std::size_t>(i1 - i0), [&]<std::size_t RR, std::size_t V2, std::size_t X2>() {
-                      row_block<RR, V2, X2>(T, fs.toff.data(), xs2, wt.base, fs.d.data(), wt.wk, xr + i0 * xs2, d + i0 * ds, ds,
+                      row_block<RR, V2, X2>(T, fs.toff.data(), xs2, wt.base, fs.woff.data(), wt.wk, xr + i0 * xs2, d + i0 * ds, ds,
                                             permuted ? store : nullptr, permuted ? gather : nullptr, load);
                     });
                   }
@@ -815,7 +822,7 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
             std::memset(a, 0, VL * sizeof(float));
           } else {
             TD const* d = base + fs.d[i];
-            for (std::size_t l = 0; l < VL; ++l) a[l] = off[l] < 0 ? 0.0f : to_f32(d[off[l]]);
+            load_lanes(a, d, off, VL);
           }
         }
         with_column(col, [&]<std::size_t VV, std::size_t XX>() {
@@ -833,18 +840,7 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
             });
           }
         });
-        for (std::size_t i = 0; !rows_out && i < P; ++i) {  // results
-          float const* a = accrow + i * VL;
-          TD* d = base + fs.d[i];
-          if constexpr (std::is_same_v<TD, float>) {
-            if (contiguous) {
-              copy_floats(d, a, used);
-              continue;
-            }
-          }
-          for (std::size_t l = 0; l < VL; ++l)
-            if (off[l] >= 0) d[off[l]] = TD(a[l]);
-        }
+        for (std::size_t i = 0; !rows_out && i < P; ++i) store_lanes(base + fs.d[i], accrow + i * VL, off, VL, contiguous, used);
         wc += Q * VL;
       }
     }
@@ -884,7 +880,7 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
           for (std::int64_t t2 = 0; t2 < D[2].taps; ++t2)
             for (std::int64_t j = r.j0; j < r.j1; ++j, a += VL) {
               TD const* d = dst.at(col.g[0], t0, t1, t2, j, col.c[0]);
-              for (std::size_t l = 0; l < VL; ++l) a[l] = doff[l] < 0 ? 0.0f : to_f32(d[doff[l]]);
+              load_lanes(a, d, doff, VL);
             }
     }
     bool const work = r.n1 > r.n0 && ow > 0 && r.hi[0] > r.lo[0] && r.hi[1] > r.lo[1];
@@ -921,7 +917,7 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
                     continue;
                   }
                 }
-                for (std::size_t l = 0; l < VL; ++l) yo[l] = yoff[l] < 0 ? 0.0f : to_f32(yp[yoff[l]]);
+                load_lanes(yo, yp, yoff, VL);
               }
             }
             with_column(col, [&]<std::size_t VV, std::size_t XX>() {
@@ -939,17 +935,7 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
       for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
         for (std::int64_t t2 = 0; t2 < D[2].taps; ++t2)
-          for (std::int64_t j = r.j0; j < r.j1; ++j, a += VL) {
-            TD* d = dst.at(col.g[0], t0, t1, t2, j, col.c[0]);
-            if constexpr (std::is_same_v<TD, float>) {
-              if (dcontig) {
-                copy_floats(d, a, dused);
-                continue;
-              }
-            }
-            for (std::size_t l = 0; l < VL; ++l)
-              if (doff[l] >= 0) d[doff[l]] = TD(a[l]);
-          }
+          for (std::int64_t j = r.j0; j < r.j1; ++j, a += VL) store_lanes(dst.at(col.g[0], t0, t1, t2, j, col.c[0]), a, doff, VL, dcontig, dused);
   }
 }
 
