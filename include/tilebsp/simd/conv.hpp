@@ -23,6 +23,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <utility>
@@ -286,12 +287,14 @@ void build_box(ConvLoop const& L, Operand6<TS const> const& src, ConvColumn cons
   };
   auto const& D2 = L.dim[2];
   std::int64_t const e2 = ext[2];
+  // Positions a cache line or more apart: prefetched (contiguous runs are left to the hardware prefetchers).
+  bool const far = std::abs(src.stride[3]) * static_cast<std::ptrdiff_t>(sizeof(TS)) >= 64;
   for (std::int64_t v0 = vlo[0]; v0 < vlo[0] + ext[0]; ++v0) {
     std::int64_t const s0 = L.dim[0].source(v0);
     float* out = x + (v0 - vlo[0]) * xs0;
     for (std::int64_t v1 = vlo[1]; v1 < vlo[1] + ext[1]; ++v1, out += e2 * static_cast<std::ptrdiff_t>(row)) {
       std::int64_t const q = (v0 - vlo[0]) * ext[1] + (v1 - vlo[1]) + box_prefetch_rows;
-      if (q < ext[0] * ext[1]) prefetch_box_row(L, src, col, n, vlo, ext, j0, j1, q);
+      if (far && q < ext[0] * ext[1]) prefetch_box_row(L, src, col, n, vlo, ext, j0, j1, q);
       std::int64_t const s1 = s0 < 0 ? -1 : L.dim[1].source(v1);
       if (s1 < 0) {
         std::memset(out, 0, static_cast<std::size_t>(e2) * row * sizeof(float));
