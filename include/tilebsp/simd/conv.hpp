@@ -491,6 +491,7 @@ template <std::size_t V, std::size_t XL>
 [[gnu::always_inline]] inline void fma_row(float const* x, batch<float> const (&w)[V], batch<float> (&acc)[V]) noexcept {
   if constexpr (XL == 1) {
     batch<float> const xv(*x);
+    TILEBSP_UNROLL
     for (std::size_t v = 0; v < V; ++v) acc[v] = xsimd::fma(xv, w[v], acc[v]);
   } else {
     acc[0] = xsimd::fma(load_step<XL>(x), w[0], acc[0]);
@@ -507,19 +508,26 @@ void forward_block(std::size_t T, std::size_t K, std::ptrdiff_t const* toff, std
                    std::int32_t const* perm = nullptr) noexcept {
   using B = batch<float>;
   B acc[R][V];
+  TILEBSP_UNROLL
   for (std::size_t r = 0; r < R; ++r)
+    TILEBSP_UNROLL
     for (std::size_t v = 0; v < V; ++v) acc[r][v] = out ? B(0.0f) : B::load_aligned(acc_io + (r * V + v) * lanes);
   for (std::size_t t = 0; t < T; ++t) {
     float const* p[R];
+    TILEBSP_UNROLL
     for (std::size_t r = 0; r < R; ++r) p[r] = xp[r] + toff[t];
     for (std::size_t k = 0; k < K; ++k, wp += V * lanes) {
       B w[V];
+      TILEBSP_UNROLL
       for (std::size_t v = 0; v < V; ++v) w[v] = B::load_aligned(wp + v * lanes);
       std::ptrdiff_t const o = static_cast<std::ptrdiff_t>(k) * ks;
+      TILEBSP_UNROLL
       for (std::size_t r = 0; r < R; ++r) fma_row<V, XL>(p[r] + o, w, acc[r]);
     }
   }
+  TILEBSP_UNROLL
   for (std::size_t r = 0; r < R; ++r)
+    TILEBSP_UNROLL
     for (std::size_t v = 0; v < V; ++v) {
       if (out) (perm ? permute_lanes(acc[r][v], perm) : acc[r][v]).store_unaligned(out[r] + v * lanes);
       else acc[r][v].store_aligned(acc_io + (r * V + v) * lanes);
@@ -542,7 +550,9 @@ void row_block(std::size_t T, std::ptrdiff_t const* toff, std::ptrdiff_t s, floa
   using B = batch<float>;
   constexpr std::size_t K = row_taps;
   B acc[R][V];
+  TILEBSP_UNROLL
   for (std::size_t r = 0; r < R; ++r)
+    TILEBSP_UNROLL
     for (std::size_t v = 0; v < V; ++v) {
       if (!load) acc[r][v] = B(0.0f);
       else if (perm) acc[r][v] = permute_lanes(B::load_unaligned(out + static_cast<std::ptrdiff_t>(r) * os + v * lanes), inv);
@@ -552,19 +562,25 @@ void row_block(std::size_t T, std::ptrdiff_t const* toff, std::ptrdiff_t s, floa
     float const* p = x + toff[t];
     float const* wq = wp + woff[t];
     B w[K][V];
+    TILEBSP_UNROLL
     for (std::size_t k = 0; k < K; ++k)
+      TILEBSP_UNROLL
       for (std::size_t v = 0; v < V; ++v) w[k][v] = B::load_unaligned(wq + static_cast<std::ptrdiff_t>(k) * wk + v * lanes);
     // Input i feeds position r = i - k with tap k; for each position the taps come in order.
-#pragma GCC unroll 32
+    TILEBSP_UNROLL
     for (std::size_t i = 0; i < R + K - 1; ++i) {
       B const xi = load_step<XL>(p + static_cast<std::ptrdiff_t>(i) * s);
-#pragma GCC unroll 3
-      for (std::size_t k = 0; k < K; ++k)
-        if (i >= k && i - k < R)
-          for (std::size_t v = 0; v < V; ++v) acc[i - k][v] = xsimd::fma(xi, w[k][v], acc[i - k][v]);
+      TILEBSP_UNROLL
+      for (std::size_t k = 0; k < K; ++k) {
+        if (i < k || i - k >= R) continue;
+        TILEBSP_UNROLL
+        for (std::size_t v = 0; v < V; ++v) acc[i - k][v] = xsimd::fma(xi, w[k][v], acc[i - k][v]);
+      }
     }
   }
+  TILEBSP_UNROLL
   for (std::size_t r = 0; r < R; ++r)
+    TILEBSP_UNROLL
     for (std::size_t v = 0; v < V; ++v)
       (perm ? permute_lanes(acc[r][v], perm) : acc[r][v]).store_unaligned(out + static_cast<std::ptrdiff_t>(r) * os + v * lanes);
 }
@@ -575,15 +591,21 @@ void gradient_block(std::size_t P, float const* yrow, float const* x, std::ptrdi
                     float* acc_io) noexcept {
   using B = batch<float>;
   B acc[R][V];
+  TILEBSP_UNROLL
   for (std::size_t r = 0; r < R; ++r)
+    TILEBSP_UNROLL
     for (std::size_t v = 0; v < V; ++v) acc[r][v] = B::load_aligned(acc_io + (r * V + v) * lanes);
   for (std::size_t p = 0; p < P; ++p) {
     B y[V];
+    TILEBSP_UNROLL
     for (std::size_t v = 0; v < V; ++v) y[v] = B::load_aligned(yrow + (p * V + v) * lanes);
     float const* xp = x + poff[p];
+    TILEBSP_UNROLL
     for (std::size_t r = 0; r < R; ++r) fma_row<V, XL>(xp + qoff[r], y, acc[r]);
   }
+  TILEBSP_UNROLL
   for (std::size_t r = 0; r < R; ++r)
+    TILEBSP_UNROLL
     for (std::size_t v = 0; v < V; ++v) acc[r][v].store_aligned(acc_io + (r * V + v) * lanes);
 }
 

@@ -76,6 +76,7 @@ void micro_kernel(std::size_t kc, std::size_t group, std::size_t kb, float const
     for (std::size_t r = 0; r < R; ++r)
       for (std::size_t j = 0; j < W; ++j) tot[r][j] = j < n ? static_cast<float>(cp(r, j)) : 0.0f;
   } else {
+    TILEBSP_UNROLL
     for (std::size_t i = 0; i < N; ++i) B(-0.0f).store_aligned(&tot[i / V][(i % V) * lanes]);
   }
   alignas(64) float grp[R][W];  // the sum of a group's segments so far, when it has several
@@ -92,13 +93,18 @@ void micro_kernel(std::size_t kc, std::size_t group, std::size_t kb, float const
         float const* bk = b + static_cast<std::ptrdiff_t>(k0) * brs;
         for (std::size_t k = k0; k < k1; ++k, ak += acs, ak4 += acs, bk += brs) {
           if constexpr (Read != BRead::packed) {  // rows far apart: hardware prefetch does not see them coming
+            TILEBSP_UNROLL
             for (std::size_t v = 0; v < V; ++v) __builtin_prefetch(bk + 8 * brs + v * lanes);
           }
           B bv[V];
+          TILEBSP_UNROLL
           for (std::size_t v = 0; v + 1 < V; ++v) bv[v] = B::load_unaligned(bk + v * lanes);
           if constexpr (Read == BRead::masked) bv[V - 1] = load_partial(bk + (V - 1) * lanes, tail);
           else bv[V - 1] = B::load_unaligned(bk + (V - 1) * lanes);
-          if constexpr (R < gemm_mr) for (auto& v : bv) in_register(v);  // few rows: one load per vector
+          if constexpr (R < gemm_mr) {
+            TILEBSP_UNROLL
+            for (auto& v : bv) in_register(v);
+          }  // few rows: one load per vector
           ((acc[I] = xsimd::fma(B((I / V < 4 ? ak : ak4)[static_cast<std::ptrdiff_t>(I / V % 4) * ars]), bv[I % V], acc[I])), ...);
         }
         auto const at = [](float (&m)[R][W], std::size_t i) { return &m[i / V][(i % V) * lanes]; };
