@@ -311,40 +311,56 @@ class ConvHostKernel {
         std::int64_t const n1 = std::min(B, n0 + static_cast<std::int64_t>(p.n_tile));
         std::int64_t const r1 = std::min(rows, r0 + static_cast<std::int64_t>(p.r_tile));
         if (n0 < n1 && r0 < r1) steps(n0, n1, r0, r1, dst);
-      }, p.n_split * p.r_split, d6);
+      }, p.n_split * p.r_split, d6, true);
     }
 
     /// Computes `parts` partials of a unit-shaped block (part(i, dst) writes partial i, of type TP, into dst),
     /// sums them in f32 in order as the reduction vertices do, and finishes into d6 with alpha (accumulating when
     /// the plan does). Empty pieces (a K range that does not exist) are skipped, as the vertices skip them.
+    /// With `interleave` (weight gradients) and a unit of lanes / C groups of C channels, the partials are laid
+    /// out as the kernel's accumulators — group fastest, then channel, then (taps, j) rows a vector apart — so
+    /// that conv_weight_gradient accumulates in them in place; otherwise they are row-major.
     template <class Part>
     void reduce_unit(Index6 const& origin, Index6 const& shape, Part&& part, std::size_t parts,
-                     simd::Operand6<TO> const& d6) const {
+                     simd::Operand6<TO> const& d6, bool interleave = false) const {
       std::size_t const inner = static_cast<std::size_t>(shape[5]);
       std::size_t const elems = static_cast<std::size_t>(shape[0] * shape[1] * shape[2] * shape[3] * shape[4] * shape[5]);
       float* sum = simd::detail::conv_scratch(3).get(elems);
       thread_local std::vector<TP> buf;
       buf.assign(elems, TP(0.0f));
-      auto const op = Block6{origin, shape}.operand(buf.data());
+      auto op = Block6{origin, shape}.operand(buf.data());
+      auto const L = static_cast<std::int64_t>(simd::lanes);
+      if (interleave && shape[0] > 1 && shape[0] * shape[5] == L && L % shape[5] == 0) {
+        op.stride[0] = 1, op.stride[5] = shape[0], op.stride[4] = L;  // group, channel, j
+        for (std::size_t d = 3; d >= 1; --d) op.stride[d] = op.stride[d + 1] * shape[d + 1];  // taps
+      }
       for (std::size_t i = 0; i < parts; ++i) {
         part(i, op);
-        for (std::size_t e = 0; e < elems; ++e) {
-          float const v = static_cast<float>(buf[e]);
-          sum[e] = i == 0 ? v : sum[e] + v;
-        }
+        if (i == 0)
+          for (std::size_t e = 0; e < elems; ++e) sum[e] = static_cast<float>(buf[e]);
+        else
+          for (std::size_t e = 0; e < elems; ++e) sum[e] += static_cast<float>(buf[e]);
       }
-      // Rows of the innermost (channel) dimension, each finished into d6.
+      // Rows of the innermost (channel) dimension in row-major order, each finished into d6; idx steps through
+      // dimensions 4, 3, ..., 0 like an odometer and o follows it by strides.
       Index6 idx = origin;
+      TO* o = d6.at(idx[0], idx[1], idx[2], idx[3], idx[4], idx[5]);
+      float const* row = sum;  // the row's first channel in sum (laid out as buf)
+      std::vector<float> gathered(op.stride[5] == 1 ? 0 : inner);
       for (std::size_t e = 0; e < elems; e += inner) {
-        std::size_t rest = e / inner;
-        for (int d = 4; d >= 0; --d) {
-          auto const ext = static_cast<std::size_t>(shape[static_cast<std::size_t>(d)]);
-          idx[static_cast<std::size_t>(d)] = origin[static_cast<std::size_t>(d)] + static_cast<std::int64_t>(rest % ext);
-          rest /= ext;
+        float const* src = row;
+        if (!gathered.empty()) {
+          for (std::size_t c = 0; c < inner; ++c) gathered[c] = row[static_cast<std::ptrdiff_t>(c) * op.stride[5]];
+          src = gathered.data();
         }
-        TO* o = d6.at(idx[0], idx[1], idx[2], idx[3], idx[4], idx[5]);
-        if (plan.problem.accumulate) matmul_finish<TO, true>(sum + e, o, d6.stride[5], inner, alpha);
-        else matmul_finish<TO, false>(sum + e, o, d6.stride[5], inner, alpha);
+        if (plan.problem.accumulate) matmul_finish<TO, true>(src, o, d6.stride[5], inner, alpha);
+        else matmul_finish<TO, false>(src, o, d6.stride[5], inner, alpha);
+        for (std::size_t d = 5; d-- > 0;) {
+          o += d6.stride[d], row += op.stride[d];
+          if (++idx[d] < origin[d] + shape[d]) break;
+          o -= shape[d] * d6.stride[d], row -= shape[d] * op.stride[d];
+          idx[d] = origin[d];
+        }
       }
     }
   };

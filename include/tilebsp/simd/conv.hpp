@@ -585,7 +585,7 @@ void row_block(std::size_t T, std::ptrdiff_t const* toff, std::ptrdiff_t s, floa
       (perm ? permute_lanes(acc[r][v], perm) : acc[r][v]).store_unaligned(out + static_cast<std::ptrdiff_t>(r) * os + v * lanes);
 }
 
-/// acc[r][v] over P positions: y = yrow[p], x = the box at x + poff[p] + qoff[r].
+/// acc[r][v] over P positions: y = yrow[p], x = the box at x + poff[p] + qoff[r]; acc_io need not be aligned.
 template <std::size_t R, std::size_t V, std::size_t XL>
 void gradient_block(std::size_t P, float const* yrow, float const* x, std::ptrdiff_t const* poff, std::ptrdiff_t const* qoff,
                     float* acc_io) noexcept {
@@ -594,7 +594,7 @@ void gradient_block(std::size_t P, float const* yrow, float const* x, std::ptrdi
   TILEBSP_UNROLL
   for (std::size_t r = 0; r < R; ++r)
     TILEBSP_UNROLL
-    for (std::size_t v = 0; v < V; ++v) acc[r][v] = B::load_aligned(acc_io + (r * V + v) * lanes);
+    for (std::size_t v = 0; v < V; ++v) acc[r][v] = B::load_unaligned(acc_io + (r * V + v) * lanes);
   for (std::size_t p = 0; p < P; ++p) {
     B y[V];
     TILEBSP_UNROLL
@@ -606,7 +606,7 @@ void gradient_block(std::size_t P, float const* yrow, float const* x, std::ptrdi
   TILEBSP_UNROLL
   for (std::size_t r = 0; r < R; ++r)
     TILEBSP_UNROLL
-    for (std::size_t v = 0; v < V; ++v) acc[r][v].store_aligned(acc_io + (r * V + v) * lanes);
+    for (std::size_t v = 0; v < V; ++v) acc[r][v].store_unaligned(acc_io + (r * V + v) * lanes);
 }
 
 /// Largest register block: 12 rows with AVX-512's 32 registers, 6 (or 8 one-vector rows) otherwise.
@@ -947,30 +947,40 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
   std::size_t const Q = static_cast<std::size_t>(L.taps() * cj);
   std::int64_t const ow = r.hi[2] - r.lo[2];
   if (Q == 0) return;
-  std::vector<std::ptrdiff_t> qoff(Q);
+  std::vector<std::ptrdiff_t> qoff(Q), drow(Q);
   for (auto const& col : conv_columns(r.g0, r.g1, r.c0, r.c1)) {
     std::size_t const V = col.vectors, VL = V * lanes, XL = col.xl;
-    float* acc = conv_scratch(0).get(Q * VL);
     std::ptrdiff_t doff[2 * lanes], yoff[2 * lanes];
     std::size_t dused = 0, yused = 0;
     bool const dcontig = lane_offsets(dst, col, doff, dused, 0) && std::is_same_v<TD, float>;
     bool const ycontig = lane_offsets(dy, col, yoff, yused) && std::is_same_v<TY, float>;
+    // The accumulator rows (t, j) in dst, relative to the column's first: when they are the whole vectors of
+    // consecutive rows VL floats apart (a column's lanes contiguous in an f32 destination), the kernel
+    // accumulates in dst itself, with no copy in or out.
+    TD* const d0 = dst.at(col.g[0], 0, 0, 0, r.j0, col.c[0]);
+    bool in_place = dcontig && dused == VL;
+    {
+      std::size_t q = 0;
+      for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
+        for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
+          for (std::int64_t t2 = 0; t2 < D[2].taps; ++t2)
+            for (std::int64_t j = 0; j < cj; ++j, ++q) {
+              drow[q] = t0 * dst.stride[1] + t1 * dst.stride[2] + t2 * dst.stride[3] + j * dst.stride[4];
+              in_place = in_place && drow[q] == static_cast<std::ptrdiff_t>(q * VL);
+            }
+    }
+    float* acc = nullptr;
+    if constexpr (std::is_same_v<TD, float>) {
+      if (in_place) acc = d0;
+    }
+    if (!acc) acc = conv_scratch(0).get(Q * VL);
     // An interleaved column reads a position's output gradients with one load and one permutation.
     alignas(64) std::int32_t yidx[lanes], unused[lanes];
     bool const yperm = !ycontig && std::is_same_v<TY, float> && VL == lanes && lane_permutation(yoff, VL, unused);
     for (std::size_t l = 0; yperm && l < lanes; ++l) yidx[l] = static_cast<std::int32_t>(yoff[l]);
-    if (!load) {
-      std::memset(acc, 0, Q * VL * sizeof(float));
-    } else {  // initial values from dst
-      float* a = acc;
-      for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
-        for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
-          for (std::int64_t t2 = 0; t2 < D[2].taps; ++t2)
-            for (std::int64_t j = r.j0; j < r.j1; ++j, a += VL) {
-              TD const* d = dst.at(col.g[0], t0, t1, t2, j, col.c[0]);
-              load_lanes(a, d, doff, VL);
-            }
-    }
+    if (!load) std::memset(acc, 0, Q * VL * sizeof(float));
+    else if (!in_place)  // initial values from dst
+      for (std::size_t q = 0; q < Q; ++q) load_lanes(acc + q * VL, d0 + drow[q], doff, VL);
     bool const work = r.n1 > r.n0 && ow > 0 && r.hi[0] > r.lo[0] && r.hi[1] > r.lo[1];
     std::array<std::int64_t, 3> const ext{(D[0].taps - 1) * D[0].b + 1, 0, (ow - 1) * D[2].a + (D[2].taps - 1) * D[2].b + 1};
     std::int64_t const strip = strip_rows(L, ext, static_cast<std::size_t>(cj) * XL);
@@ -1019,11 +1029,8 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
             });
           }
         }
-    float const* a = acc;
-    for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
-      for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
-        for (std::int64_t t2 = 0; t2 < D[2].taps; ++t2)
-          for (std::int64_t j = r.j0; j < r.j1; ++j, a += VL) store_lanes(dst.at(col.g[0], t0, t1, t2, j, col.c[0]), a, doff, VL, dcontig, dused);
+    if (!in_place)
+      for (std::size_t q = 0; q < Q; ++q) store_lanes(d0 + drow[q], acc + q * VL, doff, VL, dcontig, dused);
   }
 }
 
