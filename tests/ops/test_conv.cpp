@@ -234,6 +234,8 @@ TEST_CASE("conv: odd channel counts, strides, padding, dilations, batch") {
     check<float>(t, padded(conv2d(1, 4, 3, 3, 3, 65, 129, 1), 1), ones);       // 65 in, 129 out per group
     check<float>(t, padded(conv2d(1, 5, 4, 2, 2, 65, 129, 2), 0), ones);       // ... in two groups
     check<float>(t, padded(conv2d(1, 6, 7, 3, 3, 16, 6, 2), 1), ones);         // transposed weights: 4 x 4 blocks + 2
+    check<float>(t, padded(conv2d(2, 3, 2, 3, 3, 4, 4, 2), 1), ones);          // rows of 2: the weight-gradient row block's edges
+    check<float>(t, padded(conv2d(1, 2, 3, 3, 3, 16, 32, 1), 1), ones);        // ... of 3, two vectors of lanes
     check<float>(t, strided(padded(conv2d(2, 11, 10, 3, 3, 4, 6, 2), 2), {2, 2}), ones);  // 3x3 stride 2 pad 2
     check<float>(t, strided(conv2d(1, 12, 13, 3, 3, 3, 5, 1), {2, 3}), ones);   // asymmetric stride
     auto asym = conv2d(1, 7, 6, 3, 3, 4, 4, 2);

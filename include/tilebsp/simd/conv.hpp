@@ -609,6 +609,72 @@ void gradient_block(std::size_t P, float const* yrow, float const* x, std::ptrdi
     for (std::size_t v = 0; v < V; ++v) acc[r][v].store_unaligned(acc_io + (r * V + v) * lanes);
 }
 
+/// Weight gradients along a row (a 3-wide kernel with stride and dilation 1 there): the accumulators of the
+/// three taps k of RJ reduction channels, acc[k][r] at acc_io + k * ks + r * V lanes. Over `rows` output rows of
+/// ow positions (output gradients at y, one row after the other, V vectors per position; the box row of output
+/// row i at x + i * xrow, inputs xs apart, reduction channel r at + r * XL; ow >= 2), input i of a row serves position
+/// i - k of tap k: one load for three multiply-adds, where gradient_block loads an input per multiply-add. Each
+/// accumulator still takes its positions in row-major order, so the sums are gradient_block's bitwise.
+template <std::size_t RJ, std::size_t V, std::size_t XL>
+void gradient_row_block(std::size_t rows, std::size_t ow, float const* y, float const* x, std::ptrdiff_t xrow,
+                        std::ptrdiff_t xs, float* acc_io, std::ptrdiff_t ks) noexcept {
+  using B = batch<float>;
+  constexpr std::size_t K = row_taps, VL = V * lanes;
+  B acc[K][RJ][V];
+  TILEBSP_UNROLL
+  for (std::size_t k = 0; k < K; ++k)
+    TILEBSP_UNROLL
+    for (std::size_t r = 0; r < RJ; ++r)
+      TILEBSP_UNROLL
+      for (std::size_t v = 0; v < V; ++v) acc[k][r][v] = B::load_unaligned(acc_io + static_cast<std::ptrdiff_t>(k) * ks + (r * V + v) * lanes);
+  // Input i with the taps in mask M (bit k: position i - k exists); the first two and last two inputs of a row
+  // have two or one tap, the others all three (ow >= 2).
+  auto const step = [&]<unsigned M>(float const* yr, float const* xi, std::size_t i) __attribute__((always_inline)) {
+    B yk[K][V];
+    TILEBSP_UNROLL
+    for (std::size_t k = 0; k < K; ++k)
+      TILEBSP_UNROLL
+      for (std::size_t v = 0; v < V; ++v)
+        if (M >> k & 1) yk[k][v] = B::load_aligned(yr + (i - k) * VL + v * lanes);
+    TILEBSP_UNROLL
+    for (std::size_t r = 0; r < RJ; ++r) {
+      B const xb = load_step<XL>(xi + r * XL);
+      TILEBSP_UNROLL
+      for (std::size_t k = 0; k < K; ++k)
+        TILEBSP_UNROLL
+        for (std::size_t v = 0; v < V; ++v)
+          if (M >> k & 1) acc[k][r][v] = xsimd::fma(xb, yk[k][v], acc[k][r][v]);
+    }
+  };
+  for (std::size_t row = 0; row < rows; ++row) {
+    float const* yr = y + row * ow * VL;
+    float const* xr = x + static_cast<std::ptrdiff_t>(row) * xrow;
+    auto const at = [&](std::size_t i) { return xr + static_cast<std::ptrdiff_t>(i) * xs; };
+    step.template operator()<1>(yr, at(0), 0);
+    step.template operator()<3>(yr, at(1), 1);
+    for (std::size_t i = 2; i < ow; ++i) step.template operator()<7>(yr, at(i), i);
+    step.template operator()<6>(yr, at(ow), ow);
+    step.template operator()<4>(yr, at(ow + 1), ow + 1);
+  }
+  TILEBSP_UNROLL
+  for (std::size_t k = 0; k < K; ++k)
+    TILEBSP_UNROLL
+    for (std::size_t r = 0; r < RJ; ++r)
+      TILEBSP_UNROLL
+      for (std::size_t v = 0; v < V; ++v) acc[k][r][v].store_unaligned(acc_io + static_cast<std::ptrdiff_t>(k) * ks + (r * V + v) * lanes);
+}
+/// Reduction channels of a gradient_row_block: 3 RJ V accumulators, 3 V output gradients and an input in the
+/// registers (32 with AVX-512, 16 otherwise).
+constexpr std::size_t grad_row_channels(std::size_t V) noexcept { return lanes >= 16 ? 8 / V : (V == 1 ? 3 : 1); }
+/// Calls f.template operator()<RJ, V, XL>() for `n` (1 to grad_row_channels(V)) reduction channels.
+template <std::size_t V, std::size_t XL, std::size_t RJ = 1, class F>
+void with_grad_channels(std::size_t n, F&& f) {
+  if constexpr (RJ < grad_row_channels(V)) {
+    if (n != RJ) return with_grad_channels<V, XL, RJ + 1>(n, f);
+  }
+  f.template operator()<RJ, V, XL>();
+}
+
 /// Largest register block: 12 rows with AVX-512's 32 registers, 6 (or 8 one-vector rows) otherwise.
 inline constexpr std::size_t max_block_rows = lanes >= 16 ? 12 : 8;
 constexpr std::size_t block_rows(std::size_t V) noexcept { return lanes >= 16 ? 12 : (V == 2 ? 6 : 8); }
@@ -989,6 +1055,9 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     std::int64_t const box_row = ext[2] * cj * static_cast<std::int64_t>(XL) * 4;
     std::int64_t const chunk = std::clamp<std::int64_t>((32 << 10) / std::max<std::int64_t>(1, box_row) - (D[1].taps - 1) * D[1].b,
                                                         1, std::max<std::int64_t>(1, 128 / ow));
+    // Row blocks: a 3-wide kernel with stride and dilation 1 along the row, over whole rows of positions.
+    bool const row_taps_ok = D[2].taps == static_cast<std::int64_t>(row_taps) && D[2].a == 1 && D[2].b == 1 &&
+                             ow == D[2].out && r.lo[2] == 0 && ow >= 2;
     float* yrow = work ? conv_scratch(1).get(static_cast<std::size_t>(std::min(strip, chunk) * ow) * VL) : nullptr;
     std::vector<std::ptrdiff_t> poff;
     for (std::int64_t n = r.n0; work && n < r.n1; ++n)
@@ -1019,6 +1088,19 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
               }
             }
             with_column(col, [&]<std::size_t VV, std::size_t XX>() {
+              if (row_taps_ok) {  // blocks of (t0, t1) x channels [j, j + RJ) x the three taps along the row
+                std::int64_t const nj = static_cast<std::int64_t>(grad_row_channels(VV));
+                for (std::int64_t t01 = 0; t01 < D[0].taps * D[1].taps; ++t01)
+                  for (std::int64_t j = 0; j < cj; j += nj) {
+                    std::size_t const q0 = static_cast<std::size_t>(t01 * 3 * cj + j);
+                    with_grad_channels<VV, XX>(static_cast<std::size_t>(std::min(nj, cj - j)), [&]<std::size_t RJ, std::size_t V2, std::size_t X2>() {
+                      gradient_row_block<RJ, V2, X2>(static_cast<std::size_t>(c1 - c0), static_cast<std::size_t>(ow), yrow,
+                                                     x + qoff[q0] + (c0 - s) * D[1].a * xs1, D[1].a * xs1, xs2, acc + q0 * VL,
+                                                     static_cast<std::ptrdiff_t>(cj * VL));
+                    });
+                  }
+                return;
+              }
               constexpr std::size_t RB = block_rows(VV);
               for (std::size_t q0 = 0; q0 < Q; q0 += RB) {
                 std::size_t const rows = std::min(RB, Q - q0);
