@@ -348,13 +348,13 @@ class ConvHostKernel {
       float const* row = sum;  // the row's first channel in sum (laid out as buf)
       std::vector<float> gathered(op.stride[5] == 1 ? 0 : inner);
       for (std::size_t e = 0; e < elems; e += inner) {
-        float const* src = row;
+        float const* from = row;
         if (!gathered.empty()) {
           for (std::size_t c = 0; c < inner; ++c) gathered[c] = row[static_cast<std::ptrdiff_t>(c) * op.stride[5]];
-          src = gathered.data();
+          from = gathered.data();
         }
-        if (plan.problem.accumulate) matmul_finish<TO, true>(src, o, d6.stride[5], inner, alpha);
-        else matmul_finish<TO, false>(src, o, d6.stride[5], inner, alpha);
+        if (plan.problem.accumulate) matmul_finish<TO, true>(from, o, d6.stride[5], inner, alpha);
+        else matmul_finish<TO, false>(from, o, d6.stride[5], inner, alpha);
         for (std::size_t d = 5; d-- > 0;) {
           o += d6.stride[d], row += op.stride[d];
           if (++idx[d] < origin[d] + shape[d]) break;
