@@ -1088,8 +1088,11 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
               }
             }
             with_column(col, [&]<std::size_t VV, std::size_t XX>() {
-              if (row_taps_ok) {  // blocks of (t0, t1) x channels [j, j + RJ) x the three taps along the row
-                std::int64_t const nj = static_cast<std::int64_t>(grad_row_channels(VV));
+              // Blocks of (t0, t1) x channels [j, j + RJ) x the three taps along the row, when there are enough
+              // reduction channels for the chains to cover the multiply-add latency (with fewer, say 2 channels
+              // x 3 taps, the GEMM-style block is faster).
+              std::int64_t const nj = static_cast<std::int64_t>(grad_row_channels(VV));
+              if (row_taps_ok && std::min(cj, nj) >= std::min<std::int64_t>(nj, 4 / VV)) {
                 for (std::int64_t t01 = 0; t01 < D[0].taps * D[1].taps; ++t01)
                   for (std::int64_t j = 0; j < cj; j += nj) {
                     std::size_t const q0 = static_cast<std::size_t>(t01 * 3 * cj + j);
