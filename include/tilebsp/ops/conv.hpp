@@ -330,7 +330,7 @@ class ConvHostKernel {
       buf.assign(elems, TP(0.0f));
       auto op = Block6{origin, shape}.operand(buf.data());
       auto const L = static_cast<std::int64_t>(simd::lanes);
-      if (interleave && shape[0] > 1 && shape[0] * shape[5] == L && L % shape[5] == 0) {
+      if (interleave && shape[0] > 1 && shape[0] * shape[5] == L) {
         op.stride[0] = 1, op.stride[5] = shape[0], op.stride[4] = L;  // group, channel, j
         for (std::size_t d = 3; d >= 1; --d) op.stride[d] = op.stride[d + 1] * shape[d + 1];  // taps
       }
@@ -346,7 +346,8 @@ class ConvHostKernel {
       Index6 idx = origin;
       TO* o = d6.at(idx[0], idx[1], idx[2], idx[3], idx[4], idx[5]);
       float const* row = sum;  // the row's first channel in sum (laid out as buf)
-      std::vector<float> gathered(op.stride[5] == 1 ? 0 : inner);
+      thread_local std::vector<float> gathered;
+      gathered.assign(op.stride[5] == 1 ? 0 : inner, 0.0f);
       for (std::size_t e = 0; e < elems; e += inner) {
         float const* from = row;
         if (!gathered.empty()) {

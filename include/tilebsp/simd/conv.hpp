@@ -536,6 +536,11 @@ void forward_block(std::size_t T, std::size_t K, std::ptrdiff_t const* toff, std
 
 /// Taps of dimension 2 that row_block handles (a 3-wide kernel, stride and dilation 1 there).
 inline constexpr std::size_t row_taps = 3;
+/// Whether dimension 2 of a loop runs as row blocks: row_taps taps, stride and dilation 1.
+inline bool row_kernel(ConvLoop const& L) noexcept {
+  auto const& d = L.dim[2];
+  return d.taps == static_cast<std::int64_t>(row_taps) && d.a == 1 && d.b == 1;
+}
 
 /// R consecutive output positions of one row, `s` floats apart in the box, over T outer steps of row_taps inner
 /// steps: position r's step (t, k) multiplies the weights at wp + woff[t] + k * wk by the box at x + toff[t] +
@@ -883,7 +888,7 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
   // Rows of a 3-wide kernel with stride and dilation 1 in dimension 2 run as row blocks: steps (t0, t1, j, t2),
   // outer (t0, t1, j) x inner t2. Otherwise steps (t0, t1, t2, j), outer (t0, t1[, t2]) x inner ([t2,] j): the
   // taps of dimension 2 join the inner steps when they are consecutive in the box (no kernel dilation there).
-  bool const rows_k = static_cast<std::size_t>(D[2].taps) == row_taps && D[2].a == 1 && D[2].b == 1;
+  bool const rows_k = row_kernel(L);
   bool const join2 = !rows_k && D[2].b == 1;
   std::size_t const K = static_cast<std::size_t>(rows_k ? D[2].taps : join2 ? D[2].taps * cj : cj), T = Q / K;
   auto const cols = conv_columns(r.g0, r.g1, r.c0, r.c1);
@@ -1056,8 +1061,7 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     std::int64_t const chunk = std::clamp<std::int64_t>((32 << 10) / std::max<std::int64_t>(1, box_row) - (D[1].taps - 1) * D[1].b,
                                                         1, std::max<std::int64_t>(1, 128 / ow));
     // Row blocks: a 3-wide kernel with stride and dilation 1 along the row, over whole rows of positions.
-    bool const row_taps_ok = D[2].taps == static_cast<std::int64_t>(row_taps) && D[2].a == 1 && D[2].b == 1 &&
-                             ow == D[2].out && r.lo[2] == 0 && ow >= 2;
+    bool const row_taps_ok = row_kernel(L) && ow == D[2].out && r.lo[2] == 0 && ow >= 2;
     float* yrow = work ? conv_scratch(1).get(static_cast<std::size_t>(std::min(strip, chunk) * ow) * VL) : nullptr;
     std::vector<std::ptrdiff_t> poff;
     for (std::int64_t n = r.n0; work && n < r.n1; ++n)
