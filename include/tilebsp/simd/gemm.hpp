@@ -60,6 +60,10 @@ enum class BRead { packed, direct, masked };
 /// A(r, k) is at a[r * ars + k * acs] (a packed panel has ars = 1, acs = MR), B(k, c) at b[k * brs + c].
 /// Then Sum: C (f32) = tot, or C + tot when `load` (a running sum over calls); otherwise C = alpha * tot + beta * C
 /// for the R x n valid corner.
+// grp is read only for a segment after the first of its group, which the previous segment wrote: GCC cannot see
+// that at some -O levels and instruction sets (-O2 -march=znver4) and warns.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 template <std::size_t R, std::size_t V, BRead Read, bool Sum, class TC>
 void micro_kernel(std::size_t kc, std::size_t group, std::size_t kb, float const* a, std::ptrdiff_t ars, std::ptrdiff_t acs, float const* b,
                   std::ptrdiff_t brs, MatrixOut<TC> c, std::size_t n, float alpha, float beta, bool load) noexcept {
@@ -141,6 +145,8 @@ void micro_kernel(std::size_t kc, std::size_t group, std::size_t kb, float const
       o = TC(beta != 0.0f ? xsimd::fma(beta, static_cast<float>(o), v) : v);
     }
 }
+
+#pragma GCC diagnostic pop
 
 /// Columns of the panels a gemm of m rows walks: NR, or twice that for at most MR/2 rows of A and B read in place
 /// (four vectors per row of B: longer runs of each row per pass, as many accumulators as a full block).
