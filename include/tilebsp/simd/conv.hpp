@@ -137,7 +137,7 @@ struct ForwardScratch {
     std::ptrdiff_t o0, o1, oj, wk;
   };
   std::vector<RowWeights> w;
-  std::vector<std::ptrdiff_t> toff, woff, d;
+  std::vector<std::ptrdiff_t> toff, woff, d, trow, wrow;
   std::vector<float const*> x;
   std::vector<float*> rows;
 };
@@ -545,13 +545,14 @@ inline bool row_kernel(ConvLoop const& L) noexcept {
 /// R consecutive output positions of one row, `s` floats apart in the box, over T outer steps of row_taps inner
 /// steps: position r's step (t, k) multiplies the weights at wp + woff[t] + k * wk by the box at x + toff[t] +
 /// (r + k) * s. An input is thus loaded once for up to three positions (taps): R + 2 loads for 3 R fused
-/// multiply-adds per outer step, where forward_block needs one load per multiply-add. Results go to out + r * os
+/// multiply-adds per outer step, where forward_block needs one load per multiply-add. `zero_first` and
+/// `zero_last`: the first and last inputs are zeros (padding), whose steps are skipped. Results go to out + r * os
 /// (V vectors each, lanes permuted by `perm` when given); with `load`, the chains continue from the values there
 /// (lanes gathered by `inv`, the inverse of perm).
 template <std::size_t R, std::size_t V, std::size_t XL>
 void row_block(std::size_t T, std::ptrdiff_t const* toff, std::ptrdiff_t s, float const* wp, std::ptrdiff_t const* woff,
                std::ptrdiff_t wk, float const* x, float* out, std::ptrdiff_t os, std::int32_t const* perm,
-               std::int32_t const* inv, bool load) noexcept {
+               std::int32_t const* inv, bool load, bool zero_first, bool zero_last) noexcept {
   using B = batch<float>;
   constexpr std::size_t K = row_taps;
   B acc[R][V];
@@ -574,6 +575,7 @@ void row_block(std::size_t T, std::ptrdiff_t const* toff, std::ptrdiff_t s, floa
     // Input i feeds position r = i - k with tap k; for each position the taps come in order.
     TILEBSP_UNROLL
     for (std::size_t i = 0; i < R + K - 1; ++i) {
+      if ((i == 0 && zero_first) || (i == R + K - 2 && zero_last)) continue;
       B const xi = load_step<XL>(p + static_cast<std::ptrdiff_t>(i) * s);
       TILEBSP_UNROLL
       for (std::size_t k = 0; k < K; ++k) {
@@ -620,9 +622,10 @@ void gradient_block(std::size_t P, float const* yrow, float const* x, std::ptrdi
 /// row i at x + i * xrow, inputs xs apart, reduction channel r at + r * XL; ow >= 2), input i of a row serves position
 /// i - k of tap k: one load for three multiply-adds, where gradient_block loads an input per multiply-add. Each
 /// accumulator still takes its positions in row-major order, so the sums are gradient_block's bitwise.
+/// `zero_first` and `zero_last`: a row's first and last inputs are zeros (padding), whose steps are skipped.
 template <std::size_t RJ, std::size_t V, std::size_t XL>
 void gradient_row_block(std::size_t rows, std::size_t ow, float const* y, float const* x, std::ptrdiff_t xrow,
-                        std::ptrdiff_t xs, float* acc_io, std::ptrdiff_t ks) noexcept {
+                        std::ptrdiff_t xs, float* acc_io, std::ptrdiff_t ks, bool zero_first, bool zero_last) noexcept {
   using B = batch<float>;
   constexpr std::size_t K = row_taps, VL = V * lanes;
   B acc[K][RJ][V];
@@ -655,11 +658,11 @@ void gradient_row_block(std::size_t rows, std::size_t ow, float const* y, float 
     float const* yr = y + row * ow * VL;
     float const* xr = x + static_cast<std::ptrdiff_t>(row) * xrow;
     auto const at = [&](std::size_t i) { return xr + static_cast<std::ptrdiff_t>(i) * xs; };
-    step.template operator()<1>(yr, at(0), 0);
+    if (!zero_first) step.template operator()<1>(yr, at(0), 0);
     step.template operator()<3>(yr, at(1), 1);
     for (std::size_t i = 2; i < ow; ++i) step.template operator()<7>(yr, at(i), i);
     step.template operator()<6>(yr, at(ow), ow);
-    step.template operator()<4>(yr, at(ow + 1), ow + 1);
+    if (!zero_last) step.template operator()<4>(yr, at(ow + 1), ow + 1);
   }
   TILEBSP_UNROLL
   for (std::size_t k = 0; k < K; ++k)
@@ -755,6 +758,17 @@ inline std::int64_t strip_rows(ConvLoop const& L, std::array<std::int64_t, 3> co
   std::int64_t const a = std::max<std::int64_t>(1, L.dim[1].a);
   std::int64_t const halo = (L.dim[1].taps - 1) * L.dim[1].b + 1;
   return std::max<std::int64_t>(1, (budget / std::max<std::int64_t>(1, per_v1) - halo) / a + 1);
+}
+
+/// Whether every kernel tap of dimensions 0 and 1 reads a source element (not padding or a dilation hole) at
+/// output position (o0, o1).
+inline bool all_rows_valid(ConvLoop const& L, std::int64_t o0, std::int64_t o1) noexcept {
+  auto const valid = [](ConvDim const& d, std::int64_t o) {
+    for (std::int64_t t = 0; t < d.taps; ++t)
+      if (d.source(o * d.a + t * d.b + d.c) < 0) return false;
+    return true;
+  };
+  return valid(L.dim[0], o0) && valid(L.dim[1], o1);
 }
 
 /// Whether conv_forward runs column `col` as row blocks (forward_rows): f32 results whose lanes are
@@ -856,11 +870,46 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
                 for (std::int64_t o1 = s; o1 < s1; ++o1) {
                   float const* xr = x + (o1 - s) * D[1].a * xs1;
                   float* d = dst.at(n, o0, o1, r.lo[2], col.g[0], col.c[0]);
+                  // Outer steps whose kernel row reads padding or a dilation hole (zeros in the box) are skipped,
+                  // as are a block's first or last input when padding: a product of zero and a finite weight
+                  // leaves a chain that starts at +0 bitwise unchanged, so only the work differs (and with
+                  // non-finite weights, padding contributes nothing rather than NaN, as in oneDNN).
+                  std::size_t tr = T;
+                  std::ptrdiff_t const *to = fs.toff.data(), *wo = fs.woff.data();
+                  if (!all_rows_valid(L, o0, o1)) {
+                    auto const ok = [&](std::int64_t t0, std::int64_t t1) {
+                      return D[0].source(o0 * D[0].a + t0 * D[0].b + D[0].c) >= 0 && D[1].source(o1 * D[1].a + t1 * D[1].b + D[1].c) >= 0;
+                    };
+                    // The steps run (t0, t1, j): the valid ones of a 2-D kernel with no holes are one range.
+                    std::int64_t a = 0, b = D[1].taps;
+                    while (a < b && !ok(0, a)) ++a;
+                    while (b > a && !ok(0, b - 1)) --b;
+                    bool range = D[0].taps == 1;
+                    for (std::int64_t t1 = a; t1 < b && range; ++t1) range = ok(0, t1);
+                    if (range) {
+                      to += a * cj, wo += a * cj;
+                      tr = static_cast<std::size_t>((b - a) * cj);
+                    } else {
+                      fs.trow.clear();
+                      fs.wrow.clear();
+                      for (std::int64_t t0 = 0, t = 0; t0 < D[0].taps; ++t0)
+                        for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1, t += cj)
+                          if (ok(t0, t1)) {
+                            fs.trow.insert(fs.trow.end(), fs.toff.begin() + t, fs.toff.begin() + t + cj);
+                            fs.wrow.insert(fs.wrow.end(), fs.woff.begin() + t, fs.woff.begin() + t + cj);
+                          }
+                      tr = fs.trow.size();
+                      to = fs.trow.data();
+                      wo = fs.wrow.data();
+                    }
+                  }
                   for (std::size_t b = 0; b < nb; ++b) {
                     auto const i0 = static_cast<std::ptrdiff_t>(w2 * b / nb), i1 = static_cast<std::ptrdiff_t>(w2 * (b + 1) / nb);
+                    std::int64_t const v2 = r.lo[2] + D[2].c + i0;  // the block's first input
+                    bool const z0 = D[2].source(v2) < 0, z1 = D[2].source(v2 + (i1 - i0) + 1) < 0;
                     with_row_rows<VV, XX>(static_cast<std::size_t>(i1 - i0), [&]<std::size_t RR, std::size_t V2, std::size_t X2>() {
-                      row_block<RR, V2, X2>(T, fs.toff.data(), xs2, wt.base, fs.woff.data(), wt.wk, xr + i0 * xs2, d + i0 * ds, ds,
-                                            permuted ? store : nullptr, permuted ? gather : nullptr, load);
+                      row_block<RR, V2, X2>(tr, to, xs2, wt.base, wo, wt.wk, xr + i0 * xs2, d + i0 * ds, ds, permuted ? store : nullptr,
+                                            permuted ? gather : nullptr, load, z0, z1);
                     });
                   }
                 }
@@ -1096,16 +1145,33 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
               // reduction channels for the chains to cover the multiply-add latency (with fewer, say 2 channels
               // x 3 taps, the GEMM-style block is faster).
               std::int64_t const nj = static_cast<std::int64_t>(grad_row_channels(VV));
+              // Rows of inputs that are padding or dilation holes, and a row's first and last input when padding,
+              // are skipped (as in forward_rows: the sums do not change).
               if (row_taps_ok && std::min(cj, nj) >= std::min<std::int64_t>(nj, 4 / VV)) {
-                for (std::int64_t t01 = 0; t01 < D[0].taps * D[1].taps; ++t01)
-                  for (std::int64_t j = 0; j < cj; j += nj) {
-                    std::size_t const q0 = static_cast<std::size_t>(t01 * 3 * cj + j);
-                    with_grad_channels<VV, XX>(static_cast<std::size_t>(std::min(nj, cj - j)), [&]<std::size_t RJ, std::size_t V2, std::size_t X2>() {
-                      gradient_row_block<RJ, V2, X2>(static_cast<std::size_t>(c1 - c0), static_cast<std::size_t>(ow), yrow,
-                                                     x + qoff[q0] + (c0 - s) * D[1].a * xs1, D[1].a * xs1, xs2, acc + q0 * VL,
-                                                     static_cast<std::ptrdiff_t>(cj * VL));
-                    });
+                bool const z0 = D[2].source(D[2].c) < 0, z1 = D[2].source(D[2].c + ow + 1) < 0;
+                for (std::int64_t t01 = 0; t01 < D[0].taps * D[1].taps; ++t01) {
+                  std::int64_t const t0 = t01 / D[1].taps, t1 = t01 % D[1].taps;
+                  if (D[0].source(o0 * D[0].a + t0 * D[0].b + D[0].c) < 0) continue;
+                  auto const valid = [&](std::int64_t o1) { return D[1].source(o1 * D[1].a + t1 * D[1].b + D[1].c) >= 0; };
+                  for (std::int64_t a = c0; a < c1;) {  // runs [a, b) of rows with inputs
+                    if (!valid(a)) {
+                      ++a;
+                      continue;
+                    }
+                    std::int64_t b = a + 1;
+                    while (b < c1 && valid(b)) ++b;
+                    for (std::int64_t j = 0; j < cj; j += nj) {
+                      std::size_t const q0 = static_cast<std::size_t>(t01 * 3 * cj + j);
+                      with_grad_channels<VV, XX>(static_cast<std::size_t>(std::min(nj, cj - j)), [&]<std::size_t RJ, std::size_t V2, std::size_t X2>() {
+                        gradient_row_block<RJ, V2, X2>(static_cast<std::size_t>(b - a), static_cast<std::size_t>(ow),
+                                                       yrow + (a - c0) * ow * static_cast<std::int64_t>(VL),
+                                                       x + qoff[q0] + (a - s) * D[1].a * xs1, D[1].a * xs1, xs2, acc + q0 * VL,
+                                                       static_cast<std::ptrdiff_t>(cj * VL), z0, z1);
+                      });
+                    }
+                    a = b;
                   }
+                }
                 return;
               }
               constexpr std::size_t RB = block_rows(VV);
