@@ -318,6 +318,15 @@ TEST_CASE("mnist: one SGD step of the dense models matches a double-precision re
 }
 
 TEST_CASE("mnist: each model learns a small task; results do not depend on host threads; weights round-trip") {
+#if defined(__SANITIZE_THREAD__)
+  // Under ThreadSanitizer (about 20x slower) one epoch: the runs still cross thread counts and batches per device
+  // run and must still agree bitwise, and the loss must fall; the accuracy threshold is the Release run's to check.
+  constexpr std::size_t epochs = 1;
+  constexpr bool learns = false;
+#else
+  constexpr std::size_t epochs = 3;
+  constexpr bool learns = true;
+#endif
   mnist::Dataset const train = synthetic(256, 4), test = synthetic(100, 5);  // 100: the last eval batch is padded
   // 64 tiles: the same programs as on a whole IPU (the sample tests run those), with graphs quick to build.
   tb::Target const target = tb::targets::tiny(64, 1 << 21);
@@ -326,7 +335,7 @@ TEST_CASE("mnist: each model learns a small task; results do not depend on host 
     CAPTURE(mnist::name_of(m));
     // 16 batches an epoch: 3 device runs of 5 and a remainder of 1, or 16 runs of 1.
     mnist::Config c = small_config(m);
-    c.epochs = 3;
+    c.epochs = epochs;
     std::vector<float> first;
     double accuracy = 0;
     for (auto [threads, per_step] : {std::pair<std::size_t, std::size_t>{1, 5}, {3, 1}}) {
@@ -339,18 +348,18 @@ TEST_CASE("mnist: each model learns a small task; results do not depend on host 
       double const before = t.evaluate(test).loss;
       std::size_t calls = 0;
       mnist::Result r;
-      for (std::size_t e = 0; e < 3; ++e)
+      for (std::size_t e = 0; e < epochs; ++e)
         r = t.train_epoch(train, e, [&](std::size_t done, std::size_t total, double, double) {
           ++calls;
           CHECK(total == 16);
           CHECK(done <= total);
         });
-      CHECK(calls == 3 * (per_step == 5 ? 4 : 16));
+      CHECK(calls == epochs * (per_step == 5 ? 4 : 16));
       CHECK(r.examples == 256);
       mnist::Result const after = t.evaluate(test);
       CHECK(after.examples == 100);
       CHECK(after.loss < before);
-      CHECK(after.accuracy >= 0.95);
+      if (learns) CHECK(after.accuracy >= 0.95);
       auto const params = all_parameters(t.network());
       if (first.empty()) {
         first = params, accuracy = after.accuracy;
