@@ -44,6 +44,8 @@ struct ConvDim {
     }
     return v < in ? v : -1;
   }
+  /// Whether kernel tap t reads a source element (not padding or a dilation hole) at output position o.
+  bool reads(std::int64_t o, std::int64_t t) const noexcept { return source(o * a + t * b + c) >= 0; }
 };
 
 /// Three spatial dimensions (a lower-rank problem leads with dimensions of extent 1).
@@ -765,7 +767,7 @@ inline std::int64_t strip_rows(ConvLoop const& L, std::array<std::int64_t, 3> co
 inline bool all_rows_valid(ConvLoop const& L, std::int64_t o0, std::int64_t o1) noexcept {
   auto const valid = [](ConvDim const& d, std::int64_t o) {
     for (std::int64_t t = 0; t < d.taps; ++t)
-      if (d.source(o * d.a + t * d.b + d.c) < 0) return false;
+      if (!d.reads(o, t)) return false;
     return true;
   };
   return valid(L.dim[0], o0) && valid(L.dim[1], o1);
@@ -878,7 +880,7 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
                   std::ptrdiff_t const *to = fs.toff.data(), *wo = fs.woff.data();
                   if (!all_rows_valid(L, o0, o1)) {
                     auto const ok = [&](std::int64_t t0, std::int64_t t1) {
-                      return D[0].source(o0 * D[0].a + t0 * D[0].b + D[0].c) >= 0 && D[1].source(o1 * D[1].a + t1 * D[1].b + D[1].c) >= 0;
+                      return D[0].reads(o0, t0) && D[1].reads(o1, t1);
                     };
                     // The steps run (t0, t1, j): the valid ones of a 2-D kernel with no holes are one range.
                     std::int64_t a = 0, b = D[1].taps;
@@ -1151,8 +1153,8 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
                 bool const z0 = D[2].source(D[2].c) < 0, z1 = D[2].source(D[2].c + ow + 1) < 0;
                 for (std::int64_t t01 = 0; t01 < D[0].taps * D[1].taps; ++t01) {
                   std::int64_t const t0 = t01 / D[1].taps, t1 = t01 % D[1].taps;
-                  if (D[0].source(o0 * D[0].a + t0 * D[0].b + D[0].c) < 0) continue;
-                  auto const valid = [&](std::int64_t o1) { return D[1].source(o1 * D[1].a + t1 * D[1].b + D[1].c) >= 0; };
+                  if (!D[0].reads(o0, t0)) continue;
+                  auto const valid = [&](std::int64_t o1) { return D[1].reads(o1, t1); };
                   for (std::int64_t a = c0; a < c1;) {  // runs [a, b) of rows with inputs
                     if (!valid(a)) {
                       ++a;
