@@ -489,13 +489,13 @@ inline void map_conv_result(Graph& g, ConvPlan const& p, Tensor const& out6) {
     }
 }
 
+/// Calls f<TS, TW, TP, TO>() for the problem's types. Every pass takes both operands of one type (the ops check
+/// it before they get here), so TW is TS: instantiating the other pairs would only cost every caller's compile.
 template <class F>
-void dispatch_conv_types(ConvProblem const& q, ElementType other, F&& f) {
+void dispatch_conv_types(ConvProblem const& q, F&& f) {
   with_float_type(q.input, [&]<class TS>() {
-    with_float_type(other, [&]<class TW>() {
-      with_float_type(q.partials, [&]<class TP>() {
-        with_float_type(q.output, [&]<class TO>() { f.template operator()<TS, TW, TP, TO>(); });
-      });
+    with_float_type(q.partials, [&]<class TP>() {
+      with_float_type(q.output, [&]<class TO>() { f.template operator()<TS, TS, TP, TO>(); });
     });
   });
 }
@@ -669,7 +669,7 @@ inline Tensor conv(Graph& g, Sequence& prog, Tensor const& in, Tensor const& wei
   ConvPlan const p = plan_conv(detail::view_target(g), q, options);
   detail::ConvViews const v{detail::activations6(in, r, G), detail::weights6(weights, r), detail::activations6(out, r, G)};
   detail::map_conv_result(g, p, v.out);
-  detail::dispatch_conv_types(q, weights.element_type(), [&]<class TS, class TW, class TP, class TO>() {
+  detail::dispatch_conv_types(q, [&]<class TS, class TW, class TP, class TO>() {
     detail::build_conv<TS, TW, TP, TO>(g, prog, p, v, out, 1.0f, name);
   });
   return out;
@@ -702,7 +702,7 @@ inline Tensor conv_backward_input(Graph& g, Sequence& prog, Tensor const& grad_o
   Tensor const w = detail::weights6(weights, r).reverse(1).reverse(2).reverse(3).dimshuffle({0, 1, 2, 3, 5, 4});
   detail::ConvViews const v{detail::activations6(grad_out, r, G), w, detail::activations6(out, r, G)};
   detail::map_conv_result(g, p, v.out);
-  detail::dispatch_conv_types(q, weights.element_type(), [&]<class TS, class TW, class TP, class TO>() {
+  detail::dispatch_conv_types(q, [&]<class TS, class TW, class TP, class TO>() {
     detail::build_conv<TS, TW, TP, TO>(g, prog, p, v, out, 1.0f, name);
   });
   return out;
@@ -724,7 +724,7 @@ inline void weight_pass(Graph& g, Sequence& prog, Tensor const& grad_out, Tensor
   ConvPlan const p = plan_conv(view_target(g), q, options);
   ConvViews const v{activations6(acts, r, G), activations6(grad_out, r, G), weights6(dst, r)};
   if (!accumulate) map_conv_result(g, p, v.out);
-  dispatch_conv_types(q, grad_out.element_type(), [&]<class TS, class TW, class TP, class TO>() {
+  dispatch_conv_types(q, [&]<class TS, class TW, class TP, class TO>() {
     build_conv<TS, TW, TP, TO>(g, prog, p, v, dst, scale, name);
   });
 }
