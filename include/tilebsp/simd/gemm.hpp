@@ -296,7 +296,6 @@ void gemm_blocked(std::size_t m, std::size_t n, std::size_t k, std::size_t group
         ablk = ap;
       }
       std::size_t const panel = gemm_panel(m, direct_b);
-      bool const reads_c = Sum ? k0 > 0 : kbeta != 0.0f;
       for (std::size_t j0 = 0; j0 < n; j0 += panel) {
         std::size_t const nr = std::min(panel, n - j0);
         float const* bpanel = nullptr;
@@ -311,12 +310,12 @@ void gemm_blocked(std::size_t m, std::size_t n, std::size_t k, std::size_t group
         }
         for (std::size_t r0 = 0; r0 < mc; r0 += gemm_mr) {
           std::size_t const rows = std::min(gemm_mr, mc - r0);
-          if (reads_c) {  // the next block's C rows (a cache miss each when C is large) load while this one runs
+          {  // the next block's C rows (a cache miss each when C is large) load while this one runs
             std::size_t const nr0 = r0 + gemm_mr < mc ? r0 + gemm_mr : 0, nj0 = r0 + gemm_mr < mc ? j0 : j0 + panel;
             if (nj0 < n)
               for (std::size_t r = nr0; r < std::min(mc, nr0 + gemm_mr); ++r) {
-                __builtin_prefetch(&cat(i0 + r, nj0));
-                __builtin_prefetch(&cat(i0 + r, nj0) + (std::min(panel, n - nj0) - 1) * c.cs);
+                __builtin_prefetch(&cat(i0 + r, nj0), 1);
+                __builtin_prefetch(&cat(i0 + r, nj0) + (std::min(panel, n - nj0) - 1) * c.cs, 1);
               }
           }
           float const* ar = direct_a ? ablk + static_cast<std::ptrdiff_t>(r0) * a.rs : ablk + static_cast<std::ptrdiff_t>(r0 / gemm_mr) * apanel;
