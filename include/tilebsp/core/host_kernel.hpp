@@ -2,6 +2,7 @@
 // (mapping checks, memory, exchange and cycle estimates, profile); the engine runs the host kernel in their place.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -30,6 +31,33 @@ struct HostKernel {
 };
 
 namespace detail {
+
+/// Hands the units 0..count-1 of one run of a host task to its threads, first come first served: a thread that
+/// the machine runs slower (another process, a hypervisor) takes fewer units instead of holding the others at the
+/// barrier. Use it only where a unit's values do not depend on the thread that computes it; then results do not
+/// depend on the division either. Every thread of the run calls run() once; the last to finish resets the queue
+/// for the next run (before the compute set's barrier, which publishes the reset), also when a unit throws.
+class UnitQueue {
+ public:
+  template <class F>
+  void run(std::size_t count, unsigned threads, F&& unit) {
+    struct Finish {
+      UnitQueue& q;
+      unsigned threads;
+      ~Finish() {
+        if (q.finished_.fetch_add(1, std::memory_order_acq_rel) + 1 == threads) {
+          q.next_.store(0, std::memory_order_relaxed);
+          q.finished_.store(0, std::memory_order_relaxed);
+        }
+      }
+    } const finish{*this, threads};
+    for (std::size_t u; (u = next_.fetch_add(1, std::memory_order_relaxed)) < count;) unit(u);
+  }
+
+ private:
+  alignas(64) std::atomic<std::size_t> next_{0};
+  alignas(64) std::atomic<unsigned> finished_{0};
+};
 
 /// The host kernels of an operator whose first compute set's task computes the whole operator, the later compute
 /// sets being covered. `State` provides `bind(HostAddressOf const&)`, returning what `run(bound, thread, threads)`

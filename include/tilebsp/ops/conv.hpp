@@ -170,6 +170,7 @@ class ConvHostKernel {
  private:
   struct Bound {
     std::byte *src, *other, *out;
+    std::shared_ptr<tilebsp::detail::UnitQueue> queue;
   };
   template <class T>
   static simd::Operand6<T> operand(tilebsp::detail::Affine const& a, std::byte* base) {
@@ -183,7 +184,9 @@ class ConvHostKernel {
     std::optional<tilebsp::detail::Affine> src, other, out;
     float alpha;
 
-    Bound bind(HostAddressOf const& at) const { return {at(src->var), at(other->var), at(out->var)}; }
+    Bound bind(HostAddressOf const& at) const {
+      return {at(src->var), at(other->var), at(out->var), std::make_shared<tilebsp::detail::UnitQueue>()};
+    }
 
     /// A unit-shaped scratch destination of type T for range r.
     template <class T>
@@ -191,7 +194,7 @@ class ConvHostKernel {
       return Block6{origin, shape}.operand(data);
     }
 
-    void run(Bound const& at, unsigned t, unsigned threads) const {
+    void run(Bound const& at, unsigned /*t*/, unsigned threads) const {
       auto const& q = plan.problem;
       bool const wu = q.kind == ConvPass::weight_update;
       auto const s6 = operand<TS const>(*src, at.src);
@@ -202,7 +205,8 @@ class ConvHostKernel {
       // of groups x lane channels x reduction channels. Channel chunks are split first (each unit packs only its
       // own weights), down to one vector (whole groups when a vector spans groups); then images, which repack the
       // weights; then rows, which also rebuild the rows a kernel's taps share; until there are at least 8 units
-      // per thread where the problem allows.
+      // per thread where the problem allows, handed out first come first served (a unit's values do not depend on
+      // the thread), so that a thread the machine slows down takes fewer.
       std::int64_t const G = static_cast<std::int64_t>(q.groups), C = static_cast<std::int64_t>(q.c),
                          J = static_cast<std::int64_t>(q.j);
       auto const& D = q.loop.dim;
@@ -228,9 +232,8 @@ class ConvHostKernel {
       std::int64_t const ng = chunks(G, gc), nc = chunks(C, cc), nj = chunks(J, jc);
       std::int64_t const nr = chunks(D[1].out, rc), no = chunks(D[0].out, oc);
       std::int64_t const units = units_now();
-      std::int64_t const u0 = units * t / threads, u1 = units * (t + 1) / threads;
-      for (std::int64_t u = u0; u < u1; ++u) {
-        std::int64_t x = u;
+      at.queue->run(static_cast<std::size_t>(units), threads, [&](std::size_t u) {
+        auto x = static_cast<std::int64_t>(u);
         simd::ConvRange r;
         std::int64_t const ij = wu ? x % nj : 0;
         if (wu) x /= nj;
@@ -253,7 +256,7 @@ class ConvHostKernel {
           r.n0 = 0, r.n1 = static_cast<std::int64_t>(q.batch);
           gradient_unit(r, s6, o6, d6);
         }
-      }
+      });
     }
 
     /// The plan's reduction structure for one forward-like unit.

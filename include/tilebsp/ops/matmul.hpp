@@ -133,35 +133,40 @@ class MatmulHostKernel {
  private:
   struct Bound {
     std::byte *a, *b, *c;
+    std::shared_ptr<tilebsp::detail::UnitQueue> queue;
   };
   struct State {
     MatmulPlan plan;
     std::optional<tilebsp::detail::Affine> a, b, c;
     float alpha;
 
-    Bound bind(HostAddressOf const& at) const { return {at(a->var), at(b->var), at(c->var)}; }
+    Bound bind(HostAddressOf const& at) const {
+      return {at(a->var), at(b->var), at(c->var), std::make_shared<tilebsp::detail::UnitQueue>()};
+    }
 
-    void run(Bound const& at, unsigned t, unsigned threads) const {
+    void run(Bound const& at, unsigned /*t*/, unsigned threads) const {
       auto const& q = plan.problem;
-      // Output blocks: column panels first (each block reads or packs only its own columns of B), about one per
-      // thread and at most 256 wide; row blocks (a multiple of the micro-kernel's rows) when there are too few
-      // panels, or when A dwarfs B (M >= 4N): each thread then reads only its own rows of A, the larger operand,
-      // instead of all of it.
-      std::size_t const nr = simd::gemm_nr;
+      // Output blocks, handed out first come first served (a block's values do not depend on the thread or the
+      // division), at least 2 per thread where the rows allow, so that a thread the machine slows down takes fewer
+      // (finer blocks cost more than they balance on a quiet machine). Column panels first (each block reads or
+      // packs only its own columns of B), at most 256 wide and about one per thread, or all columns when A dwarfs
+      // B (M >= 4N: each block then reads only its own rows of A, the larger operand); then row blocks (a
+      // multiple of the micro-kernel's rows).
+      std::size_t const nr = simd::gemm_nr, mr = simd::gemm_mr, want = 2 * std::size_t{threads};
+      auto const up = [](std::size_t v, std::size_t m) { return (v + m - 1) / m * m; };
       bool const tall = q.m >= 4 * q.n && q.n <= 256;
-      std::size_t const cc = q.n <= nr || tall ? q.n : std::min<std::size_t>(256, std::max(nr, (q.n + threads - 1) / threads + nr - 1) / nr * nr);
-      std::size_t const nc = (q.n + cc - 1) / cc, panels = q.groups * nc;
+      std::size_t cc = q.n <= nr || tall ? q.n : std::min<std::size_t>(256, up(std::max(nr, (q.n + threads - 1) / threads), nr));
       std::size_t rc = q.m;
-      if (panels < threads || tall) {
-        std::size_t const row_units = (threads + panels - 1) / panels;
-        std::size_t const mr = simd::gemm_mr;
-        rc = std::min(q.m, ((q.m + row_units - 1) / row_units + mr - 1) / mr * mr);
+      auto const blocks = [&] { return q.groups * ((q.m + rc - 1) / rc) * ((q.n + cc - 1) / cc); };
+      if (blocks() < want) {
+        std::size_t const row_units = (want + blocks() - 1) / blocks();
+        rc = std::min(q.m, up((q.m + row_units - 1) / row_units, mr));
       }
-      std::size_t const mc = (q.m + rc - 1) / rc, units = q.groups * mc * nc;
-      for (std::size_t u = units * t / threads, end = units * (t + 1) / threads; u < end; ++u) {
+      std::size_t const mc = (q.m + rc - 1) / rc, nc = (q.n + cc - 1) / cc;
+      at.queue->run(blocks(), threads, [&](std::size_t u) {
         std::size_t const g = u / (mc * nc), r0 = u / nc % mc * rc, c0 = u % nc * cc;
         block(at, g, r0, std::min(q.m, r0 + rc), c0, std::min(q.n, c0 + cc));
-      }
+      });
     }
     void block(Bound const& at, std::size_t g, std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) const {
       auto const& q = plan.problem;
