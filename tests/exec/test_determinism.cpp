@@ -3,8 +3,12 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cstring>
 #include <random>
+#include <stdexcept>
+#include <thread>
+#include <vector>
 
 namespace tb = tilebsp;
 
@@ -59,4 +63,27 @@ TEST_CASE("a multi-tile stencil with halo exchanges is bitwise identical for 1, 
     REQUIRE(r.size() == ref.size());
     CHECK(std::memcmp(r.data(), ref.data(), r.size() * sizeof(float)) == 0);
   }
+}
+
+TEST_CASE("UnitQueue: every unit runs once per run, on any thread, over repeated runs and after a throw") {
+  tb::detail::UnitQueue q;
+  for (unsigned threads : {1u, 2u, 3u, 7u}) {
+    for (std::size_t units : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{64}}) {
+      for (int run = 0; run < 3; ++run) {
+        std::vector<std::atomic<int>> hits(units);
+        std::vector<std::thread> team;
+        for (unsigned t = 0; t < threads; ++t)
+          team.emplace_back([&] { q.run(units, threads, [&](std::size_t u) { hits[u].fetch_add(1); }); });
+        for (auto& th : team) th.join();
+        for (auto const& h : hits) CHECK(h.load() == 1);
+      }
+    }
+  }
+  // A unit that throws: the thread stops, the queue still resets for the next run.
+  CHECK_THROWS_AS(q.run(4, 1, [](std::size_t u) {
+    if (u == 1) throw std::runtime_error("unit 1");
+  }), std::runtime_error);
+  std::vector<std::size_t> seen;
+  q.run(3, 1, [&](std::size_t u) { seen.push_back(u); });
+  CHECK(seen == std::vector<std::size_t>{0, 1, 2});
 }
