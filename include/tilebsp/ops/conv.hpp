@@ -280,7 +280,9 @@ class ConvHostKernel {
       Index6 const shape{r.n1 - r.n0, r.hi[0] - r.lo[0], r.hi[1] - r.lo[1], r.hi[2] - r.lo[2], r.g1 - r.g0, r.c1 - r.c0};
       reduce_unit(origin, shape, [&](std::size_t part, auto const& dst) {
         std::int64_t const j0 = static_cast<std::int64_t>(part * p.j_tile);
+        if (j0 >= J) return false;
         steps(j0, std::min(J, j0 + static_cast<std::int64_t>(p.j_tile)), dst);
+        return true;
       }, p.j_split, d6);
     }
 
@@ -313,13 +315,16 @@ class ConvHostKernel {
         std::int64_t const r0 = std::min(rows, ir * static_cast<std::int64_t>(p.r_tile));
         std::int64_t const n1 = std::min(B, n0 + static_cast<std::int64_t>(p.n_tile));
         std::int64_t const r1 = std::min(rows, r0 + static_cast<std::int64_t>(p.r_tile));
-        if (n0 < n1 && r0 < r1) steps(n0, n1, r0, r1, dst);
+        if (n0 >= n1 || r0 >= r1) return false;
+        steps(n0, n1, r0, r1, dst);
+        return true;
       }, p.n_split * p.r_split, d6, true);
     }
 
-    /// Computes `parts` partials of a unit-shaped block (part(i, dst) writes partial i, of type TP, into dst),
-    /// sums them in f32 in order as the reduction vertices do, and finishes into d6 with alpha (accumulating when
-    /// the plan does). Empty pieces (a K range that does not exist) are skipped, as the vertices skip them.
+    /// Computes `parts` partials of a unit-shaped block (part(i, dst) writes partial i, of type TP, into dst and
+    /// returns true, or returns false for a piece that does not exist), sums them in f32 in order as the reduction
+    /// vertices do, and finishes into d6 with alpha (accumulating when the plan does). Pieces that do not exist
+    /// are left out of the sum, as the vertices leave them out (the planner's splits make none today).
     /// With `interleave` (weight gradients) and a unit of lanes / C groups of C channels, the partials are laid
     /// out as the kernel's accumulators — group fastest, then channel, then (taps, j) rows a vector apart — so
     /// that conv_weight_gradient accumulates in them in place; otherwise they are row-major.
@@ -337,13 +342,16 @@ class ConvHostKernel {
         op.stride[0] = 1, op.stride[5] = shape[0], op.stride[4] = L;  // group, channel, j
         for (std::size_t d = 3; d >= 1; --d) op.stride[d] = op.stride[d + 1] * shape[d + 1];  // taps
       }
+      bool first = true;
       for (std::size_t i = 0; i < parts; ++i) {
-        part(i, op);
-        if (i == 0)
+        if (!part(i, op)) continue;
+        if (first)
           for (std::size_t e = 0; e < elems; ++e) sum[e] = static_cast<float>(buf[e]);
         else
           for (std::size_t e = 0; e < elems; ++e) sum[e] += static_cast<float>(buf[e]);
+        first = false;
       }
+      if (first) std::fill(sum, sum + elems, 0.0f);  // no piece exists: the sum is empty
       // Rows of the innermost (channel) dimension in row-major order, each finished into d6; idx steps through
       // dimensions 4, 3, ..., 0 like an odometer and o follows it by strides.
       Index6 idx = origin;
