@@ -75,7 +75,28 @@ void micro_kernel(std::size_t kc, std::size_t group, std::size_t kb, float const
   auto const cp = [&](std::size_t r, std::size_t j) -> TC& {
     return c.data[static_cast<std::ptrdiff_t>(r) * c.rs + static_cast<std::ptrdiff_t>(j) * c.cs];
   };
-  if (Sum && load) {
+  B const al(alpha);
+  // The result of a whole vector of C from its total v.
+  auto const put = [&](std::size_t i, B v) __attribute__((always_inline)) {
+    TC* cr = &cp(i / V, (i % V) * lanes);
+    if constexpr (Sum) {
+      (load ? B::load_unaligned(cr) + v : v).store_unaligned(cr);
+    } else {
+      v = v * al;
+      if constexpr (std::is_same_v<TC, float>) {
+        if (beta != 0.0f) v = xsimd::fma(B(beta), B::load_unaligned(cr), v);
+        v.store_unaligned(cr);
+      } else {
+        store_f16(v, cr);
+      }
+    }
+  };
+  // One segment (kc <= kb, group): tot = -0 + acc is acc bitwise, so a full block goes from the registers to C
+  // (at K = 128 the trip through tot cost 5% of the block).
+  bool const from_registers = kc <= kb && kc <= group && full && (Sum || std::is_same_v<TC, float> || beta == 0.0f);
+  if (from_registers) {
+    // tot is not used
+  } else if (Sum && load) {
     static_assert(!Sum || std::is_same_v<TC, float>);
     for (std::size_t r = 0; r < R; ++r)
       for (std::size_t j = 0; j < W; ++j) tot[r][j] = j < n ? static_cast<float>(cp(r, j)) : 0.0f;
@@ -111,6 +132,10 @@ void micro_kernel(std::size_t kc, std::size_t group, std::size_t kb, float const
           }  // few rows: one load per vector
           ((acc[I] = xsimd::fma(B((I / V < 4 ? ak : ak4)[static_cast<std::ptrdiff_t>(I / V % 4) * ars]), bv[I % V], acc[I])), ...);
         }
+        if (from_registers) {
+          (put(I, acc[I]), ...);
+          return;
+        }
         auto const at = [](float (&m)[R][W], std::size_t i) { return &m[i / V][(i % V) * lanes]; };
         bool const first = k0 == g0, last = k1 == g1;
         if (!first) ((acc[I] = B::load_aligned(at(grp, I)) + acc[I]), ...);
@@ -119,23 +144,14 @@ void micro_kernel(std::size_t kc, std::size_t group, std::size_t kb, float const
       }(std::make_index_sequence<N>{});
     }
   }
+  if (from_registers) return;
   if constexpr (Sum) {
     for (std::size_t r = 0; r < R; ++r)
       for (std::size_t j = 0; j < n; ++j) cp(r, j) = tot[r][j];
     return;
   }
-  B const al(alpha);
   if (full && (std::is_same_v<TC, float> || beta == 0.0f)) {
-    for (std::size_t i = 0; i < N; ++i) {
-      TC* cr = &cp(i / V, (i % V) * lanes);
-      B v = B::load_aligned(&tot[i / V][(i % V) * lanes]) * al;
-      if constexpr (std::is_same_v<TC, float>) {
-        if (beta != 0.0f) v = xsimd::fma(B(beta), B::load_unaligned(cr), v);
-        v.store_unaligned(cr);
-      } else {
-        store_f16(v, cr);
-      }
-    }
+    for (std::size_t i = 0; i < N; ++i) put(i, B::load_aligned(&tot[i / V][(i % V) * lanes]));
     return;
   }
   for (std::size_t r = 0; r < R; ++r)
