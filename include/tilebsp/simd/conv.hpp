@@ -800,7 +800,6 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
   auto const T = static_cast<std::size_t>(T01 * cj);
   ForwardScratch& fs = forward_scratch();
   fs.toff.resize(T);
-  fs.woff.resize(T);
   std::ptrdiff_t const ds = dst.stride[3];
   for (std::size_t c0 = 0; c0 < cols.size();) {
     // Broadcast columns of one group share a box.
@@ -842,6 +841,14 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
         ws[c - c0].base = wp + at;
         at += static_cast<std::size_t>(T01 * T2 * cj) * cols[c].vectors * lanes;
       }
+    // Each column's weight offsets per outer step, the same for every image and row.
+    fs.woff.resize(T * (c1 - c0));
+    for (std::size_t c = c0, t = 0; c < c1; ++c) {
+      ForwardScratch::RowWeights const& wt = ws[c - c0];
+      for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
+        for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
+          for (std::int64_t j = 0; j < cj; ++j) fs.woff[t++] = t0 * wt.o0 + t1 * wt.o1 + j * wt.oj;
+    }
     float* x = conv_scratch(2).get(static_cast<std::size_t>(xs0 * ext[0]));
     for (std::int64_t n = r.n0; n < r.n1; ++n)
       for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0)
@@ -852,12 +859,7 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
           for (std::size_t c = c0; c < c1; ++c) {
             ConvColumn const& col = cols[c];
             ForwardScratch::RowWeights const& wt = ws[c - c0];
-            {
-              std::size_t t = 0;
-              for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
-                for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
-                  for (std::int64_t j = 0; j < cj; ++j) fs.woff[t++] = t0 * wt.o0 + t1 * wt.o1 + j * wt.oj;
-            }
+            std::ptrdiff_t const* woff = fs.woff.data() + (c - c0) * T;
             std::ptrdiff_t off[2 * lanes];
             std::size_t used = 0;
             // Interleaved columns: stores permute lanes into offset order, loads gather them back.
@@ -877,7 +879,7 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
                   // leaves a chain that starts at +0 bitwise unchanged, so only the work differs (and with
                   // non-finite weights, padding contributes nothing rather than NaN, as in oneDNN).
                   std::size_t tr = T;
-                  std::ptrdiff_t const *to = fs.toff.data(), *wo = fs.woff.data();
+                  std::ptrdiff_t const *to = fs.toff.data(), *wo = woff;
                   if (!all_rows_valid(L, o0, o1)) {
                     auto const ok = [&](std::int64_t t0, std::int64_t t1) {
                       return D[0].reads(o0, t0) && D[1].reads(o1, t1);
@@ -898,7 +900,7 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
                         for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1, t += cj)
                           if (ok(t0, t1)) {
                             fs.trow.insert(fs.trow.end(), fs.toff.begin() + t, fs.toff.begin() + t + cj);
-                            fs.wrow.insert(fs.wrow.end(), fs.woff.begin() + t, fs.woff.begin() + t + cj);
+                            fs.wrow.insert(fs.wrow.end(), woff + t, woff + t + cj);
                           }
                       tr = fs.trow.size();
                       to = fs.trow.data();
