@@ -147,6 +147,15 @@ inline ForwardScratch& forward_scratch() {
   thread_local ForwardScratch s;
   return s;
 }
+/// Per-thread lists of conv_weight_gradient: the box offset and destination row of each step (taps, j), and the
+/// box offset of each position of a chunk.
+struct GradientScratch {
+  std::vector<std::ptrdiff_t> qoff, drow, poff;
+};
+inline GradientScratch& gradient_scratch() {
+  thread_local GradientScratch s;
+  return s;
+}
 
 inline Scratch& conv_scratch(int which) {
   thread_local Scratch s[4];
@@ -1071,7 +1080,10 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
   std::size_t const Q = static_cast<std::size_t>(L.taps() * cj);
   std::int64_t const ow = r.hi[2] - r.lo[2];
   if (Q == 0) return;
-  std::vector<std::ptrdiff_t> qoff(Q), drow(Q);
+  GradientScratch& gs = gradient_scratch();
+  auto &qoff = gs.qoff, &drow = gs.drow, &poff = gs.poff;
+  qoff.resize(Q);
+  drow.resize(Q);
   for (auto const& col : conv_columns(r.g0, r.g1, r.c0, r.c1)) {
     std::size_t const V = col.vectors, VL = V * lanes, XL = col.xl;
     std::ptrdiff_t doff[2 * lanes], yoff[2 * lanes];
@@ -1082,16 +1094,18 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     // consecutive rows VL floats apart (a column's lanes contiguous in an f32 destination), the kernel
     // accumulates in dst itself, with no copy in or out.
     TD* const d0 = dst.at(col.g[0], 0, 0, 0, r.j0, col.c[0]);
+    // Row q = ((t0 * taps1 + t1) * taps2 + t2) * cj + j is at q * VL when each dimension's stride is the extent
+    // of the ones inside it (a dimension of one element may have any stride).
     bool in_place = dcontig && dused == VL;
-    {
+    for (std::size_t d = 4, inner = VL; d >= 1 && in_place; inner *= static_cast<std::size_t>(d == 4 ? cj : D[d - 1].taps), --d)
+      in_place = (d == 4 ? cj : D[d - 1].taps) == 1 || dst.stride[d] == static_cast<std::ptrdiff_t>(inner);
+    if (!in_place) {
       std::size_t q = 0;
       for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
         for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
           for (std::int64_t t2 = 0; t2 < D[2].taps; ++t2)
-            for (std::int64_t j = 0; j < cj; ++j, ++q) {
+            for (std::int64_t j = 0; j < cj; ++j, ++q)
               drow[q] = t0 * dst.stride[1] + t1 * dst.stride[2] + t2 * dst.stride[3] + j * dst.stride[4];
-              in_place = in_place && drow[q] == static_cast<std::ptrdiff_t>(q * VL);
-            }
     }
     float* acc = nullptr;
     if constexpr (std::is_same_v<TD, float>) {
@@ -1116,7 +1130,6 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     // Row blocks: a 3-wide kernel with stride and dilation 1 along the row, over whole rows of positions.
     bool const row_taps_ok = row_kernel(L) && ow == D[2].out && r.lo[2] == 0 && ow >= 2;
     float* yrow = work ? conv_scratch(1).get(static_cast<std::size_t>(std::min(strip, chunk) * ow) * VL) : nullptr;
-    std::vector<std::ptrdiff_t> poff;
     for (std::int64_t n = r.n0; work && n < r.n1; ++n)
       for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0)
         for (std::int64_t s = r.lo[1]; s < r.hi[1]; s += strip) {
