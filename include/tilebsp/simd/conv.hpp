@@ -1128,7 +1128,12 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     std::int64_t const chunk = std::clamp<std::int64_t>((32 << 10) / std::max<std::int64_t>(1, box_row) - (D[1].taps - 1) * D[1].b,
                                                         1, std::max<std::int64_t>(1, 128 / ow));
     // Row blocks: a 3-wide kernel with stride and dilation 1 along the row, over whole rows of positions.
-    bool const row_taps_ok = row_kernel(L) && ow == D[2].out && r.lo[2] == 0 && ow >= 2;
+    // Blocks of (t0, t1) x channels [j, j + nj) x the three taps along the row, when there are enough reduction
+    // channels for the chains to cover the multiply-add latency (with fewer, say 2 channels x 3 taps, the
+    // GEMM-style block, which reads positions through poff, is faster).
+    auto const nj = static_cast<std::int64_t>(grad_row_channels(V));
+    bool const row_blocks = row_kernel(L) && ow == D[2].out && r.lo[2] == 0 && ow >= 2 &&
+                            std::min(cj, nj) >= std::min<std::int64_t>(nj, 4 / static_cast<std::int64_t>(V));
     float* yrow = work ? conv_scratch(1).get(static_cast<std::size_t>(std::min(strip, chunk) * ow) * VL) : nullptr;
     for (std::int64_t n = r.n0; work && n < r.n1; ++n)
       for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0)
@@ -1138,12 +1143,12 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
           for (std::int64_t c0 = s; c0 < s1; c0 += chunk) {
             std::int64_t const c1 = std::min(s1, c0 + chunk);
             auto const P = static_cast<std::size_t>((c1 - c0) * ow);
-            poff.resize(P);
+            if (!row_blocks) poff.resize(P);
             float* yo = yrow;
             for (std::int64_t o1 = c0, i = 0; o1 < c1; ++o1) {
               TY const* yp = dy.at(n, o0, o1, r.lo[2], col.g[0], col.c[0]);
               for (std::int64_t p = 0; p < ow; ++p, ++i, yp += dy.stride[3], yo += VL) {
-                poff[static_cast<std::size_t>(i)] = (o1 - s) * D[1].a * xs1 + p * D[2].a * xs2;
+                if (!row_blocks) poff[static_cast<std::size_t>(i)] = (o1 - s) * D[1].a * xs1 + p * D[2].a * xs2;
                 if constexpr (std::is_same_v<TY, float>) {
                   if (yperm) {
                     permute_lanes(batch<float>::load_unaligned(yp), yidx).store_aligned(yo);
@@ -1158,13 +1163,9 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
               }
             }
             with_column(col, [&]<std::size_t VV, std::size_t XX>() {
-              // Blocks of (t0, t1) x channels [j, j + RJ) x the three taps along the row, when there are enough
-              // reduction channels for the chains to cover the multiply-add latency (with fewer, say 2 channels
-              // x 3 taps, the GEMM-style block is faster).
-              std::int64_t const nj = static_cast<std::int64_t>(grad_row_channels(VV));
               // Rows of inputs that are padding or dilation holes, and a row's first and last input when padding,
               // are skipped (as in forward_rows: the sums do not change).
-              if (row_taps_ok && std::min(cj, nj) >= std::min<std::int64_t>(nj, 4 / VV)) {
+              if (row_blocks) {
                 bool const z0 = D[2].source(D[2].c) < 0, z1 = D[2].source(D[2].c + ow + 1) < 0;
                 for (std::int64_t t01 = 0; t01 < D[0].taps * D[1].taps; ++t01) {
                   std::int64_t const t0 = t01 / D[1].taps, t1 = t01 % D[1].taps;
