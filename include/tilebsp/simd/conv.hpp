@@ -151,6 +151,7 @@ inline ForwardScratch& forward_scratch() {
 /// box offset of each position of a chunk.
 struct GradientScratch {
   std::vector<std::ptrdiff_t> qoff, drow, poff;
+  std::vector<unsigned char> touched;  // row blocks (t0, t1, channel chunk) that a kernel has started
 };
 inline GradientScratch& gradient_scratch() {
   thread_local GradientScratch s;
@@ -634,9 +635,10 @@ void gradient_block(std::size_t P, float const* yrow, float const* x, std::ptrdi
 /// i - k of tap k: one load for three multiply-adds, where gradient_block loads an input per multiply-add. Each
 /// accumulator still takes its positions in row-major order, so the sums are gradient_block's bitwise.
 /// `zero_first` and `zero_last`: a row's first and last inputs are zeros (padding), whose steps are skipped.
+/// With `from_zero` the chains start from zero, not from the values at acc_io.
 template <std::size_t RJ, std::size_t V, std::size_t XL>
 void gradient_row_block(std::size_t rows, std::size_t ow, float const* y, float const* x, std::ptrdiff_t xrow,
-                        std::ptrdiff_t xs, float* acc_io, std::ptrdiff_t ks, bool zero_first, bool zero_last) noexcept {
+                        std::ptrdiff_t xs, float* acc_io, std::ptrdiff_t ks, bool zero_first, bool zero_last, bool from_zero = false) noexcept {
   using B = batch<float>;
   constexpr std::size_t K = row_taps, VL = V * lanes;
   B acc[K][RJ][V];
@@ -645,7 +647,8 @@ void gradient_row_block(std::size_t rows, std::size_t ow, float const* y, float 
     TILEBSP_UNROLL
     for (std::size_t r = 0; r < RJ; ++r)
       TILEBSP_UNROLL
-      for (std::size_t v = 0; v < V; ++v) acc[k][r][v] = B::load_unaligned(acc_io + static_cast<std::ptrdiff_t>(k) * ks + (r * V + v) * lanes);
+      for (std::size_t v = 0; v < V; ++v)
+        acc[k][r][v] = from_zero ? B(0.0f) : B::load_unaligned(acc_io + static_cast<std::ptrdiff_t>(k) * ks + (r * V + v) * lanes);
   // Input i with the taps in mask M (bit k: position i - k exists); the first two and last two inputs of a row
   // have two or one tap, the others all three (ow >= 2).
   auto const step = [&]<unsigned M>(float const* yr, float const* xi, std::size_t i) __attribute__((always_inline)) {
@@ -1116,9 +1119,21 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     alignas(64) std::int32_t yidx[lanes], unused[lanes];
     bool const yperm = !ycontig && std::is_same_v<TY, float> && VL == lanes && lane_permutation(yoff, VL, unused);
     for (std::size_t l = 0; yperm && l < lanes; ++l) yidx[l] = static_cast<std::int32_t>(yoff[l]);
-    if (!load) std::memset(acc, 0, Q * VL * sizeof(float));
-    else if (!in_place)  // initial values from dst
+    // Blocks of (t0, t1) x channels [j, j + nj) x the three taps along the row, when there are enough reduction
+    // channels for the chains to cover the multiply-add latency (with fewer, say 2 channels x 3 taps, the
+    // GEMM-style block, which reads positions through poff, is faster).
+    auto const nj = static_cast<std::int64_t>(grad_row_channels(V));
+    bool const row_blocks = row_kernel(L) && ow == D[2].out && r.lo[2] == 0 && ow >= 2 &&
+                            std::min(cj, nj) >= std::min<std::int64_t>(nj, 4 / static_cast<std::int64_t>(V));
+    // Without `load` the accumulators start from zero: row blocks start each from zero in registers the first
+    // time a kernel runs it, and those no kernel ran are zeroed at the end; the GEMM-style blocks zero them all.
+    std::int64_t const chunks_j = (cj + nj - 1) / nj;
+    if (row_blocks) gs.touched.assign(static_cast<std::size_t>(D[0].taps * D[1].taps * chunks_j), load ? 1 : 0);
+    if (!load) {
+      if (!row_blocks) std::memset(acc, 0, Q * VL * sizeof(float));
+    } else if (!in_place) {  // initial values from dst
       for (std::size_t q = 0; q < Q; ++q) load_lanes(acc + q * VL, d0 + drow[q], doff, VL);
+    }
     bool const work = r.n1 > r.n0 && ow > 0 && r.hi[0] > r.lo[0] && r.hi[1] > r.lo[1];
     std::array<std::int64_t, 3> const ext{(D[0].taps - 1) * D[0].b + 1, 0, (ow - 1) * D[2].a + (D[2].taps - 1) * D[2].b + 1};
     std::int64_t const strip = strip_rows(L, ext, static_cast<std::size_t>(cj) * XL);
@@ -1128,12 +1143,6 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     std::int64_t const chunk = std::clamp<std::int64_t>((32 << 10) / std::max<std::int64_t>(1, box_row) - (D[1].taps - 1) * D[1].b,
                                                         1, std::max<std::int64_t>(1, 128 / ow));
     // Row blocks: a 3-wide kernel with stride and dilation 1 along the row, over whole rows of positions.
-    // Blocks of (t0, t1) x channels [j, j + nj) x the three taps along the row, when there are enough reduction
-    // channels for the chains to cover the multiply-add latency (with fewer, say 2 channels x 3 taps, the
-    // GEMM-style block, which reads positions through poff, is faster).
-    auto const nj = static_cast<std::int64_t>(grad_row_channels(V));
-    bool const row_blocks = row_kernel(L) && ow == D[2].out && r.lo[2] == 0 && ow >= 2 &&
-                            std::min(cj, nj) >= std::min<std::int64_t>(nj, 4 / static_cast<std::int64_t>(V));
     float* yrow = work ? conv_scratch(1).get(static_cast<std::size_t>(std::min(strip, chunk) * ow) * VL) : nullptr;
     for (std::int64_t n = r.n0; work && n < r.n1; ++n)
       for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0)
@@ -1180,12 +1189,14 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
                     while (b < c1 && valid(b)) ++b;
                     for (std::int64_t j = 0; j < cj; j += nj) {
                       std::size_t const q0 = static_cast<std::size_t>(t01 * 3 * cj + j);
+                      unsigned char& started = gs.touched[static_cast<std::size_t>(t01 * chunks_j + j / nj)];
                       with_grad_channels<VV, XX>(static_cast<std::size_t>(std::min(nj, cj - j)), [&]<std::size_t RJ, std::size_t V2, std::size_t X2>() {
                         gradient_row_block<RJ, V2, X2>(static_cast<std::size_t>(b - a), static_cast<std::size_t>(ow),
                                                        yrow + (a - c0) * ow * static_cast<std::int64_t>(VL),
                                                        x + qoff[q0] + (a - s) * D[1].a * xs1, D[1].a * xs1, xs2, acc + q0 * VL,
-                                                       static_cast<std::ptrdiff_t>(cj * VL), z0, z1);
+                                                       static_cast<std::ptrdiff_t>(cj * VL), z0, z1, !started);
                       });
+                      started = 1;
                     }
                     a = b;
                   }
@@ -1202,6 +1213,13 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
             });
           }
         }
+    if (row_blocks)  // the blocks no kernel started
+      for (std::int64_t t01 = 0; t01 < D[0].taps * D[1].taps; ++t01)
+        for (std::int64_t j = 0; j < cj; j += nj)
+          if (!gs.touched[static_cast<std::size_t>(t01 * chunks_j + j / nj)])
+            for (std::int64_t k = 0; k < 3; ++k)
+              std::memset(acc + (t01 * 3 * cj + k * cj + j) * static_cast<std::int64_t>(VL), 0,
+                          static_cast<std::size_t>(std::min(nj, cj - j)) * VL * sizeof(float));
     if (!in_place)
       for (std::size_t q = 0; q < Q; ++q) store_lanes(d0 + drow[q], acc + q * VL, doff, VL, dcontig, dused);
   }
