@@ -738,10 +738,10 @@ void with_column(ConvColumn const& col, F&& f) {
 }
 
 /// The input box of one strip — output positions (o0, [s, s1), [lo2, lo2 + ow)) of batch n — built for a column,
-/// with the offset of every step q = (t0, t1, t2, j) in `qoff`.
+/// with the offset of every step q = (t0, t1, t2, j) in `qoff` when it is given.
 struct StripBox {
   float* x;
-  std::ptrdiff_t xs1, xs2;  ///< strides of the box's dimensions 1 and 2
+  std::ptrdiff_t xs0, xs1, xs2;  ///< strides of the box's dimensions 0, 1 and 2
 };
 template <class TS>
 StripBox build_strip(ConvLoop const& L, Operand6<TS const> const& src, ConvColumn const& col, std::int64_t n,
@@ -758,11 +758,11 @@ StripBox build_strip(ConvLoop const& L, Operand6<TS const> const& src, ConvColum
   float* x = conv_scratch(2).get(static_cast<std::size_t>(xs0 * ext[0]));
   build_box(L, src, col, n, vlo, ext, j0, j1, x, xs0);
   std::size_t q = 0;
-  for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
+  for (std::int64_t t0 = 0; qoff && t0 < D[0].taps; ++t0)
     for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
       for (std::int64_t t2 = 0; t2 < D[2].taps; ++t2)
         for (std::int64_t j = 0; j < cj; ++j) qoff[q++] = t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + t2 * D[2].b * xs2 + j * XL;
-  return {x, xs1, xs2};
+  return {x, xs0, xs1, xs2};
 }
 
 /// Output positions of dimension 1 per box, so that a box stays within about 192 KiB.
@@ -1148,7 +1148,7 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
       for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0)
         for (std::int64_t s = r.lo[1]; s < r.hi[1]; s += strip) {
           std::int64_t const s1 = std::min(r.hi[1], s + strip);
-          auto const [x, xs1, xs2] = build_strip(L, src, col, n, o0, s, s1, r.lo[2], ow, r.j0, r.j1, qoff.data());
+          auto const [x, xs0, xs1, xs2] = build_strip(L, src, col, n, o0, s, s1, r.lo[2], ow, r.j0, r.j1, row_blocks ? nullptr : qoff.data());
           for (std::int64_t c0 = s; c0 < s1; c0 += chunk) {
             std::int64_t const c1 = std::min(s1, c0 + chunk);
             auto const P = static_cast<std::size_t>((c1 - c0) * ow);
@@ -1193,7 +1193,9 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
                       with_grad_channels<VV, XX>(static_cast<std::size_t>(std::min(nj, cj - j)), [&]<std::size_t RJ, std::size_t V2, std::size_t X2>() {
                         gradient_row_block<RJ, V2, X2>(static_cast<std::size_t>(b - a), static_cast<std::size_t>(ow),
                                                        yrow + (a - c0) * ow * static_cast<std::int64_t>(VL),
-                                                       x + qoff[q0] + (a - s) * D[1].a * xs1, D[1].a * xs1, xs2, acc + q0 * VL,
+                                                       x + t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + j * static_cast<std::ptrdiff_t>(XX) +
+                                                           (a - s) * D[1].a * xs1,
+                                                       D[1].a * xs1, xs2, acc + q0 * VL,
                                                        static_cast<std::ptrdiff_t>(cj * VL), z0, z1, !started);
                       });
                       started = 1;
