@@ -638,7 +638,7 @@ void gradient_block(std::size_t P, float const* yrow, float const* x, std::ptrdi
 /// With `from_zero` the chains start from zero, not from the values at acc_io.
 template <std::size_t RJ, std::size_t V, std::size_t XL>
 void gradient_row_block(std::size_t rows, std::size_t ow, float const* y, float const* x, std::ptrdiff_t xrow,
-                        std::ptrdiff_t xs, float* acc_io, std::ptrdiff_t ks, bool zero_first, bool zero_last, bool from_zero = false) noexcept {
+                        std::ptrdiff_t xs, float* acc_io, std::ptrdiff_t ks, bool zero_first, bool zero_last, bool from_zero) noexcept {
   using B = batch<float>;
   constexpr std::size_t K = row_taps, VL = V * lanes;
   B acc[K][RJ][V];
@@ -1100,8 +1100,12 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     // Row q = ((t0 * taps1 + t1) * taps2 + t2) * cj + j is at q * VL when each dimension's stride is the extent
     // of the ones inside it (a dimension of one element may have any stride).
     bool in_place = dcontig && dused == VL;
-    for (std::size_t d = 4, inner = VL; d >= 1 && in_place; inner *= static_cast<std::size_t>(d == 4 ? cj : D[d - 1].taps), --d)
-      in_place = (d == 4 ? cj : D[d - 1].taps) == 1 || dst.stride[d] == static_cast<std::ptrdiff_t>(inner);
+    std::int64_t const extent[5] = {1, D[0].taps, D[1].taps, D[2].taps, cj};
+    auto inner = static_cast<std::ptrdiff_t>(VL);
+    for (std::size_t d = 4; d >= 1; --d) {
+      in_place = in_place && (extent[d] == 1 || dst.stride[d] == inner);
+      inner *= extent[d];
+    }
     if (!in_place) {
       std::size_t q = 0;
       for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
@@ -1119,8 +1123,8 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     alignas(64) std::int32_t yidx[lanes], unused[lanes];
     bool const yperm = !ycontig && std::is_same_v<TY, float> && VL == lanes && lane_permutation(yoff, VL, unused);
     for (std::size_t l = 0; yperm && l < lanes; ++l) yidx[l] = static_cast<std::int32_t>(yoff[l]);
-    // Blocks of (t0, t1) x channels [j, j + nj) x the three taps along the row, when there are enough reduction
-    // channels for the chains to cover the multiply-add latency (with fewer, say 2 channels x 3 taps, the
+    // Row blocks (a 3-wide kernel with stride and dilation 1 along the row, over whole rows of positions): blocks
+    // of (t0, t1) x channels [j, j + nj) x the three taps along the row, when there are enough reduction channels for the chains to cover the multiply-add latency (with fewer, say 2 channels x 3 taps, the
     // GEMM-style block, which reads positions through poff, is faster).
     auto const nj = static_cast<std::int64_t>(grad_row_channels(V));
     bool const row_blocks = row_kernel(L) && ow == D[2].out && r.lo[2] == 0 && ow >= 2 &&
@@ -1129,6 +1133,9 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     // time a kernel runs it, and those no kernel ran are zeroed at the end; the GEMM-style blocks zero them all.
     std::int64_t const chunks_j = (cj + nj - 1) / nj;
     if (row_blocks) gs.touched.assign(static_cast<std::size_t>(D[0].taps * D[1].taps * chunks_j), load ? 1 : 0);
+    auto const started = [&](std::int64_t t01, std::int64_t j) -> unsigned char& {
+      return gs.touched[static_cast<std::size_t>(t01 * chunks_j + j / nj)];
+    };
     if (!load) {
       if (!row_blocks) std::memset(acc, 0, Q * VL * sizeof(float));
     } else if (!in_place) {  // initial values from dst
@@ -1142,7 +1149,6 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     std::int64_t const box_row = ext[2] * cj * static_cast<std::int64_t>(XL) * 4;
     std::int64_t const chunk = std::clamp<std::int64_t>((32 << 10) / std::max<std::int64_t>(1, box_row) - (D[1].taps - 1) * D[1].b,
                                                         1, std::max<std::int64_t>(1, 128 / ow));
-    // Row blocks: a 3-wide kernel with stride and dilation 1 along the row, over whole rows of positions.
     float* yrow = work ? conv_scratch(1).get(static_cast<std::size_t>(std::min(strip, chunk) * ow) * VL) : nullptr;
     for (std::int64_t n = r.n0; work && n < r.n1; ++n)
       for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0)
@@ -1189,16 +1195,16 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
                     while (b < c1 && valid(b)) ++b;
                     for (std::int64_t j = 0; j < cj; j += nj) {
                       std::size_t const q0 = static_cast<std::size_t>(t01 * 3 * cj + j);
-                      unsigned char& started = gs.touched[static_cast<std::size_t>(t01 * chunks_j + j / nj)];
+                      unsigned char& begun = started(t01, j);
                       with_grad_channels<VV, XX>(static_cast<std::size_t>(std::min(nj, cj - j)), [&]<std::size_t RJ, std::size_t V2, std::size_t X2>() {
                         gradient_row_block<RJ, V2, X2>(static_cast<std::size_t>(b - a), static_cast<std::size_t>(ow),
                                                        yrow + (a - c0) * ow * static_cast<std::int64_t>(VL),
                                                        x + t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + j * static_cast<std::ptrdiff_t>(XX) +
                                                            (a - s) * D[1].a * xs1,
                                                        D[1].a * xs1, xs2, acc + q0 * VL,
-                                                       static_cast<std::ptrdiff_t>(cj * VL), z0, z1, !started);
+                                                       static_cast<std::ptrdiff_t>(cj * VL), z0, z1, !begun);
                       });
-                      started = 1;
+                      begun = 1;
                     }
                     a = b;
                   }
@@ -1218,7 +1224,7 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     if (row_blocks)  // the blocks no kernel started
       for (std::int64_t t01 = 0; t01 < D[0].taps * D[1].taps; ++t01)
         for (std::int64_t j = 0; j < cj; j += nj)
-          if (!gs.touched[static_cast<std::size_t>(t01 * chunks_j + j / nj)])
+          if (!started(t01, j))
             for (std::int64_t k = 0; k < 3; ++k)
               std::memset(acc + (t01 * 3 * cj + k * cj + j) * static_cast<std::int64_t>(VL), 0,
                           static_cast<std::size_t>(std::min(nj, cj - j)) * VL * sizeof(float));

@@ -94,15 +94,15 @@ void micro_kernel(std::size_t kc, std::size_t group, std::size_t kb, float const
   // One segment (kc <= kb, group): tot = -0 + acc is acc bitwise, so a full block goes from the registers to C
   // (at K = 128 the trip through tot cost 5% of the block).
   bool const from_registers = kc <= kb && kc <= group && full && (Sum || std::is_same_v<TC, float> || beta == 0.0f);
-  if (from_registers) {
-    // tot is not used
-  } else if (Sum && load) {
-    static_assert(!Sum || std::is_same_v<TC, float>);
-    for (std::size_t r = 0; r < R; ++r)
-      for (std::size_t j = 0; j < W; ++j) tot[r][j] = j < n ? static_cast<float>(cp(r, j)) : 0.0f;
-  } else {
-    TILEBSP_UNROLL
-    for (std::size_t i = 0; i < N; ++i) B(-0.0f).store_aligned(&tot[i / V][(i % V) * lanes]);
+  if (!from_registers) {  // tot starts from C (a running sum over calls) or from -0
+    if (Sum && load) {
+      static_assert(!Sum || std::is_same_v<TC, float>);
+      for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t j = 0; j < W; ++j) tot[r][j] = j < n ? static_cast<float>(cp(r, j)) : 0.0f;
+    } else {
+      TILEBSP_UNROLL
+      for (std::size_t i = 0; i < N; ++i) B(-0.0f).store_aligned(&tot[i / V][(i % V) * lanes]);
+    }
   }
   alignas(64) float grp[R][W];  // the sum of a group's segments so far, when it has several
   for (std::size_t g0 = 0; g0 < kc; g0 += group) {
