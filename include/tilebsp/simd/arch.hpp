@@ -73,6 +73,20 @@ inline batch<float> load_partial(float const* p, std::size_t n) noexcept {
 #endif
 }
 
+/// Stores the first `n` (<= lanes) floats of x at p; never touches memory past p + n.
+inline void store_partial(batch<float> const& x, float* p, std::size_t n) noexcept {
+#if defined(__AVX512F__)
+  _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1u), x);
+#elif defined(__AVX2__)
+  alignas(32) static constexpr std::int32_t ramp[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+  _mm256_maskstore_ps(p, _mm256_loadu_si256(reinterpret_cast<__m256i const*>(ramp + 8 - n)), x);
+#else
+  alignas(64) float tmp[lanes];
+  x.store_aligned(tmp);
+  for (std::size_t i = 0; i < n; ++i) p[i] = tmp[i];
+#endif
+}
+
 /// Stores a 32-bit batch to aligned memory, bypassing the cache (for outputs too large to stay in it).
 /// `p` must be aligned to the batch size.
 template <class T>

@@ -250,11 +250,7 @@ void build_box(ConvLoop const& L, Operand6<TS const> const& src, ConvColumn cons
     } else if (fast) {
       if constexpr (std::is_same_v<TS, float>) {
         LanePermuter const permute(p, span);
-        if (inter && row < lanes) {
-          alignas(64) float tmp[lanes];
-          permute(idx[0]).store_aligned(tmp);
-          return copy_floats(o, tmp, row);
-        }
+        if (inter && row < lanes) return store_partial(permute(idx[0]), o, row);
         for (std::size_t k = 0; k < (inter ? ivec : cj); ++k) permute(idx[k]).store_unaligned(o + k * lanes);
       }
     } else if (inter) {
@@ -269,11 +265,13 @@ void build_box(ConvLoop const& L, Operand6<TS const> const& src, ConvColumn cons
   };
   auto const& D2 = L.dim[2];
   std::int64_t const e2 = ext[2];
-  // Source rows are prefetched (into L2) two box rows ahead when positions are a cache line or more apart: one
-  // group's channels per position, which hardware prefetchers do not follow (contiguous runs they do). At
-  // power-of-two position strides (512 channels: 2 KiB) a box's positions share a few cache sets, so prefetching a
-  // whole box ahead evicts itself before use (measured: no gain); two rows ahead cut the box's share of the 14²
-  // grouped layer from 8.7% to 7–8%.
+  // Source positions are prefetched (into L2) two box rows ahead when they are a cache line or more apart (one
+  // group's channels per position, which hardware prefetchers do not follow; contiguous runs they do): a short
+  // row's lines (up to 16) all at its start, a longer row's one position's lines with each position filled. All
+  // of a long row's lines at once (58 at 56²) fill the miss queue and stall the fills behind them: the box was
+  // 30-34% of the 56² grouped forward and 50% of its weight update that way, 10% and 20% spread. At power-of-two
+  // position strides (512 channels: 2 KiB) a box's positions share a few cache sets, so prefetching a whole box
+  // ahead evicts itself before use (measured: no gain).
   constexpr std::int64_t ahead = 2;
   bool const far = std::abs(src.stride[3]) * static_cast<std::ptrdiff_t>(sizeof(TS)) >= 64 && D2.div == 1;
   std::int64_t glast = g;
@@ -282,20 +280,31 @@ void build_box(ConvLoop const& L, Operand6<TS const> const& src, ConvColumn cons
   std::ptrdiff_t const line_span = src.stride[4] >= 0 && src.stride[5] >= 0
                                   ? ((glast - g) * src.stride[4] + (j1 - 1 - j0) * src.stride[5] + 1) * static_cast<std::ptrdiff_t>(sizeof(TS))
                                   : 1;
-  auto const prefetch_row = [&](std::int64_t v0, std::int64_t v1) {
-    std::int64_t const s0 = L.dim[0].source(v0), s1 = s0 < 0 ? -1 : L.dim[1].source(v1);
-    if (s1 < 0) return;
-    std::int64_t const a = std::clamp<std::int64_t>(-vlo[2], 0, e2), b = std::clamp<std::int64_t>(D2.in - vlo[2], a, e2);
-    auto const* p = reinterpret_cast<char const*>(src.at(n, s0, s1, vlo[2] + a, g, j0));
-    for (std::int64_t i = a; i < b; ++i, p += src.stride[3] * static_cast<std::ptrdiff_t>(sizeof(TS)))
-      for (std::ptrdiff_t k = 0; k < line_span; k += 64) __builtin_prefetch(p + k, 0, 2);
+  std::ptrdiff_t const pstride = src.stride[3] * static_cast<std::ptrdiff_t>(sizeof(TS));
+  // A row's positions with a source, [a_src, b_src); padding around them.
+  std::int64_t const a_src = std::clamp<std::int64_t>(-vlo[2], 0, e2), b_src = std::clamp<std::int64_t>(D2.in - vlo[2], a_src, e2);
+  // The source of box row q's first position with one (a_src), or null when q is past the box or padding.
+  auto const row_source = [&](std::int64_t q) -> char const* {
+    if (!far || q >= ext[0] * ext[1]) return nullptr;
+    std::int64_t const s0 = L.dim[0].source(vlo[0] + q / ext[1]), s1 = s0 < 0 ? -1 : L.dim[1].source(vlo[1] + q % ext[1]);
+    return s1 < 0 ? nullptr : reinterpret_cast<char const*>(src.at(n, s0, s1, vlo[2] + a_src, g, j0));
+  };
+  bool const burst = (b_src - a_src) * ((line_span + 63) / 64) <= 16;
+  // Prefetches the position at pf and moves pf to the next (nothing when null).
+  auto const prefetch = [&](char const*& pf) {
+    if (!pf) return;
+    for (std::ptrdiff_t k = 0; k < line_span; k += 64) __builtin_prefetch(pf + k, 0, 2);
+    pf += pstride;
   };
   for (std::int64_t v0 = vlo[0]; v0 < vlo[0] + ext[0]; ++v0) {
     std::int64_t const s0 = L.dim[0].source(v0);
     float* out = x + (v0 - vlo[0]) * xs0;
     for (std::int64_t v1 = vlo[1]; v1 < vlo[1] + ext[1]; ++v1, out += e2 * static_cast<std::ptrdiff_t>(row)) {
-      if (std::int64_t const q = (v0 - vlo[0]) * ext[1] + (v1 - vlo[1]) + ahead; far && q < ext[0] * ext[1])
-        prefetch_row(vlo[0] + q / ext[1], vlo[1] + q % ext[1]);
+      char const* pf = row_source((v0 - vlo[0]) * ext[1] + (v1 - vlo[1]) + ahead);  // position a_src, two rows on
+      if (pf && burst) {  // a short row: all its lines at once
+        for (std::int64_t i = a_src; i < b_src; ++i) prefetch(pf);
+        pf = nullptr;
+      }
       std::int64_t const s1 = s0 < 0 ? -1 : L.dim[1].source(v1);
       if (s1 < 0) {
         std::memset(out, 0, static_cast<std::size_t>(e2) * row * sizeof(float));
@@ -310,8 +319,7 @@ void build_box(ConvLoop const& L, Operand6<TS const> const& src, ConvColumn cons
         }
         continue;
       }
-      // Source positions [a, b) of the row, padding around them.
-      std::int64_t const a = std::clamp<std::int64_t>(-vlo[2], 0, e2), b = std::clamp<std::int64_t>(D2.in - vlo[2], a, e2);
+      std::int64_t const a = a_src, b = b_src;
       std::memset(out, 0, static_cast<std::size_t>(a) * row * sizeof(float));
       std::memset(out + b * static_cast<std::ptrdiff_t>(row), 0, static_cast<std::size_t>(e2 - b) * row * sizeof(float));
       TS const* p = src.at(n, s0, s1, vlo[2] + a, g, j0);
@@ -322,11 +330,17 @@ void build_box(ConvLoop const& L, Operand6<TS const> const& src, ConvColumn cons
         }
         if (col.bcast && src.stride[5] == 1) {  // one group's channels per position, positions far apart
           float* o = out + a * static_cast<std::ptrdiff_t>(row);
-          for (std::int64_t i = a; i < b; ++i, p += src.stride[3], o += row) copy_floats(o, p, cj);
+          for (std::int64_t i = a; i < b; ++i, p += src.stride[3], o += row) {
+            prefetch(pf);
+            copy_floats(o, p, cj);
+          }
           continue;
         }
       }
-      for (std::int64_t i = a; i < b; ++i, p += src.stride[3]) fill(out + i * static_cast<std::ptrdiff_t>(row), p, s0, s1, vlo[2] + i);
+      for (std::int64_t i = a; i < b; ++i, p += src.stride[3]) {
+        prefetch(pf);
+        fill(out + i * static_cast<std::ptrdiff_t>(row), p, s0, s1, vlo[2] + i);
+      }
     }
   }
 }
