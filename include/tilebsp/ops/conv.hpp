@@ -204,7 +204,9 @@ class ConvHostKernel {
       // Units: forward-like, chunks of groups x lane channels x images (n, o0) x rows o1; weight gradient, chunks
       // of groups x lane channels x reduction channels. Channel chunks are split first (each unit packs only its
       // own weights), down to one vector (whole groups when a vector spans groups); then images, which repack the
-      // weights; then rows, which also rebuild the rows a kernel's taps share; until there are at least 8 units
+      // weights; then rows, which also rebuild the rows a kernel's taps share (weight gradient: reduction channels,
+      // down to 8 — each chunk rebuilds the input box, and fewer than 4 cannot use the row kernel: splitting the
+      // 4 channels of the 56² grouped layer halved its speed); until there are at least 8 units
       // per thread where the problem allows, handed out first come first served (a unit's values do not depend on
       // the thread), so that a thread the machine slows down takes fewer.
       std::int64_t const G = static_cast<std::int64_t>(q.groups), C = static_cast<std::int64_t>(q.c),
@@ -226,7 +228,7 @@ class ConvHostKernel {
         else if (!wu && bc > 1) bc = (bc + 1) / 2;
         else if (!wu && oc > 1) oc = (oc + 1) / 2;
         else if (!wu && rc > 4) rc = std::max<std::int64_t>(4, (rc + 1) / 2);
-        else if (wu && jc > 1) jc = (jc + 1) / 2;
+        else if (wu && jc > 8) jc = std::max<std::int64_t>(8, (jc + 1) / 2);
         else break;
       }
       std::int64_t const ng = chunks(G, gc), nc = chunks(C, cc), nj = chunks(J, jc);
