@@ -57,6 +57,16 @@ inline void store_f16(batch<float> const& x, half* p) noexcept {
 #endif
 }
 
+#if defined(__AVX2__) && !defined(__AVX512F__)
+namespace detail {
+/// The AVX2 mask of lanes [0, n) (n <= 8) for maskload/maskstore.
+inline __m256i first_lanes(std::size_t n) noexcept {
+  alignas(32) static constexpr std::int32_t ramp[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+  return _mm256_loadu_si256(reinterpret_cast<__m256i const*>(ramp + 8 - n));
+}
+}  // namespace detail
+#endif
+
 /// Loads the first `n` (<= lanes) floats at p, zeros past them; never touches memory past p + n.
 inline batch<float> load_partial(float const* p, std::size_t n) noexcept {
 #if defined(__AVX512F__)
@@ -64,8 +74,7 @@ inline batch<float> load_partial(float const* p, std::size_t n) noexcept {
   return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1u), p);
 #elif defined(__AVX2__)
   static_assert(lanes == 8);
-  alignas(32) static constexpr std::int32_t ramp[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-  return _mm256_maskload_ps(p, _mm256_loadu_si256(reinterpret_cast<__m256i const*>(ramp + 8 - n)));
+  return _mm256_maskload_ps(p, detail::first_lanes(n));
 #else
   alignas(64) float tmp[lanes] = {};
   for (std::size_t i = 0; i < n; ++i) tmp[i] = p[i];
@@ -78,8 +87,7 @@ inline void store_partial(batch<float> const& x, float* p, std::size_t n) noexce
 #if defined(__AVX512F__)
   _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1u), x);
 #elif defined(__AVX2__)
-  alignas(32) static constexpr std::int32_t ramp[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-  _mm256_maskstore_ps(p, _mm256_loadu_si256(reinterpret_cast<__m256i const*>(ramp + 8 - n)), x);
+  _mm256_maskstore_ps(p, detail::first_lanes(n), x);
 #else
   alignas(64) float tmp[lanes];
   x.store_aligned(tmp);

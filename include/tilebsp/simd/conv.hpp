@@ -281,7 +281,7 @@ void build_box(ConvLoop const& L, Operand6<TS const> const& src, ConvColumn cons
                                   ? ((glast - g) * src.stride[4] + (j1 - 1 - j0) * src.stride[5] + 1) * static_cast<std::ptrdiff_t>(sizeof(TS))
                                   : 1;
   std::ptrdiff_t const pstride = src.stride[3] * static_cast<std::ptrdiff_t>(sizeof(TS));
-  // A row's positions with a source, [a_src, b_src); padding around them.
+  // A row's positions with a source, [a_src, b_src).
   std::int64_t const a_src = std::clamp<std::int64_t>(-vlo[2], 0, e2), b_src = std::clamp<std::int64_t>(D2.in - vlo[2], a_src, e2);
   // The source of box row q's first position with one (a_src), or null when q is past the box or padding.
   auto const row_source = [&](std::int64_t q) -> char const* {
@@ -319,7 +319,7 @@ void build_box(ConvLoop const& L, Operand6<TS const> const& src, ConvColumn cons
         }
         continue;
       }
-      std::int64_t const a = a_src, b = b_src;
+      std::int64_t const a = a_src, b = b_src;  // padding around them
       std::memset(out, 0, static_cast<std::size_t>(a) * row * sizeof(float));
       std::memset(out + b * static_cast<std::ptrdiff_t>(row), 0, static_cast<std::size_t>(e2 - b) * row * sizeof(float));
       TS const* p = src.at(n, s0, s1, vlo[2] + a, g, j0);
@@ -1138,8 +1138,9 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     bool const yperm = !ycontig && std::is_same_v<TY, float> && VL == lanes && lane_permutation(yoff, VL, unused);
     for (std::size_t l = 0; yperm && l < lanes; ++l) yidx[l] = static_cast<std::int32_t>(yoff[l]);
     // Row blocks (a 3-wide kernel with stride and dilation 1 along the row, over whole rows of positions): blocks
-    // of (t0, t1) x channels [j, j + nj) x the three taps along the row, when there are enough reduction channels for the chains to cover the multiply-add latency (with fewer, say 2 channels x 3 taps, the
-    // GEMM-style block, which reads positions through poff, is faster).
+    // of (t0, t1) x channels [j, j + nj) x the three taps along the row, when there are enough reduction channels
+    // for the chains to cover the multiply-add latency (with fewer, say 2 channels x 3 taps, the GEMM-style
+    // block, which reads positions through poff, is faster).
     auto const nj = static_cast<std::int64_t>(grad_row_channels(V));
     bool const row_blocks = row_kernel(L) && ow == D[2].out && r.lo[2] == 0 && ow >= 2 &&
                             std::min(cj, nj) >= std::min<std::int64_t>(nj, 4 / static_cast<std::int64_t>(V));
