@@ -204,7 +204,9 @@ template <BRead Read, bool Sum, class TC>
 void panel_rows(std::size_t mc, std::size_t nr, std::size_t kc, std::size_t group, std::size_t kb, float const* a, std::ptrdiff_t astep,
                 std::ptrdiff_t ars, std::ptrdiff_t acs, float const* b, std::ptrdiff_t brs, MatrixOut<TC> c, TC const* next,
                 std::size_t next_cols, float alpha, float beta, bool load) noexcept {
-  std::size_t const full = mc / gemm_mr * gemm_mr;
+  std::size_t const vectors = (nr + lanes - 1) / lanes;
+  // Four-vector panels hold at most MR/2 rows (gemm_panel): no full block, all rows go to the edge path.
+  std::size_t const full = vectors <= 2 ? mc / gemm_mr * gemm_mr : 0;
   auto const at = [&](std::size_t r, std::size_t j) {
     return c.data + static_cast<std::ptrdiff_t>(r) * c.rs + static_cast<std::ptrdiff_t>(j) * c.cs;
   };
@@ -229,15 +231,8 @@ void panel_rows(std::size_t mc, std::size_t nr, std::size_t kc, std::size_t grou
                                           beta, load);
     }
   };
-  std::size_t const vectors = (nr + lanes - 1) / lanes;
   if (vectors <= 1) blocks.template operator()<1>();
   else if (vectors == 2) blocks.template operator()<2>();
-  else  // four-vector panels (at most MR/2 rows: no full block)
-    for (std::size_t r0 = 0; r0 < full; r0 += gemm_mr) {
-      prefetch_after(r0);
-      micro_kernel_rows<Read, Sum>(gemm_mr, nr, kc, group, kb, ablock(r0), ars, acs, b, brs, MatrixOut<TC>{at(r0, 0), c.rs, c.cs}, alpha,
-                                   beta, load);
-    }
   if (full < mc) {
     prefetch_after(full);
     micro_kernel_rows<Read, Sum>(mc - full, nr, kc, group, kb, ablock(full), ars, acs, b, brs, MatrixOut<TC>{at(full, 0), c.rs, c.cs},
