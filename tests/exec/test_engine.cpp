@@ -217,7 +217,7 @@ TEST_CASE("host kernels run in place of a compute set's vertices, which still de
     g.add_vertex<tbt::Axpy>(cs, tile, one.slice(iv.begin, iv.end), x.slice(iv.begin, iv.end), 1.0f);
   // The same increment, computed by the host: each thread takes its share of the elements.
   auto const var = x.affine()->var;
-  g.set_host_kernel(cs, {[var](tb::HostAddressOf const& at) -> tb::HostTask {
+  g.set_host_kernel(cs, {[var](tb::HostBinding const& at) -> tb::HostTask {
                       auto* p = reinterpret_cast<float*>(at(var));
                       return [p](unsigned t, unsigned threads) {
                         for (std::size_t i = 8 * t / threads; i < 8 * (t + 1) / threads; ++i) p[i] += 1.0f;
@@ -245,10 +245,47 @@ TEST_CASE("host kernels run in place of a compute set's vertices, which still de
     CHECK(e.read<float>(x) == std::vector<float>(8, host ? 1.0f : 2.0f));
   }
   // A kernel whose bind() gives no task leaves the vertices to run.
-  g.set_host_kernel(cs, {[](tb::HostAddressOf const&) { return tb::HostTask{}; }});
+  g.set_host_kernel(cs, {[](tb::HostBinding const&) { return tb::HostTask{}; }});
   tb::Engine e{tb::compile(g, tb::execute(cs)), {.host_threads = 2}};
   e.run();
   CHECK(e.read<float>(x) == std::vector<float>(8, 1.0f));
+  // host_writes: a counter for each variable only the host writes, bumped by Engine::write and host callbacks;
+  // none for what a step writes (compute sets, copies, input streams).
+  {
+    tb::Graph h{tb::targets::tiny(2)};
+    auto w = h.add_variable<float>({8}, "w"), y = h.add_variable<float>({8}, "y"), s = h.add_variable<float>({8}, "s");
+    auto z = h.add_variable<float>({8}, "z"), k = h.add_constant<float>({8}, 2.0f, "k");
+    for (auto const& v : {w, y, s, z}) tb::map_linearly(h, v);
+    tb::map_linearly(h, k);
+    auto in = h.add_host_to_device_fifo<float>("in", 8);
+    auto acs = h.add_compute_set("axpy");
+    for (auto const& [tile, iv] : h.tile_mapping(y))
+      h.add_vertex<tbt::Axpy>(acs, tile, w.slice(iv.begin, iv.end), y.slice(iv.begin, iv.end), 1.0f);
+    std::vector<std::uint64_t const*> counters;
+    h.set_host_kernel(acs, {[&](tb::HostBinding const& at) -> tb::HostTask {
+                        for (auto const& v : {w, y, s, z, k}) counters.push_back(at.host_writes(v.affine()->var));
+                        return {};  // the vertices run
+                      }});
+    auto prog = tb::seq(tb::execute(acs), tb::copy(w, s), tb::stream_in(in, z),
+                        tb::host([&](tb::HostContext& c) { c.write(w, std::vector<float>(8, 1.0f)); }));
+    tb::Engine he{tb::compile(h, prog), {.host_threads = 2}};
+    REQUIRE(counters.size() == 5);
+    CHECK(counters[1] == nullptr);  // y: the compute set
+    CHECK(counters[2] == nullptr);  // s: a copy
+    CHECK(counters[3] == nullptr);  // z: an input stream
+    REQUIRE(counters[0] != nullptr);
+    REQUIRE(counters[4] != nullptr);
+    std::uint64_t const w0 = *counters[0], k0 = *counters[4];
+    he.write(w, std::vector<float>(8, 0.5f));
+    CHECK(*counters[0] == w0 + 1);
+    std::vector<float> feed(8, 3.0f);
+    he.connect(in, feed);
+    he.write(y, std::vector<float>(8, 0.0f));
+    he.run();  // the callback writes w once more
+    CHECK(*counters[0] == w0 + 2);
+    CHECK(*counters[4] == k0);  // a constant never changes
+    CHECK(he.read<float>(y) == std::vector<float>(8, 0.5f));
+  }
   tb::Graph other{tb::targets::tiny(2)};
   auto const foreign = other.add_compute_set("foreign");
   CHECK_THROWS_WITH_AS(g.set_host_kernel(foreign, {}), "set_host_kernel: the compute set belongs to another graph",

@@ -146,6 +146,46 @@ TEST_CASE("matmul: every host-kernel path matches the vertices bitwise") {
   check<float>(tb::targets::ipu_mk2(1), {3, 20, 70, 90, true, true}, false, {}, false, 3);
 }
 
+TEST_CASE("matmul: B packed once per host write follows every write; a B the program writes is not kept") {
+  // Shapes whose blocks pack B (f32 rows of 1 KiB, f16, K over several cache blocks and tiles), on a target that
+  // splits K (gemm_ksum layout) and one that does not (serial steps).
+  struct Shape {
+    std::size_t m, n, k;
+  };
+  for (auto const& t : {tb::targets::ipu_mk2(1), tb::targets::tiny(4, 4 << 20)})
+    for (Shape sh : {Shape{300, 256, 700}, Shape{130, 96, 1100}}) {
+      INFO(t.name << " " << sh.m << "x" << sh.n << "x" << sh.k);
+      tb::Graph g{t};
+      auto a = g.add_variable<float>({sh.m, sh.k}, "a"), b = g.add_variable<float>({sh.k, sh.n}, "b");
+      auto src = g.add_variable<float>({sh.k, sh.n}, "src"), b2 = g.add_variable<float>({sh.k, sh.n}, "b2");
+      for (auto const& v : {a, b, src, b2}) tb::map_linearly(g, v);
+      auto const bv = [&](unsigned seed) { return values<float>(sh.k * sh.n, false, seed); };
+      // Host writes: before a run, and by a callback between two products of one run.
+      tb::Sequence prog;
+      auto c1 = tb::ops::matmul(g, prog, a, b);
+      prog.add(tb::host([&](tb::HostContext& h) { h.write(b, bv(9)); }));
+      auto c2 = tb::ops::matmul(g, prog, a, b);
+      // Program writes: b2 is copied from src before each product (never kept packed).
+      prog.add(tb::copy(src, b2));
+      auto c3 = tb::ops::matmul(g, prog, a, b2);
+      auto const exe = tb::compile(g, prog);
+      tb::Engine host{exe, {.host_threads = 2}}, vertices{exe, {.host_threads = 2, .host_kernels = false}};
+      auto const av = values<float>(sh.m * sh.k, false, 1);
+      for (unsigned round = 0; round < 3; ++round) {
+        INFO("round " << round);
+        for (tb::Engine* e : {&host, &vertices}) {
+          if (round == 0) e->write(a, av);
+          if (round != 1) e->write(b, bv(10 + round));  // round 1 keeps b as the callback left it
+          e->write(src, bv(20 + round));
+          e->run();
+        }
+        for (auto const& c : {c1, c2, c3}) CHECK(host.read<float>(c) == vertices.read<float>(c));
+        // Each product used the B of its moment: c1 and c2 agree only in round 1, when b is still the callback's.
+        CHECK((host.read<float>(c1) == host.read<float>(c2)) == (round == 1));
+      }
+    }
+}
+
 TEST_CASE("matmul_acc: an accumulator that is also an operand falls back to the vertices") {
   tb::Graph g{tb::targets::tiny(8, 256 * 1024)};
   auto c = g.add_variable<float>({24, 24}, "c"), b = g.add_variable<float>({24, 24}, "b");

@@ -155,3 +155,47 @@ TEST_CASE("gemm_ksum: bitwise one gemm per K segment summed in order") {
   sd::gemm_ksum(2, 3, 0, 4, sd::Matrix<float>{none, 0, 1}, sd::Matrix<float>{none, 3, 1}, sd::MatrixOut<float>{s.data(), 3, 1});
   CHECK(s == std::vector<float>(6, 0.0f));  // an empty sum
 }
+
+TEST_CASE("gemm and gemm_ksum on B packed ahead: bitwise the same as on B itself") {
+  // B (f32 or f16, possibly transposed) packed once by column ranges (as threads would), products over a column
+  // range starting inside it; K shorter than, equal to and longer than the cache block; ksum groups and segments.
+  auto const run = [](auto tag, std::size_t m, std::size_t n, std::size_t k, bool tb, std::size_t group, std::size_t kb) {
+    using TB = decltype(tag);
+    INFO(m << "x" << n << "x" << k << (tb ? " B^T" : "") << " group " << group << " kb " << kb
+            << (std::is_same_v<TB, half> ? " f16" : ""));
+    std::size_t const wide = n + 2 * sd::gemm_nr, ld = (wide + sd::gemm_nr - 1) / sd::gemm_nr * sd::gemm_nr;
+    std::vector<float> a(m * k), packed(k * ld, -7.0f), in_place(m * n), ahead(m * n);
+    std::vector<TB> b(k * wide);
+    std::mt19937 rng(static_cast<unsigned>(m + n * 7 + k * 31));
+    std::uniform_real_distribution<float> d(-1, 1);
+    for (auto& v : a) v = d(rng);
+    for (auto& v : b) v = TB(d(rng));
+    sd::Matrix<TB> const bm = tb ? sd::Matrix<TB>{b.data(), 1, static_cast<std::ptrdiff_t>(k)}
+                                 : sd::Matrix<TB>{b.data(), static_cast<std::ptrdiff_t>(wide), 1};
+    std::size_t const block = sd::gemm_b_block(group);
+    for (std::size_t c0 = 0; c0 < wide; c0 += 3 * sd::gemm_nr)  // three panels per call
+      sd::pack_b_panels(sd::Matrix<TB>{bm.data + static_cast<std::ptrdiff_t>(c0) * bm.cs, bm.rs, bm.cs}, k,
+                        std::min(3 * sd::gemm_nr, wide - c0), block, packed.data(), ld, c0);
+    std::size_t const col = sd::gemm_nr;  // the product reads columns [NR, NR + n)
+    sd::Matrix<float> const am{a.data(), static_cast<std::ptrdiff_t>(k), 1};
+    sd::Matrix<TB> const bc{bm.data + static_cast<std::ptrdiff_t>(col) * bm.cs, bm.rs, bm.cs};
+    sd::MatrixOut<float> const c1{in_place.data(), static_cast<std::ptrdiff_t>(n), 1}, c2{ahead.data(), static_cast<std::ptrdiff_t>(n), 1};
+    sd::PackedB const pb{packed.data(), ld, col};
+    if (group == 0) {
+      sd::gemm(m, n, k, 0.75f, am, bc, 0.0f, c1);
+      sd::gemm(m, n, k, 0.75f, am, pb, 0.0f, c2);
+    } else {
+      sd::gemm_ksum(m, n, k, group, kb, am, bc, c1);
+      sd::gemm_ksum(m, n, k, group, kb, am, pb, c2);
+    }
+    CHECK(in_place == ahead);
+  };
+  for (std::size_t k : {1, 200, 512, 1300})
+    for (bool tb : {false, true}) {
+      run(float{}, 40, 70, k, tb, 0, 0);
+      run(float{}, 300, 256, k, tb, 0, 0);
+      run(half{}, 17, 33, k, tb, 0, 0);
+      run(float{}, 100, 64, k, tb, 147, 49);
+      run(half{}, 9, 100, k, tb, 600, 512);
+    }
+}

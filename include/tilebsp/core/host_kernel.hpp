@@ -15,8 +15,18 @@ namespace tilebsp {
 /// values written do not depend on `threads`.
 using HostTask = std::function<void(unsigned thread, unsigned threads)>;
 
-/// Resolves variable `var` of the graph to the host address of its first element.
-using HostAddressOf = std::function<std::byte*(std::uint32_t var)>;
+/// What a host kernel's bind() gets from the Engine about the graph's variables.
+struct HostBinding {
+  /// The host address of variable `var`'s first element.
+  std::function<std::byte*(std::uint32_t var)> address;
+  /// For a variable that no step of the executable writes (only the host does: Engine::write, a host callback), a
+  /// counter the Engine bumps on each such write: a kernel may keep a derived form of the operand across runs
+  /// (weights packed for its micro-kernel) and rebuild it when the counter has moved. Null for a variable the
+  /// program writes (compute sets, exchanges, input streams).
+  std::function<std::uint64_t const*(std::uint32_t var)> host_writes;
+
+  std::byte* operator()(std::uint32_t var) const { return address(var); }
+};
 
 /// A host implementation of a compute set. Contract: running the task writes bitwise the same values that the
 /// compute set's vertices would write to every tensor read after it (an operator's internal temporaries
@@ -24,7 +34,7 @@ using HostAddressOf = std::function<std::byte*(std::uint32_t var)>;
 /// bind() is called once per Engine; an empty task means "run the vertices" (for example when an operand is not
 /// one strided variable).
 struct HostKernel {
-  std::function<HostTask(HostAddressOf const&)> bind;
+  std::function<HostTask(HostBinding const&)> bind;
   /// The compute set's work is done by an earlier compute set's host kernel that always binds (for example the
   /// later stages of one operator): the engine then skips the compute set, barrier included. bind is unused.
   bool covered = false;
@@ -59,13 +69,55 @@ class UnitQueue {
   alignas(64) std::atomic<unsigned> finished_{0};
 };
 
+/// Pieces of data a host kernel derives from an operand that only the host writes (HostBinding::host_writes: packed
+/// weights), each rebuilt once after each host write: the first thread that needs a stale piece builds it while
+/// the others that need the same piece wait; pieces are independent. Reading the counter needs no lock: the host
+/// writes between runs or in a host callback, both ordered before the compute set by a barrier.
+class HostWriteCache {
+ public:
+  HostWriteCache(std::uint64_t const* writes, std::size_t pieces) : writes_(writes), pieces_(new Piece[pieces]) {}
+
+  /// Returns once piece `i` holds the data of the operand's current contents, calling build() first if it does not.
+  template <class F>
+  void ensure(std::size_t i, F&& build) {
+    std::uint64_t const want = *writes_;
+    Piece& p = pieces_[i];
+    while (p.ready.load(std::memory_order_acquire) != want) {
+      if (p.busy.exchange(true, std::memory_order_acquire)) {
+        p.busy.wait(true, std::memory_order_acquire);  // another thread builds it (or failed to: then try again)
+        continue;
+      }
+      struct Release {
+        Piece& p;
+        ~Release() {
+          p.busy.store(false, std::memory_order_release);
+          p.busy.notify_all();
+        }
+      } const release{p};
+      if (p.ready.load(std::memory_order_acquire) != want) {
+        build();
+        p.ready.store(want, std::memory_order_release);
+      }
+      return;
+    }
+  }
+
+ private:
+  struct alignas(64) Piece {
+    std::atomic<std::uint64_t> ready{0};  ///< the host write its data reflects (0: none; the counter starts at 1)
+    std::atomic<bool> busy{false};
+  };
+  std::uint64_t const* writes_;
+  std::unique_ptr<Piece[]> pieces_;
+};
+
 /// The host kernels of an operator whose first compute set's task computes the whole operator, the later compute
-/// sets being covered. `State` provides `bind(HostAddressOf const&)`, returning what `run(bound, thread, threads)`
+/// sets being covered. `State` provides `bind(HostBinding const&)`, returning what `run(bound, thread, threads)`
 /// needs; a null state means "run the vertices" for every compute set.
 template <class State>
 HostKernel whole_operator_first(std::shared_ptr<State const> const& state) {
   if (!state) return {};
-  return {[s = state](HostAddressOf const& at) -> HostTask {
+  return {[s = state](HostBinding const& at) -> HostTask {
     auto const bound = s->bind(at);
     return [s, bound](unsigned t, unsigned threads) { s->run(bound, t, threads); };
   }};

@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -197,6 +198,7 @@ class Engine : public HostContext {
       data_.push_back(detail::allocate(static_cast<std::size_t>(v.size) * size_of(v.type)));
       if (v.constant && !v.initial.empty()) std::memcpy(data_.back().get(), v.initial.data(), v.initial.size());
     }
+    mark_program_writes();
     for (auto const& cs : s_.compute_sets) cs_.push_back(bind_compute_set(cs));
     for (auto const& ex : s_.exchanges) ex_.push_back(bind_exchange(ex));
     fifos_.resize(g_.fifos.size());
@@ -360,6 +362,7 @@ class Engine : public HostContext {
     std::size_t const eb = size_of(t.element_type());
     t.for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
       if (g_.variables[var].constant) throw error("write: '" + g_.variables[var].name + "' is a constant");
+      if (host_writes_[var]) ++*host_writes_[var];
       detail::run_copy({in, data_[var].get() + start * static_cast<std::int64_t>(eb), static_cast<std::int64_t>(eb),
                         stride * static_cast<std::int64_t>(eb), count, static_cast<std::uint32_t>(eb)});
       in += count * static_cast<std::int64_t>(eb);
@@ -367,6 +370,21 @@ class Engine : public HostContext {
   }
 
  private:
+  /// Variables no step writes get a host-write counter (HostBinding::host_writes); the others none.
+  void mark_program_writes() {
+    std::vector<bool> written(g_.variables.size(), false);
+    for (auto const& cs : s_.compute_sets)
+      for (auto v : cs.writes) written[v] = true;
+    for (auto const& ex : s_.exchanges)
+      for (auto const& tr : ex.transfers) written[tr.dst_var] = true;
+    for (auto const& p : s_.programs)
+      for (auto const& in : p.code)
+        if (in.op == detail::Op::stream_in)
+          for (auto const& r : s_.slots[static_cast<std::size_t>(in.b)].runs()) written[r.var] = true;
+    host_writes_.resize(g_.variables.size());
+    for (std::size_t v = 0; v < written.size(); ++v)
+      if (!written[v]) host_writes_[v] = 1;
+  }
   std::byte* at(std::uint32_t var, std::int64_t elem, std::size_t eb) const {
     return data_[var].get() + elem * static_cast<std::int64_t>(eb);
   }
@@ -407,7 +425,8 @@ class Engine : public HostContext {
       e.skip = true;
       return e;
     } else if (host_kernels_ && k.bind) {
-      e.task = k.bind([this](std::uint32_t var) { return data_.at(var).get(); });
+      e.task = k.bind({[this](std::uint32_t var) { return data_.at(var).get(); },
+                       [this](std::uint32_t var) { return host_writes_.at(var) ? &*host_writes_[var] : nullptr; }});
       if (e.task) return e;
     }
     std::size_t arena = 0;
@@ -676,6 +695,7 @@ class Engine : public HostContext {
   unsigned threads_;
   bool profiling_;
   bool host_kernels_;
+  std::vector<std::optional<std::uint64_t>> host_writes_;  ///< per variable: host writes so far (program-written: none)
   detail::Team team_;
   detail::Barrier barrier_;
   std::vector<detail::Buffer> data_, arenas_, staging_;

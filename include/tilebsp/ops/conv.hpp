@@ -184,7 +184,7 @@ class ConvHostKernel {
     std::optional<tilebsp::detail::Affine> src, other, out;
     float alpha;
 
-    Bound bind(HostAddressOf const& at) const {
+    Bound bind(HostBinding const& at) const {
       return {at(src->var), at(other->var), at(out->var), std::make_shared<tilebsp::detail::UnitQueue>()};
     }
 

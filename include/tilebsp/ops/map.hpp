@@ -234,7 +234,7 @@ class MapHostKernel {
     std::array<std::int64_t, N + 1> start{};
     std::array<std::vector<std::int64_t>, N + 1> strides;
 
-    std::array<std::byte*, N + 1> bind(HostAddressOf const& at) const {
+    std::array<std::byte*, N + 1> bind(HostBinding const& at) const {
       std::array<std::byte*, N + 1> base{};
       for (std::size_t k = 0; k <= N; ++k) base[k] = at(var[k]);
       return base;

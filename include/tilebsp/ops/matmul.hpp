@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <concepts>
 #include <cstddef>
@@ -131,17 +132,41 @@ class MatmulHostKernel {
   HostKernel rest() const { return tilebsp::detail::whole_operator_rest(s_); }
 
  private:
+  /// B packed for the micro-kernel (simd::PackedB, ld floats per row of K, k rows per group) once per host write
+  /// when no step writes it — weights, which oneDNN likewise packs once. Pieces are a group's column blocks, packed
+  /// by the first block that needs them; the storage is allocated on first use (blocks that read B in place never
+  /// need it).
+  struct PackedOperand {
+    tilebsp::detail::HostWriteCache cache;
+    std::size_t ld, per_group, pieces_per_group;
+    std::once_flag once;
+    simd::detail::Scratch storage;
+    float* data = nullptr;
+
+    float* base(std::size_t g, std::size_t groups) {
+      std::call_once(once, [&] { data = storage.get(groups * per_group); });
+      return data + g * per_group;
+    }
+  };
   struct Bound {
     std::byte *a, *b, *c;
     std::shared_ptr<tilebsp::detail::UnitQueue> queue;
+    std::shared_ptr<PackedOperand> packed;  ///< null: B is written by the program (packed per call if at all)
   };
   struct State {
     MatmulPlan plan;
     std::optional<tilebsp::detail::Affine> a, b, c;
     float alpha;
 
-    Bound bind(HostAddressOf const& at) const {
-      return {at(a->var), at(b->var), at(c->var), std::make_shared<tilebsp::detail::UnitQueue>()};
+    Bound bind(HostBinding const& at) const {
+      Bound r{at(a->var), at(b->var), at(c->var), std::make_shared<tilebsp::detail::UnitQueue>(), nullptr};
+      auto const& q = plan.problem;
+      bool const packable = !plan.reduce || (std::is_same_v<TP, float> && plan.k_step <= simd::gemm_kc);
+      if (std::uint64_t const* writes = at.host_writes ? at.host_writes(b->var) : nullptr; writes && packable && q.k > 0) {
+        std::size_t const pieces = (q.n + simd::gemm_nr - 1) / simd::gemm_nr, ld = pieces * simd::gemm_nr;
+        r.packed = std::make_shared<PackedOperand>(tilebsp::detail::HostWriteCache(writes, q.groups * pieces), ld, q.k * ld, pieces);
+      }
+      return r;
     }
 
     void run(Bound const& at, unsigned /*t*/, unsigned threads) const {
@@ -182,15 +207,39 @@ class MatmulHostKernel {
       auto const bv = [&](std::size_t k0) { return simd::Matrix<TA>{pb + i(k0) * sb[1], sb[1], sb[2]}; };
       simd::MatrixOut<TO> const out{pc, sc[1], sc[2]};
       // The tile steps over K range [k0, k1): each step's gemm accumulates onto the previous.
-      auto const steps = [&](std::size_t k0, std::size_t k1, auto dst) {
+      auto const for_steps = [&](std::size_t k0, std::size_t k1, auto&& f) {
         for (std::size_t s = 0; s < plan.k_steps; ++s) {
           std::size_t const s0 = std::min(k1, k0 + s * plan.k_step), s1 = std::min(k1, s0 + plan.k_step);
           if (s > 0 && s0 == s1) break;
-          simd::gemm(m, n, s1 - s0, 1.0f, av(s0), bv(s0), s > 0 ? 1.0f : 0.0f, dst);
+          f(s, s0, s1);
         }
       };
+      auto const steps = [&](std::size_t k0, std::size_t k1, auto dst) {
+        for_steps(k0, k1, [&](std::size_t s, std::size_t s0, std::size_t s1) {
+          simd::gemm(m, n, s1 - s0, 1.0f, av(s0), bv(s0), s > 0 ? 1.0f : 0.0f, dst);
+        });
+      };
+      // B packed once per host write (bitwise the same products): the layout of the calls below — the serial
+      // steps' K ranges in gemm blocks, or the tiles' K ranges as gemm_ksum groups.
+      float const* packed = nullptr;
+      if (at.packed && !simd::gemm_reads_b_in_place(m, bv(0))) {
+        auto& p = *at.packed;
+        float* base = p.base(g, q.groups);
+        p.cache.ensure(g * p.pieces_per_group + c0 / simd::gemm_nr, [&] {
+          if (!plan.reduce)
+            for_steps(0, q.k, [&](std::size_t, std::size_t s0, std::size_t s1) {
+              simd::pack_b_panels(bv(s0), s1 - s0, n, simd::gemm_b_block(), base + s0 * p.ld, p.ld, c0);
+            });
+          else
+            simd::pack_b_panels(bv(0), q.k, n, simd::gemm_b_block(plan.k_tile), base, p.ld, c0);
+        });
+        packed = base;
+      }
       if (!plan.reduce) {
-        steps(0, q.k, out);
+        if (!packed) return steps(0, q.k, out);
+        for_steps(0, q.k, [&](std::size_t s, std::size_t s0, std::size_t s1) {
+          simd::gemm(m, n, s1 - s0, 1.0f, av(s0), simd::PackedB{packed + s0 * at.packed->ld, at.packed->ld, c0}, s > 0 ? 1.0f : 0.0f, out);
+        });
         return;
       }
       bool const in_place = std::is_same_v<TO, float> && !q.accumulate && alpha == 1.0f;
@@ -205,7 +254,8 @@ class MatmulHostKernel {
       }
       if (std::is_same_v<TP, float> && plan.k_step <= simd::gemm_kc) {
         // Groups are the tiles' K ranges, segments their serial steps: one pass, no partials in memory.
-        simd::gemm_ksum(m, n, q.k, plan.k_tile, plan.k_step, av(0), bv(0), sv);
+        if (packed) simd::gemm_ksum(m, n, q.k, plan.k_tile, plan.k_step, av(0), simd::PackedB{packed, at.packed->ld, c0}, sv);
+        else simd::gemm_ksum(m, n, q.k, plan.k_tile, plan.k_step, av(0), bv(0), sv);
       } else {
         auto* part = reinterpret_cast<TP*>(scratch(1).get((m * n * sizeof(TP) + sizeof(float) - 1) / sizeof(float)));
         for (std::size_t j = 0; j < plan.k_split; ++j) {

@@ -37,6 +37,33 @@ struct MatrixOut {
   std::ptrdiff_t rs, cs;
 };
 
+/// B already in the layout gemm packs it into on each call (f32, K blocks of gemm_b_block(group) rows, each a row
+/// of NR-column panels), for products that reuse one B — weights, as oneDNN packs them at primitive creation.
+/// The K block starting at row k0 (counted from the call's first row of K) is at data + k0 * ld; its panel of the
+/// call's columns [j, j + NR) at + (col + j) * kc, kc the block's rows. pack_b_panels writes it.
+struct PackedB {
+  float const* data;
+  std::size_t ld;   ///< floats per row of K: at least the packed columns rounded up to NR
+  std::size_t col;  ///< the call's first column inside the packed columns (a multiple of NR)
+};
+
+/// Rows of K per cache block: gemm_kc for a gemm (group 0), whole groups for a gemm_ksum with groups of `group`
+/// columns (as many as fit in gemm_kc, at least one).
+constexpr std::size_t gemm_b_block(std::size_t group = 0) noexcept {
+  return group == 0 ? gemm_kc : std::max<std::size_t>(1, gemm_kc / group) * group;
+}
+
+/// Whether a gemm (or gemm_ksum) of m rows reads B in place rather than packing it on each call (a PackedB then
+/// saves nothing): B is f32 with unit column stride and either few rows of A share each panel, or its rows are no
+/// wider than a panel (the last columns by masked loads), or up to 256 rows of A share it (packing would cost over
+/// 3%) and its rows spread over the cache sets (a byte stride that is not a multiple of 1 KiB, so a panel stays
+/// cached as well as a packed one).
+template <class TB>
+constexpr bool gemm_reads_b_in_place(std::size_t m, Matrix<TB> b) noexcept {
+  return std::is_same_v<TB, float> && b.cs == 1 &&
+         (m <= 2 * gemm_mr || b.rs <= std::ptrdiff_t{gemm_nr} || (m <= 256 && (static_cast<std::size_t>(b.rs) * sizeof(float)) % 1024 != 0));
+}
+
 namespace detail {
 
 template <class T>
@@ -271,8 +298,8 @@ void pack_b(Matrix<T> b, std::size_t kc, std::size_t n, float* out) noexcept {
         if constexpr (std::is_same_v<T, float>) {
           std::memcpy(o, row, gemm_nr * sizeof(float));
         } else {
-          load_f16(row).store_aligned(o);
-          load_f16(row + lanes).store_aligned(o + lanes);
+          load_f16(row).store_unaligned(o);
+          load_f16(row + lanes).store_unaligned(o + lanes);
         }
       } else {
         for (std::size_t c = 0; c < nr; ++c) o[c] = static_cast<float>(row[static_cast<std::ptrdiff_t>(c) * b.cs]);
@@ -329,28 +356,23 @@ namespace detail {
 /// running sum in C).
 template <bool Sum, class TA, class TB, class TC>
 void gemm_blocked(std::size_t m, std::size_t n, std::size_t k, std::size_t group, std::size_t kb, float alpha, Matrix<TA> a, Matrix<TB> b,
-                  float beta, MatrixOut<TC> c) {
+                  float beta, MatrixOut<TC> c, PackedB const* pre = nullptr) {
   auto const cat = [&](std::size_t i, std::size_t j) -> TC& {
     return c.data[static_cast<std::ptrdiff_t>(i) * c.rs + static_cast<std::ptrdiff_t>(j) * c.cs];
   };
-  // f32 A is read in place (broadcast loads need no layout); f16 A is converted into packed panels. B is read in
-  // place when it is f32 with unit column stride and either few rows of A share each panel, or its rows are no
-  // wider than a panel (the last columns by masked loads), or up to 256 rows of A share it (packing would cost
-  // over 3%) and its rows spread over the cache sets (a byte stride that is not a multiple of 1 KiB, so a panel
-  // stays cached as well as a packed one); otherwise packed.
+  // f32 A is read in place (broadcast loads need no layout); f16 A is converted into packed panels. B is read
+  // packed ahead (pre), in place (gemm_reads_b_in_place), or packed here block by block.
   constexpr bool direct_a = std::is_same_v<TA, float>;
-  bool const direct_b = std::is_same_v<TB, float> && b.cs == 1 &&
-                        (m <= 2 * gemm_mr || b.rs <= std::ptrdiff_t{gemm_nr} ||
-                         (m <= 256 && (static_cast<std::size_t>(b.rs) * sizeof(float)) % 1024 != 0));
+  bool const direct_b = !pre && gemm_reads_b_in_place(m, b);
   std::size_t const np = (n + gemm_nr - 1) / gemm_nr * gemm_nr;
-  std::size_t const block = Sum ? std::max<std::size_t>(1, gemm_kc / group) * group : gemm_kc;
-  float* bp = direct_b ? nullptr : scratch_b().get(block * np);
+  std::size_t const block = gemm_b_block(Sum ? group : 0);
+  float* bp = direct_b || pre ? nullptr : scratch_b().get(block * np);
   float* ap = direct_a ? nullptr : scratch_a().get(block * (gemm_mc + gemm_mr));
   for (std::size_t k0 = 0; k0 < k; k0 += block) {
     std::size_t const kc = std::min(block, k - k0);
     float const kbeta = k0 == 0 ? beta : 1.0f;  // later K blocks accumulate onto C
     Matrix<TB> const bk{b.data + static_cast<std::ptrdiff_t>(k0) * b.rs, b.rs, b.cs};
-    if (!direct_b) pack_b(bk, kc, n, bp);
+    if (!direct_b && !pre) pack_b(bk, kc, n, bp);
     for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
       std::size_t const mc = std::min(gemm_mc, m - i0);
       float const* ablk = nullptr;
@@ -371,7 +393,9 @@ void gemm_blocked(std::size_t m, std::size_t n, std::size_t k, std::size_t group
         float const* bpanel = nullptr;
         std::ptrdiff_t brs = gemm_nr;
         BRead read = BRead::packed;
-        if (!direct_b) {
+        if (pre) {
+          bpanel = pre->data + k0 * pre->ld + (pre->col + j0) * kc;
+        } else if (!direct_b) {
           bpanel = bp + j0 * kc;
         } else {
           if constexpr (std::is_same_v<TB, float>) bpanel = bk.data + j0;
@@ -394,16 +418,11 @@ void gemm_blocked(std::size_t m, std::size_t n, std::size_t k, std::size_t group
   }
 }
 
-}  // namespace detail
-
-/// C[m x n] = alpha * A[m x k] * B[k x n] + beta * C, accumulating in f32 (beta == 0: C is not read). A and B are
-/// f32 or f16, C is f32 or f16, any strides. Deterministic: each element's summation order depends only on k and
-/// the blocking constants, never on m, n, the operands' layout or the thread.
+/// gemm on B in place (pre null) or packed ahead (pre).
 template <class TA, class TB, class TC>
-void gemm(std::size_t m, std::size_t n, std::size_t k, float alpha, Matrix<TA> a, Matrix<TB> b, float beta,
-          MatrixOut<TC> c) {
-  static_assert(detail::gemm_element<TA> && detail::gemm_element<TB> && detail::gemm_element<TC>,
-                "gemm: operands are float or half");
+void gemm_any(std::size_t m, std::size_t n, std::size_t k, float alpha, Matrix<TA> a, Matrix<TB> b, PackedB const* pre, float beta,
+              MatrixOut<TC> c) {
+  static_assert(gemm_element<TA> && gemm_element<TB> && gemm_element<TC>, "gemm: operands are float or half");
   if (m == 0 || n == 0) return;
   auto const cat = [&](std::size_t i, std::size_t j) -> TC& {
     return c.data[static_cast<std::ptrdiff_t>(i) * c.rs + static_cast<std::ptrdiff_t>(j) * c.cs];
@@ -415,15 +434,41 @@ void gemm(std::size_t m, std::size_t n, std::size_t k, float alpha, Matrix<TA> a
   }
   if constexpr (!std::is_same_v<TC, float>) {
     if (k > gemm_kc) {  // partial sums over several K blocks stay in f32; round once at the end
-      float* t = detail::scratch_c().get(m * n);
-      gemm(m, n, k, alpha, a, b, 0.0f, MatrixOut<float>{t, static_cast<std::ptrdiff_t>(n), 1});
+      float* t = scratch_c().get(m * n);
+      gemm_any(m, n, k, alpha, a, b, pre, 0.0f, MatrixOut<float>{t, static_cast<std::ptrdiff_t>(n), 1});
       for (std::size_t i = 0; i < m; ++i)
         for (std::size_t j = 0; j < n; ++j)
           cat(i, j) = TC(beta != 0.0f ? xsimd::fma(beta, static_cast<float>(cat(i, j)), t[i * n + j]) : t[i * n + j]);
       return;
     }
   }
-  detail::gemm_blocked<false>(m, n, k, k, k, alpha, a, b, beta, c);
+  gemm_blocked<false>(m, n, k, k, k, alpha, a, b, beta, c, pre);
+}
+
+template <class TA, class TB>
+void gemm_ksum_any(std::size_t m, std::size_t n, std::size_t k, std::size_t group, std::size_t kb, Matrix<TA> a, Matrix<TB> b,
+                   PackedB const* pre, MatrixOut<float> s) {
+  static_assert(gemm_element<TA> && gemm_element<TB>, "gemm_ksum: operands are float or half");
+  if (k == 0) return gemm_any(m, n, k, 1.0f, a, b, pre, 0.0f, s);  // the empty sum: zeros
+  if (m == 0 || n == 0) return;
+  group = std::max<std::size_t>(group, 1);
+  gemm_blocked<true>(m, n, k, group, std::clamp<std::size_t>(kb, 1, std::min(group, gemm_kc)), 1.0f, a, b, 0.0f, s, pre);
+}
+
+}  // namespace detail
+
+/// C[m x n] = alpha * A[m x k] * B[k x n] + beta * C, accumulating in f32 (beta == 0: C is not read). A and B are
+/// f32 or f16, C is f32 or f16, any strides. Deterministic: each element's summation order depends only on k and
+/// the blocking constants, never on m, n, the operands' layout or the thread.
+template <class TA, class TB, class TC>
+void gemm(std::size_t m, std::size_t n, std::size_t k, float alpha, Matrix<TA> a, Matrix<TB> b, float beta,
+          MatrixOut<TC> c) {
+  detail::gemm_any(m, n, k, alpha, a, b, nullptr, beta, c);
+}
+/// The same product on B packed ahead (pack_b_panels with gemm_b_block()): bitwise the same result.
+template <class TA, class TC>
+void gemm(std::size_t m, std::size_t n, std::size_t k, float alpha, Matrix<TA> a, PackedB b, float beta, MatrixOut<TC> c) {
+  detail::gemm_any(m, n, k, alpha, a, Matrix<float>{nullptr, 0, 1}, &b, beta, c);
 }
 
 /// S[m x n] (f32) = P_0 + P_1 + ... summed in order over the groups of `group` columns of K (the last may be
@@ -434,17 +479,33 @@ void gemm(std::size_t m, std::size_t n, std::size_t k, float alpha, Matrix<TA> a
 template <class TA, class TB>
 void gemm_ksum(std::size_t m, std::size_t n, std::size_t k, std::size_t group, std::size_t kb, Matrix<TA> a, Matrix<TB> b,
                MatrixOut<float> s) {
-  static_assert(detail::gemm_element<TA> && detail::gemm_element<TB>, "gemm_ksum: operands are float or half");
-  if (k == 0) return gemm(m, n, k, 1.0f, a, b, 0.0f, s);  // the empty sum: zeros
-  if (m == 0 || n == 0) return;
-  group = std::max<std::size_t>(group, 1);
-  detail::gemm_blocked<true>(m, n, k, group, std::clamp<std::size_t>(kb, 1, std::min(group, gemm_kc)), 1.0f, a, b, 0.0f, s);
+  detail::gemm_ksum_any(m, n, k, group, kb, a, b, nullptr, s);
+}
+/// The same sum on B packed ahead (pack_b_panels with gemm_b_block(max(group, 1))): bitwise the same result.
+template <class TA>
+void gemm_ksum(std::size_t m, std::size_t n, std::size_t k, std::size_t group, std::size_t kb, Matrix<TA> a, PackedB b, MatrixOut<float> s) {
+  detail::gemm_ksum_any(m, n, k, group, kb, a, Matrix<float>{nullptr, 0, 1}, &b, s);
 }
 /// The one-level form: groups of one segment of kb columns.
 template <class TA, class TB>
 void gemm_ksum(std::size_t m, std::size_t n, std::size_t k, std::size_t kb, Matrix<TA> a, Matrix<TB> b, MatrixOut<float> s) {
   kb = std::clamp<std::size_t>(kb, 1, gemm_kc);
   gemm_ksum(m, n, k, kb, kb, a, b, s);
+}
+
+/// Packs B[k x n] (f32 or f16, any strides) for products that reuse it, as the packed columns [col, col + n) of
+/// `out` (col a multiple of NR): K blocks of `block` rows (gemm_b_block of the product that reads it) from row 0,
+/// the block at row k0 at out + k0 * ld, each a row of NR-column panels (columns past n zero). ld is at least the
+/// packed columns rounded up to NR; a product over packed columns [c, ...) reads PackedB{out, ld, c}. Column
+/// ranges may be packed by separate calls (threads), each writing only its own panels.
+template <class TB>
+void pack_b_panels(Matrix<TB> b, std::size_t k, std::size_t n, std::size_t block, float* out, std::size_t ld, std::size_t col = 0) {
+  static_assert(detail::gemm_element<TB>, "pack_b_panels: B is float or half");
+  block = std::max<std::size_t>(block, 1);
+  for (std::size_t k0 = 0; k0 < k; k0 += block) {
+    std::size_t const kc = std::min(block, k - k0);
+    detail::pack_b(Matrix<TB>{b.data + static_cast<std::ptrdiff_t>(k0) * b.rs, b.rs, b.cs}, kc, n, out + k0 * ld + col * kc);
+  }
 }
 
 /// The f32 form with a row-major C of row stride ldc.
