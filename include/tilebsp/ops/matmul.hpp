@@ -134,8 +134,7 @@ class MatmulHostKernel {
  private:
   /// B packed for the micro-kernel (simd::PackedB, ld floats per row of K, k rows per group) once per host write
   /// when no step writes it — weights, which oneDNN likewise packs once. Pieces are a group's column blocks, packed
-  /// by the first block that needs them; the storage is allocated on first use (blocks that read B in place never
-  /// need it).
+  /// by the first block that needs them; the storage is allocated on the first run.
   struct PackedOperand {
     tilebsp::detail::HostWriteCache cache;
     std::size_t ld, per_group, pieces_per_group;
@@ -220,9 +219,10 @@ class MatmulHostKernel {
         });
       };
       // B packed once per host write (bitwise the same products): the layout of the calls below — the serial
-      // steps' K ranges in gemm blocks, or the tiles' K ranges as gemm_ksum groups.
+      // steps' K ranges in gemm blocks, or the tiles' K ranges as gemm_ksum groups. Also where a call would read B
+      // in place: contiguous panels stream better than rows far apart (4x1000x2048: +10-25%, 32x10x784: +10%).
       float const* packed = nullptr;
-      if (at.packed && !simd::gemm_reads_b_in_place(m, bv(0))) {
+      if (at.packed) {
         auto& p = *at.packed;
         float* base = p.base(g, q.groups);
         p.cache.ensure(g * p.pieces_per_group + c0 / simd::gemm_nr, [&] {

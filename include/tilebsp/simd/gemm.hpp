@@ -122,7 +122,10 @@ __attribute__((always_inline)) inline void micro_kernel(std::size_t kc, std::siz
   // One segment (kc <= kb, group): tot = -0 + acc is acc bitwise, so a full block goes from the registers to C
   // (at K = 128 the trip through tot cost 5% of the block).
   bool const from_registers = kc <= kb && kc <= group && full && (Sum || std::is_same_v<TC, float> || beta == 0.0f);
-  if (!from_registers) {  // tot starts from C (a running sum over calls) or from -0
+  // A full block of a sum over groups keeps tot in memory only between groups: the first group adds itself to C
+  // (load) or to nothing (-0 + g is g bitwise), the last writes tot + g straight to C.
+  bool const sum_direct = Sum && full;
+  if (!from_registers && !sum_direct) {  // tot starts from C (a running sum over calls) or from -0
     if (Sum && load) {
       static_assert(!Sum || std::is_same_v<TC, float>);
       for (std::size_t r = 0; r < R; ++r)
@@ -167,12 +170,25 @@ __attribute__((always_inline)) inline void micro_kernel(std::size_t kc, std::siz
         auto const at = [](float (&m)[R][W], std::size_t i) { return &m[i / V][(i % V) * lanes]; };
         bool const first = k0 == g0, last = k1 == g1;
         if (!first) ((acc[I] = B::load_aligned(at(grp, I)) + acc[I]), ...);
-        if (last) ((B::load_aligned(at(tot, I)) + acc[I]).store_aligned(at(tot, I)), ...);
-        else ((acc[I].store_aligned(at(grp, I))), ...);
+        if constexpr (Sum) {
+          if (last && sum_direct) {
+            auto const cv = [&](std::size_t i) { return &cp(i / V, (i % V) * lanes); };
+            if (g0 > 0) ((acc[I] = B::load_aligned(at(tot, I)) + acc[I]), ...);
+            else if (load) ((acc[I] = B::load_unaligned(cv(I)) + acc[I]), ...);
+            if (g1 == kc) ((acc[I].store_unaligned(cv(I))), ...);
+            else ((acc[I].store_aligned(at(tot, I))), ...);
+            return;
+          }
+        }
+        if (last) {
+          ((B::load_aligned(at(tot, I)) + acc[I]).store_aligned(at(tot, I)), ...);
+        } else {
+          ((acc[I].store_aligned(at(grp, I))), ...);
+        }
       }(std::make_index_sequence<N>{});
     }
   }
-  if (from_registers) return;
+  if (from_registers || sum_direct) return;
   if constexpr (Sum) {
     for (std::size_t r = 0; r < R; ++r)
       for (std::size_t j = 0; j < n; ++j) cp(r, j) = tot[r][j];
