@@ -53,11 +53,11 @@ constexpr std::size_t gemm_b_block(std::size_t group = 0) noexcept {
   return group == 0 ? gemm_kc : std::max<std::size_t>(1, gemm_kc / group) * group;
 }
 
-/// Whether a gemm (or gemm_ksum) of m rows reads B in place rather than packing it on each call (a PackedB then
-/// saves nothing): B is f32 with unit column stride and either few rows of A share each panel, or its rows are no
-/// wider than a panel (the last columns by masked loads), or up to 256 rows of A share it (packing would cost over
-/// 3%) and its rows spread over the cache sets (a byte stride that is not a multiple of 1 KiB, so a panel stays
-/// cached as well as a packed one).
+/// Whether a gemm (or gemm_ksum) of m rows reads B in place rather than packing it on each call, where packing
+/// would cost more than it saves (a PackedB, packed once, still streams better): B is f32 with unit column stride
+/// and either few rows of A share each panel, or its rows are no wider than a panel (the last columns by masked
+/// loads), or up to 256 rows of A share it (packing would cost over 3%) and its rows spread over the cache sets (a
+/// byte stride that is not a multiple of 1 KiB, so a panel stays cached as well as a packed one).
 template <class TB>
 constexpr bool gemm_reads_b_in_place(std::size_t m, Matrix<TB> b) noexcept {
   return std::is_same_v<TB, float> && b.cs == 1 &&
