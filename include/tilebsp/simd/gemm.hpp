@@ -53,6 +53,8 @@ constexpr std::size_t gemm_b_block(std::size_t group = 0) noexcept {
   return group == 0 ? gemm_kc : std::max<std::size_t>(1, gemm_kc / group) * group;
 }
 
+namespace detail {
+
 /// Whether a gemm (or gemm_ksum) of m rows reads B in place rather than packing it on each call, where packing
 /// would cost more than it saves (a PackedB, packed once, still streams better): B is f32 with unit column stride
 /// and either few rows of A share each panel, or its rows are no wider than a panel (the last columns by masked
@@ -63,8 +65,6 @@ constexpr bool gemm_reads_b_in_place(std::size_t m, Matrix<TB> b) noexcept {
   return std::is_same_v<TB, float> && b.cs == 1 &&
          (m <= 2 * gemm_mr || b.rs <= std::ptrdiff_t{gemm_nr} || (m <= 256 && (static_cast<std::size_t>(b.rs) * sizeof(float)) % 1024 != 0));
 }
-
-namespace detail {
 
 template <class T>
 inline constexpr bool gemm_element = std::is_same_v<T, float> || std::is_same_v<T, half>;
