@@ -250,6 +250,23 @@ TEST_CASE("conv: odd channel counts, strides, padding, dilations, batch") {
     id.input_dilation = {2, 1};
     check<float>(t, id, ones);                                                    // input dilation
     check<float>(t, padded(conv2d(4, 5, 5, 3, 3, 8, 8, 2), 1), ones);             // batch 4
+    // A group with a vector of output channels or more reads an f32 source in place where a row's padding is at
+    // most its first and last input, and through a box otherwise.
+    check<float>(t, padded(conv2d(2, 7, 9, 3, 3, 12, 16, 2), 2), ones);           // padding 2: the box
+    auto edge = conv2d(1, 6, 8, 3, 3, 10, 16, 1);
+    edge.padding_lower = {0, 2};
+    edge.padding_upper = {1, 0};
+    check<float>(t, edge, ones);                                                  // ... on one side only
+    edge.padding_lower = {2, 0};
+    edge.padding_upper = {0, 1};
+    check<float>(t, edge, ones);                                                  // in place, one side padded
+    auto rows = padded(conv2d(1, 9, 7, 3, 3, 5, 16, 2), 2);
+    rows.kernel_dilation = {2, 1};
+    rows.padding_lower = rows.padding_upper = {2, 1};
+    check<float>(t, rows, ones);                                                  // in place, dilated kernel rows
+    rows.kernel_dilation = {1, 1};
+    rows.input_dilation = {2, 1};
+    check<float>(t, rows, ones);                                                  // input dilation: the box
   }
 }
 

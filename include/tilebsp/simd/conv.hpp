@@ -814,9 +814,9 @@ bool row_column(ConvColumn const& col, Operand6<TD> const& dst, std::int64_t ow)
 }
 
 /// conv_forward for a 3-wide kernel with stride and dilation 1 in dimension 2 (steps (t0, t1, j, t2)) whose
-/// columns all pass row_column: strip by strip, one box each, output rows in blocks of row_block, results
-/// straight from the registers to dst; weights read in place where a column's lanes are contiguous f32 there,
-/// else packed.
+/// columns all pass row_column: strip by strip, one box each (or the source read in place), output rows in blocks
+/// of row_block, results straight from the registers to dst; weights read in place where a column's lanes are
+/// contiguous f32 there, else packed.
 template <class TS, class TW>
 void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<TW const> const& w,
                   Operand6<float> const& dst, bool load, std::vector<ConvColumn> const& cols) {
@@ -834,14 +834,21 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
     ConvColumn const& first = cols[c0];
     auto const XL = static_cast<std::int64_t>(first.xl);
     std::array<std::int64_t, 3> ext{(D[0].taps - 1) * D[0].b + 1, 0, ow + T2 - 1};
-    std::int64_t const strip = std::min(nrow, strip_rows(L, ext, static_cast<std::size_t>(cj * XL)));
-    std::ptrdiff_t const xs2 = cj * XL, xs1 = xs2 * ext[2];
-    std::ptrdiff_t const xs0 = xs1 * ((strip - 1) * D[1].a + (D[1].taps - 1) * D[1].b + 1);
+    // Broadcast columns of an f32 source with no input dilation read it in place (one group's channels per
+    // position, as the box would hold them): padded rows are skipped below, and the padding of a row is at most
+    // its first and last input, which row_block skips.
+    bool const direct = std::is_same_v<TS, float> && first.xl == 1 && D[0].div == 1 && D[1].div == 1 && D[2].div == 1 &&
+                        r.lo[2] + D[2].c >= -1 && r.hi[2] + D[2].c + 1 <= D[2].in;
+    std::int64_t const strip = direct ? nrow : std::min(nrow, strip_rows(L, ext, static_cast<std::size_t>(cj * XL)));
+    std::ptrdiff_t xs2 = cj * XL, xs1 = xs2 * ext[2];
+    std::ptrdiff_t xs0 = xs1 * ((strip - 1) * D[1].a + (D[1].taps - 1) * D[1].b + 1);
+    std::ptrdiff_t xj = XL;
+    if (direct) xs0 = src.stride[1], xs1 = src.stride[2], xs2 = src.stride[3], xj = src.stride[5];
     {
       std::size_t t = 0;
       for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
         for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
-          for (std::int64_t j = 0; j < cj; ++j) fs.toff[t++] = t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + j * XL;
+          for (std::int64_t j = 0; j < cj; ++j) fs.toff[t++] = t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + j * xj;
     }
     // Each column's weights: in place, or packed (t0, t1, t2, j).
     auto& ws = fs.w;
@@ -875,13 +882,19 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
         for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
           for (std::int64_t j = 0; j < cj; ++j) fs.woff[t++] = t0 * wt.o0 + t1 * wt.o1 + j * wt.oj;
     }
-    float* x = conv_scratch(2).get(static_cast<std::size_t>(xs0 * ext[0]));
+    float* x = direct ? nullptr : conv_scratch(2).get(static_cast<std::size_t>(xs0 * ext[0]));
     for (std::int64_t n = r.n0; n < r.n1; ++n)
       for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0)
         for (std::int64_t s = r.lo[1]; s < r.hi[1]; s += strip) {
           std::int64_t const s1 = std::min(r.hi[1], s + strip);
           ext[1] = (s1 - 1 - s) * D[1].a + (D[1].taps - 1) * D[1].b + 1;
-          build_box(L, src, first, n, {o0 * D[0].a + D[0].c, s * D[1].a + D[1].c, r.lo[2] + D[2].c}, ext, r.j0, r.j1, x, xs0);
+          // The strip's first virtual position (o0, s, lo2), in the source or in its box.
+          float const* x0 = x;
+          if constexpr (std::is_same_v<TS, float>) {
+            if (direct) x0 = src.at(n, o0 * D[0].a + D[0].c, s * D[1].a + D[1].c, r.lo[2] + D[2].c, first.g[0], r.j0);
+          }
+          if (!direct)
+            build_box(L, src, first, n, {o0 * D[0].a + D[0].c, s * D[1].a + D[1].c, r.lo[2] + D[2].c}, ext, r.j0, r.j1, x, xs0);
           for (std::size_t c = c0; c < c1; ++c) {
             ConvColumn const& col = cols[c];
             ForwardScratch::RowWeights const& wt = ws[c - c0];
@@ -898,7 +911,7 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
                 auto const w2 = static_cast<std::size_t>(ow);
                 std::size_t const nb = (w2 + RMAX - 1) / RMAX;
                 for (std::int64_t o1 = s; o1 < s1; ++o1) {
-                  float const* xr = x + (o1 - s) * D[1].a * xs1;
+                  float const* xr = x0 + (o1 - s) * D[1].a * xs1;
                   float* d = dst.at(n, o0, o1, r.lo[2], col.g[0], col.c[0]);
                   // Outer steps whose kernel row reads padding or a dilation hole (zeros in the box) are skipped,
                   // as are a block's first or last input when padding: a product of zero and a finite weight
