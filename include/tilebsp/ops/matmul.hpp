@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <concepts>
 #include <cstddef>
@@ -134,18 +133,14 @@ class MatmulHostKernel {
  private:
   /// B packed for the micro-kernel (simd::PackedB, ld floats per row of K, k rows per group) once per host write
   /// when no step writes it — weights, which oneDNN likewise packs once. Pieces are a group's column blocks, packed
-  /// by the first block that needs them; the storage is allocated on the first run.
+  /// by the first unit that needs them into storage allocated at bind.
   struct PackedOperand {
     tilebsp::detail::HostWriteCache cache;
     std::size_t ld, per_group, pieces_per_group;
-    std::once_flag once;
-    simd::detail::Scratch storage;
+    simd::detail::Scratch storage;  ///< 64-byte aligned
     float* data = nullptr;
 
-    float* base(std::size_t g, std::size_t groups) {
-      std::call_once(once, [&] { data = storage.get(groups * per_group); });
-      return data + g * per_group;
-    }
+    float* base(std::size_t g) const { return data + g * per_group; }
   };
   struct Bound {
     std::byte *a, *b, *c;
@@ -164,6 +159,7 @@ class MatmulHostKernel {
       if (std::uint64_t const* writes = at.host_writes ? at.host_writes(b->var) : nullptr; writes && packable && q.k > 0) {
         std::size_t const pieces = (q.n + simd::gemm_nr - 1) / simd::gemm_nr, ld = pieces * simd::gemm_nr;
         r.packed = std::make_shared<PackedOperand>(tilebsp::detail::HostWriteCache(writes, q.groups * pieces), ld, q.k * ld, pieces);
+        r.packed->data = r.packed->storage.get(q.groups * q.k * ld);
       }
       return r;
     }
@@ -220,7 +216,7 @@ class MatmulHostKernel {
       float const* packed = nullptr;
       if (at.packed) {
         auto& p = *at.packed;
-        float* base = p.base(g, q.groups);
+        float* base = p.base(g);
         p.cache.ensure(g * p.pieces_per_group + c0 / simd::gemm_nr, [&] {
           if (!plan.reduce)
             for_steps(0, q.k, [&](std::size_t, std::size_t s0, std::size_t s1) {
