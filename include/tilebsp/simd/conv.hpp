@@ -784,7 +784,7 @@ void with_column(ConvColumn const& col, F&& f) {
 /// The input box of one strip — output positions (o0, [s, s1), [lo2, lo2 + ow)) of batch n — built for a column,
 /// with the offset of every step q = (t0, t1, t2, j) in `qoff` when it is given.
 struct StripBox {
-  float* x;
+  float const* x;
   std::ptrdiff_t xs0, xs1, xs2;  ///< strides of the box's dimensions 0, 1 and 2
 };
 template <class TS>
@@ -1212,6 +1212,10 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     bool const work = r.n1 > r.n0 && ow > 0 && r.hi[0] > r.lo[0] && r.hi[1] > r.lo[1];
     std::array<std::int64_t, 3> const ext{(D[0].taps - 1) * D[0].b + 1, 0, (ow - 1) * D[2].a + (D[2].taps - 1) * D[2].b + 1};
     std::int64_t const strip = strip_rows(L, ext, static_cast<std::size_t>(cj) * XL);
+    // Broadcast columns of an f32 source with no input dilation read it in place when a row's padding is at most
+    // its first and last input (as forward_rows does): the row blocks skip padded rows and those inputs.
+    bool const direct = std::is_same_v<TS, float> && row_blocks && XL == 1 && src.stride[5] == 1 && D[0].div == 1 &&
+                        D[1].div == 1 && D[2].div == 1 && D[2].c >= -1 && ow + D[2].c + 1 <= D[2].in;
     // A strip's positions in row-major order, in chunks of whole output rows that pass through the accumulators
     // once: up to about 128 positions whose rows of the input box stay within about 32 KiB (L1).
     std::int64_t const box_row = ext[2] * cj * static_cast<std::int64_t>(XL) * 4;
@@ -1222,7 +1226,14 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
       for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0)
         for (std::int64_t s = r.lo[1]; s < r.hi[1]; s += strip) {
           std::int64_t const s1 = std::min(r.hi[1], s + strip);
-          auto const [x, xs0, xs1, xs2] = build_strip(L, src, col, n, o0, s, s1, r.lo[2], ow, r.j0, r.j1, row_blocks ? nullptr : qoff.data());
+          StripBox box{};
+          if constexpr (std::is_same_v<TS, float>) {
+            if (direct)
+              box = {src.at(n, o0 * D[0].a + D[0].c, s * D[1].a + D[1].c, D[2].c, col.g[0], r.j0), src.stride[1], src.stride[2],
+                     src.stride[3]};
+          }
+          if (!direct) box = build_strip(L, src, col, n, o0, s, s1, r.lo[2], ow, r.j0, r.j1, row_blocks ? nullptr : qoff.data());
+          auto const [x, xs0, xs1, xs2] = box;
           for (std::int64_t c0 = s; c0 < s1; c0 += chunk) {
             std::int64_t const c1 = std::min(s1, c0 + chunk);
             auto const P = static_cast<std::size_t>((c1 - c0) * ow);
