@@ -829,6 +829,15 @@ inline bool all_rows_valid(ConvLoop const& L, std::int64_t o0, std::int64_t o1) 
   return valid(L.dim[0], o0) && valid(L.dim[1], o1);
 }
 
+/// Whether a row kernel (forward_rows, the weight gradient's row blocks) can read the source of broadcast column
+/// `col` in place over output positions [lo2, hi2) of dimension 2, as the box would hold it (one group's channels
+/// per position): no input dilation, and a row's padding at most its first and last input, which the row kernels
+/// skip, as they skip kernel rows that read padding.
+inline bool row_source_in_place(ConvLoop const& L, ConvColumn const& col, std::int64_t lo2, std::int64_t hi2) noexcept {
+  auto const& D = L.dim;
+  return col.xl == 1 && D[0].div == 1 && D[1].div == 1 && D[2].div == 1 && lo2 + D[2].c >= -1 && hi2 + D[2].c + 1 <= D[2].in;
+}
+
 /// Whether conv_forward runs column `col` as row blocks (forward_rows): f32 results whose lanes are
 /// contiguous or a permutation of a vector, and rows that split into blocks of the kernel's range.
 template <class TD>
@@ -867,8 +876,7 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
     // Broadcast columns of an f32 source with no input dilation read it in place (one group's channels per
     // position, as the box would hold them): padded rows are skipped below, and the padding of a row is at most
     // its first and last input, which row_block skips.
-    bool const direct = std::is_same_v<TS, float> && first.xl == 1 && D[0].div == 1 && D[1].div == 1 && D[2].div == 1 &&
-                        r.lo[2] + D[2].c >= -1 && r.hi[2] + D[2].c + 1 <= D[2].in;
+    bool const direct = std::is_same_v<TS, float> && row_source_in_place(L, first, r.lo[2], r.hi[2]);
     std::int64_t const strip = direct ? nrow : std::min(nrow, strip_rows(L, ext, static_cast<std::size_t>(cj * XL)));
     std::ptrdiff_t xs2 = cj * XL, xs1 = xs2 * ext[2];
     std::ptrdiff_t xs0 = xs1 * ((strip - 1) * D[1].a + (D[1].taps - 1) * D[1].b + 1);
@@ -1214,8 +1222,7 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     std::int64_t const strip = strip_rows(L, ext, static_cast<std::size_t>(cj) * XL);
     // Broadcast columns of an f32 source with no input dilation read it in place when a row's padding is at most
     // its first and last input (as forward_rows does): the row blocks skip padded rows and those inputs.
-    bool const direct = std::is_same_v<TS, float> && row_blocks && XL == 1 && src.stride[5] == 1 && D[0].div == 1 &&
-                        D[1].div == 1 && D[2].div == 1 && D[2].c >= -1 && ow + D[2].c + 1 <= D[2].in;
+    bool const direct = std::is_same_v<TS, float> && row_blocks && src.stride[5] == 1 && row_source_in_place(L, col, r.lo[2], r.hi[2]);
     // A strip's positions in row-major order, in chunks of whole output rows that pass through the accumulators
     // once: up to about 128 positions whose rows of the input box stay within about 32 KiB (L1).
     std::int64_t const box_row = ext[2] * cj * static_cast<std::int64_t>(XL) * 4;
