@@ -88,6 +88,37 @@ TEST_CASE_TEMPLATE("every reduction over every dimension set", T, float, tb::hal
   check_reduce<T>(Op::mul, {20, 30}, {1}, 0.9, 1.1);
 }
 
+TEST_CASE_TEMPLATE("reductions keeping the innermost dimension fold columns in memory order", T, float, tb::half) {
+  // Bias gradients ([N][H][W][C] over all but C), widths below, at and above a SIMD vector, a unit dimension
+  // inside or last, runs the 5-element mapping grain cuts mid-row, and a reduction of nothing.
+  for (Op op : {Op::add, Op::max, Op::min, Op::square_add, Op::log_add}) {
+    check_reduce<T>(op, {2, 5, 7, 33}, {0, 1, 2}, -2, 2);
+    check_reduce<T>(op, {50, 3}, {0}, -2, 2);
+    check_reduce<T>(op, {3, 40}, {0}, -2, 2);
+    check_reduce<T>(op, {9, 1, 17}, {0}, -2, 2);
+    check_reduce<T>(op, {17, 4, 1}, {0, 2}, -2, 2);
+    check_reduce<T>(op, {6, 7, 16}, {1}, -2, 2);
+    check_reduce<T>(op, {3, 20}, {}, -2, 2);
+  }
+  check_reduce<T>(Op::mul, {40, 18}, {0}, 0.95, 1.05);
+}
+
+TEST_CASE("reduce over a transposed view: the dimension kept last is not the fastest in memory") {
+  tb::Graph g{tb::targets::tiny(5, 1 << 20)};
+  auto x = g.add_variable<float>({6, 50}, "x");
+  tb::map_linearly(g, x, {.grain = 7});
+  tb::Sequence prog;
+  auto const sums = tb::ops::reduce(g, prog, x.transpose(), {0}, Op::add);  // [6]: the rows of x
+  auto const maxs = tb::ops::reduce(g, prog, x.transpose(), {0}, Op::max);
+  tb::Engine e{tb::compile(g, prog), {.host_threads = 2}};
+  std::vector<float> values(300);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 50) - (i / 50 == 3 ? 100.0f : 0.0f);
+  e.write(x, values);
+  e.run();
+  CHECK(e.read<float>(sums) == std::vector<float>{1225, 1225, 1225, -3775, 1225, 1225});
+  CHECK(e.read<float>(maxs) == std::vector<float>{49, 49, 49, -51, 49, 49});
+}
+
 TEST_CASE("reductions of every tested length, including empty ones") {
   for (std::size_t n : tbt::lengths()) {
     check_reduce<float>(Op::add, {n}, {0}, -1, 1);

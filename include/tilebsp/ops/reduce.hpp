@@ -9,6 +9,7 @@
 #include <tilebsp/vertex/add_vertex.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -33,6 +34,25 @@ struct ReducePartials {
   std::uint64_t cycle_estimate() const {
     std::uint64_t c = 20;
     for (auto seg : in) c += 10 + (seg.size() + 1) / 2 * (R == simd::Reduction::log_add ? 4 : 1);
+    return c;
+  }
+};
+
+/// Stage 1 when the kept dimensions are the innermost ones: each segment of `in` is a contiguous run of a
+/// row-major [rows][width] block (the reduced dimensions, then the kept ones) starting at column first[s] (from
+/// the first column of `partials`), and partials[c] folds, in order, every element of column c of the runs.
+template <class T, simd::Reduction R>
+struct ReduceColumns {
+  BOOST_HANA_DEFINE_STRUCT(ReduceColumns, (input_list<T>, in), (output<float>, partials),
+                           (param<std::vector<std::uint32_t>>, first), (param<std::uint32_t>, width));
+  void compute() {
+    std::fill(partials.begin(), partials.end(), simd::identity(R));
+    for (std::size_t s = 0; s < in.size(); ++s)
+      simd::fold_columns(R, in[s].data(), in[s].size(), first.get()[s], width, partials.data());
+  }
+  std::uint64_t cycle_estimate() const {
+    std::uint64_t c = 20 + partials.size();
+    for (auto seg : in) c += 10 + (seg.size() + 1) / 2 + 2 * ((seg.size() + width - 1) / width);
     return c;
   }
 };
@@ -84,36 +104,63 @@ Tensor reduce(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::size_t
     if (reduced[d]) throw shape_error("reduce: dimension " + std::to_string(d) + " is listed twice");
     reduced[d] = true;
   }
+  // Kept dimensions first (each output a row of the reduced ones), or, when the innermost dimension is kept and
+  // is also the fastest in memory, reduced dimensions first: each output is then a column, and a tile's
+  // contiguous runs of t fold row by row into one partial per column (a bias gradient over [N][H][W][C] reads
+  // its input in memory order; a transposed view keeps the rows).
+  bool columns = false;
+  if (R != simd::Reduction::log_add) {
+    std::size_t last = t.rank();  // the innermost dimension of more than one element
+    for (std::size_t d = t.rank(); d-- > 0 && last == t.rank();)
+      if (t.dim(d) > 1) last = d;
+    columns = last < t.rank() && !reduced[last];
+    if (auto const a = t.affine(); columns && a)
+      for (std::size_t d = 0; d < t.rank(); ++d)
+        if (t.dim(d) > 1 && std::abs(a->strides[d]) < std::abs(a->strides[last])) columns = false;
+  }
   std::vector<std::size_t> perm;
   Shape out_shape;
   std::size_t kn = 1, rn = 1;
   for (std::size_t d = 0; d < t.rank(); ++d)
     if (!reduced[d]) {
-      perm.push_back(d);
       out_shape.push_back(t.dim(d));
       kn *= t.dim(d);
-    }
-  for (std::size_t d = 0; d < t.rank(); ++d)
-    if (reduced[d]) {
-      perm.push_back(d);
+    } else {
       rn *= t.dim(d);
     }
-  Tensor const v = t.dimshuffle(perm).flatten();  // element k * rn + r is row k, position r
+  for (int pass = 0; pass < 2; ++pass)
+    for (std::size_t d = 0; d < t.rank(); ++d)
+      if (reduced[d] == (columns == (pass == 0))) perm.push_back(d);
+  // Element k * rn + r is output k, position r (rows); element r * kn + k (columns).
+  Tensor const v = t.dimshuffle(perm).flatten();
   Tensor out = g.add_variable(t.element_type(), out_shape, name);
   if (kn == 0) return out;
   map_linearly(g, out);
   std::size_t const workers = std::max<std::size_t>(1, g.target().workers_per_tile);
 
-  // Stage 1: every tile reduces the pieces of rows it holds; each piece gives one f32 partial.
+  // Stage 1: every tile reduces the pieces of rows it holds, each to one f32 partial; or (columns) each group of
+  // runs of about a worker's share (at least four rows' worth) to one partial per column of the range it touches.
   struct Piece {
-    std::size_t tile, row;
-    Interval r;
+    std::size_t tile, first, partials;  // first: the output of the piece's first partial
+    std::vector<Interval> runs;
   };
   std::vector<Piece> pieces;  // ordered by tile, then position
   if (rn > 0) {
     std::map<std::size_t, std::vector<Interval>> by_tile;
     for (auto const& [tile, r] : g.tile_mapping(v)) by_tile[tile].push_back(r);
     for (auto const& [tile, regions] : by_tile) {
+      if (columns) {
+        for (auto& group : split_for_workers(regions, workers, 4 * kn)) {
+          std::size_t lo = kn, hi = 0;
+          for (auto const& r : group) {
+            lo = std::min(lo, r.begin % kn);
+            hi = std::max(hi, r.begin % kn + r.size());
+          }
+          if (hi > kn) lo = 0, hi = kn;  // a run wraps to the next row: every column
+          pieces.push_back({tile, lo, hi - lo, std::move(group)});
+        }
+        continue;
+      }
       std::vector<Interval> rows;  // regions cut at row boundaries
       for (auto r : regions)
         while (r.begin < r.end) {
@@ -122,28 +169,42 @@ Tensor reduce(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::size_t
           r.begin = e;
         }
       for (auto const& group : split_for_workers(rows, workers, 64))
-        for (auto const& r : group) pieces.push_back({tile, r.begin / rn, r});
+        for (auto const& r : group) pieces.push_back({tile, r.begin / rn, 1, {r}});
     }
   }
-  Tensor const partials = g.add_variable(f32, {pieces.size()}, name + "/partials", {.temporary = true});
+  std::vector<std::size_t> offset(pieces.size() + 1, 0);  // of each piece's first partial
+  for (std::size_t p = 0; p < pieces.size(); ++p) offset[p + 1] = offset[p] + pieces[p].partials;
+  Tensor const partials = g.add_variable(f32, {offset.back()}, name + "/partials", {.temporary = true});
   ComputeSet const stage1 = g.add_compute_set(name + "/partials");
   for (std::size_t i = 0; i < pieces.size();) {
     std::size_t const tile = pieces[i].tile;
     std::size_t j = i;
     while (j < pieces.size() && pieces[j].tile == tile) ++j;
-    g.set_tile_mapping(partials.slice(i, j), tile);
+    g.set_tile_mapping(partials.slice(offset[i], offset[j]), tile);
+    if (columns) {
+      for (std::size_t p = i; p < j; ++p) {
+        std::vector<Tensor> segs;
+        std::vector<std::uint32_t> first;
+        for (auto const& r : pieces[p].runs) {
+          segs.push_back(v.slice(r));
+          first.push_back(static_cast<std::uint32_t>(r.begin % kn - pieces[p].first));
+        }
+        g.add_vertex<ReduceColumns<T, R>>(stage1, tile, segs, partials.slice(offset[p], offset[p + 1]), first,
+                                           static_cast<std::uint32_t>(kn));
+      }
+      i = j;
+      continue;
+    }
     // One vertex per worker-sized group of this tile's pieces.
-    std::vector<Interval> ids;
-    for (std::size_t p = i; p < j; ++p) ids.push_back({p, p + 1});
     std::size_t total = 0;
-    for (std::size_t p = i; p < j; ++p) total += pieces[p].r.size();
+    for (std::size_t p = i; p < j; ++p) total += pieces[p].runs[0].size();
     std::size_t const chunk = (total + workers - 1) / workers;
     for (std::size_t a = i; a < j;) {
       std::size_t b = a, size = 0;
       std::vector<Tensor> segs;
-      while (b < j && (b == a || size + pieces[b].r.size() <= chunk)) {
-        size += pieces[b].r.size();
-        segs.push_back(v.slice(pieces[b].r));
+      while (b < j && (b == a || size + pieces[b].runs[0].size() <= chunk)) {
+        size += pieces[b].runs[0].size();
+        segs.push_back(v.slice(pieces[b].runs[0]));
         ++b;
       }
       g.add_vertex<ReducePartials<T, R>>(stage1, tile, segs, partials.slice(a, b));
@@ -154,8 +215,9 @@ Tensor reduce(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::size_t
 
   // Stage 2: each output's partials go, in tile order, to the output's tile, which combines them.
   std::vector<std::vector<std::size_t>> of_row(kn);
-  for (std::size_t p = 0; p < pieces.size(); ++p) of_row[pieces[p].row].push_back(p);
-  Tensor const gathered = g.add_variable(f32, {pieces.size()}, name + "/gathered", {.temporary = true});
+  for (std::size_t p = 0; p < pieces.size(); ++p)
+    for (std::size_t q = 0; q < pieces[p].partials; ++q) of_row[pieces[p].first + q].push_back(offset[p] + q);
+  Tensor const gathered = g.add_variable(f32, {offset.back()}, name + "/gathered", {.temporary = true});
   std::vector<Tensor> sources;
   ComputeSet const stage2 = g.add_compute_set(name);
   Tensor const out_flat = out.flatten();

@@ -104,4 +104,38 @@ float reduce(Reduction r, T const* p, std::size_t n) noexcept {
   return 0.0f;
 }
 
+/// Folds n elements of a row-major block of `width` columns into per-column accumulators, in f32: element i is
+/// in column (first + i) mod width and folds into acc[(first + i) mod width], rows in order, so the result depends
+/// only on the elements and their order. Start acc at identity(r). For every reduction but log_add, whose two
+/// passes need a second buffer (reduce() handles it).
+template <class T>
+void fold_columns(Reduction r, T const* p, std::size_t n, std::size_t first, std::size_t width, float* acc) noexcept {
+  using B = batch<float>;
+  auto const run = [&](auto vstep, auto sstep) {
+    std::size_t col = first % width;
+    for (std::size_t i = 0; i < n;) {
+      std::size_t const len = n - i < width - col ? n - i : width - col;
+      T const* x = p + i;
+      float* a = acc + col;
+      std::size_t j = 0;
+      for (; j + lanes <= len; j += lanes) vstep(B::load_unaligned(a + j), detail::load(x + j)).store_unaligned(a + j);
+      for (; j < len; ++j) a[j] = sstep(a[j], static_cast<float>(x[j]));
+      i += len;
+      col = 0;
+    }
+  };
+  switch (r) {
+    case Reduction::add: run([](B a, B x) { return a + x; }, [](float a, float x) { return a + x; }); break;
+    case Reduction::mul: run([](B a, B x) { return a * x; }, [](float a, float x) { return a * x; }); break;
+    case Reduction::max:  // as the vector instruction: the accumulator unless x is larger (or NaN)
+      run([](B a, B x) { return xsimd::max(a, x); }, [](float a, float x) { return a > x ? a : x; });
+      break;
+    case Reduction::min: run([](B a, B x) { return xsimd::min(a, x); }, [](float a, float x) { return a < x ? a : x; }); break;
+    case Reduction::square_add:
+      run([](B a, B x) { return xsimd::fma(x, x, a); }, [](float a, float x) { return std::fma(x, x, a); });
+      break;
+    case Reduction::log_add: break;
+  }
+}
+
 }  // namespace tilebsp::simd
