@@ -9,10 +9,10 @@
 #include <tilebsp/vertex/add_vertex.hpp>
 
 #include <algorithm>
-#include <cstdlib>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
