@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <map>
 #include <utility>
@@ -312,7 +313,7 @@ class Lowering {
     std::map<std::pair<std::uint32_t, std::uint32_t>, std::int64_t> fetched;  // (source, destination) -> bytes
     for (std::uint32_t vi : by_cs_[cs]) {
       auto const& rec = g_.vertices[vi];
-      auto const vname = std::string(rec.ops->name);
+      std::string_view const vname = rec.ops->name;  // a string only for a message: the names are long
       PlacedVertex pv;
       pv.record = vi;
       std::int64_t elements = 0;
@@ -337,7 +338,7 @@ class Lowering {
             } else {
               tile_changes(g_, r.var, r.start, r.stride, r.count, [&](std::int64_t o, std::uint32_t tile) {
                 if (tile != rec.tile)
-                  throw mapping_error("compute set '" + csname + "': vertex " + vname + " on tile " +
+                  throw mapping_error("compute set '" + csname + "': vertex " + std::string(vname) + " on tile " +
                                       std::to_string(rec.tile) + ": field '" + std::string(f.name) +
                                       "' is connected to element " + std::to_string(r.start + o * r.stride) + " of '" +
                                       g_.variables[r.var].name + "', which is on tile " + std::to_string(tile) +
@@ -345,8 +346,8 @@ class Lowering {
               });
             }
             if (writes_(f.kind) && g_.variables[r.var].constant)
-              throw error("compute set '" + csname + "': vertex " + vname + " field '" + std::string(f.name) +
-                          "' writes the constant '" + g_.variables[r.var].name + "'");
+              throw error("compute set '" + csname + "': vertex " + std::string(vname) + " field '" +
+                          std::string(f.name) + "' writes the constant '" + g_.variables[r.var].name + "'");
             auto const add = [&](std::vector<Access>& to, std::int64_t b, std::int64_t e) {
               to.push_back({r.var, b, e, vi, fi});
             };
@@ -355,7 +356,7 @@ class Lowering {
               if (r.stride == 1) add(*to, r.start, r.start + r.count);
               else if (r.stride == 0) {
                 if (to == &writes && r.count > 1)
-                  throw write_conflict_error("compute set '" + csname + "': vertex " + vname + " field '" +
+                  throw write_conflict_error("compute set '" + csname + "': vertex " + std::string(vname) + " field '" +
                                              std::string(f.name) + "' writes element " + std::to_string(r.start) +
                                              " of '" + g_.variables[r.var].name +
                                              "' more than once (a broadcast view cannot be written)");

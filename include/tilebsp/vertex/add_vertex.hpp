@@ -83,10 +83,11 @@ void connect_field(Graph const& g, std::string_view vertex, std::string_view nam
 template <class V, class... A>
 void add_vertex_impl(Graph& g, ComputeSet cs, std::size_t tile, A&&... args) {
   auto& impl = g.impl();
-  std::string_view const vname = type_name<V>();
-  if (cs.graph != impl.id) throw error("add_vertex<" + std::string(vname) + ">: the compute set belongs to another graph");
   VertexRecord rec;
   rec.ops = vertex_ops<V>();
+  std::string_view const vname = rec.ops->name;  // type_name<V>() searched the (long) signature on every call
+  if (cs.graph != impl.id)
+    throw error("add_vertex<" + std::string(vname) + ">: the compute set belongs to another graph");
   rec.compute_set = cs.id;
   rec.tile = g.global_tile("add_vertex", tile);
   auto proto = std::make_shared<V>();
