@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -104,21 +105,6 @@ Tensor reduce(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::size_t
     if (reduced[d]) throw shape_error("reduce: dimension " + std::to_string(d) + " is listed twice");
     reduced[d] = true;
   }
-  // Kept dimensions first (each output a row of the reduced ones), or, when the innermost dimension is kept and
-  // is also the fastest in memory, reduced dimensions first: each output is then a column, and a tile's
-  // contiguous runs of t fold row by row into one partial per column (a bias gradient over [N][H][W][C] reads
-  // its input in memory order; a transposed view keeps the rows).
-  bool columns = false;
-  if (R != simd::Reduction::log_add) {
-    std::size_t last = t.rank();  // the innermost dimension of more than one element
-    for (std::size_t d = t.rank(); d-- > 0 && last == t.rank();)
-      if (t.dim(d) > 1) last = d;
-    columns = last < t.rank() && !reduced[last];
-    if (auto const a = t.affine(); columns && a)
-      for (std::size_t d = 0; d < t.rank(); ++d)
-        if (t.dim(d) > 1 && std::abs(a->strides[d]) < std::abs(a->strides[last])) columns = false;
-  }
-  std::vector<std::size_t> perm;
   Shape out_shape;
   std::size_t kn = 1, rn = 1;
   for (std::size_t d = 0; d < t.rank(); ++d)
@@ -128,9 +114,27 @@ Tensor reduce(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::size_t
     } else {
       rn *= t.dim(d);
     }
-  for (int pass = 0; pass < 2; ++pass)
+  // Kept dimensions first (each output a row of the reduced ones), or, when the innermost dimension is kept and
+  // is also the fastest in memory, reduced dimensions first: each output is then a column, and a tile's
+  // contiguous runs of t fold row by row into one partial per column (a bias gradient over [N][H][W][C] reads
+  // its input in memory order; a transposed view keeps the rows). Columns are counted in 32 bits.
+  bool columns = false;
+  if (R != simd::Reduction::log_add && kn <= std::numeric_limits<std::uint32_t>::max()) {
+    std::size_t last = t.rank();  // the innermost dimension of more than one element
+    for (std::size_t d = t.rank(); d-- > 0 && last == t.rank();)
+      if (t.dim(d) > 1) last = d;
+    columns = last < t.rank() && !reduced[last];
+    if (auto const a = t.affine(); columns && a)
+      for (std::size_t d = 0; d < t.rank(); ++d)
+        if (t.dim(d) > 1 && std::abs(a->strides[d]) < std::abs(a->strides[last])) columns = false;
+  }
+  std::vector<std::size_t> perm;
+  auto const dims_where = [&](bool is_reduced) {
     for (std::size_t d = 0; d < t.rank(); ++d)
-      if (reduced[d] == (columns == (pass == 0))) perm.push_back(d);
+      if (reduced[d] == is_reduced) perm.push_back(d);
+  };
+  dims_where(columns);   // rows: the kept dimensions first; columns: the reduced ones
+  dims_where(!columns);
   // Element k * rn + r is output k, position r (rows); element r * kn + k (columns).
   Tensor const v = t.dimshuffle(perm).flatten();
   Tensor out = g.add_variable(t.element_type(), out_shape, name);
