@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -123,4 +124,91 @@ TEST_CASE("max_pool errors") {
                        tb::shape_error);
   CHECK_THROWS_WITH_AS(tb::ops::max_pool(g, prog, i, {.kernel_shape = {2, 2}}), "max_pool: input must be f32 or f16, not i32",
                        tb::type_error);
+}
+
+namespace {
+
+/// max_pool and max_pool_backward run once; the bytes of the pooled output and of the input gradient.
+template <class T>
+std::pair<std::vector<T>, std::vector<T>> pool_both(tb::Shape const& shape, tb::PoolParams const& p, std::vector<float> const& x,
+                                                    std::vector<float> const& dy, bool host, std::size_t threads,
+                                                    bool shuffled) {
+  tb::Graph g{tb::targets::tiny(13, 1 << 20)};
+  // `shuffled`: the input and the output gradient as views of channels-first variables, which the host kernels
+  // decline (no single strided view once reshaped to rank 6): the vertices run.
+  auto const tensor = [&](tb::Shape const& shape_, char const* name) {
+    if (!shuffled) {
+      auto v = g.add_variable<T>(shape_, name);
+      tb::map_linearly(g, v);
+      return v;
+    }
+    tb::Shape s{shape_.back()};
+    for (std::size_t d = 0; d + 1 < shape_.size(); ++d) s.push_back(shape_[d]);
+    auto v = g.add_variable<T>(s, name);
+    tb::map_linearly(g, v);
+    std::vector<std::size_t> perm;
+    for (std::size_t d = 1; d < s.size(); ++d) perm.push_back(d);
+    perm.push_back(0);
+    return v.dimshuffle(perm);
+  };
+  auto const xin = tensor(shape, "x");
+  tb::Sequence prog;
+  auto y = tb::ops::max_pool(g, prog, xin, p);
+  auto const dy_t = tensor(y.shape(), "dy");
+  auto dx = tb::ops::max_pool_backward(g, prog, xin, y, dy_t, p);
+  tb::Engine e{tb::compile(g, prog), {.host_threads = threads, .host_kernels = host}};
+  e.write(xin, std::vector<T>(x.begin(), x.end()));
+  e.write(dy_t, std::vector<T>(dy.begin(), dy.end()));
+  e.run();
+  return {e.read<T>(y), e.read<T>(dx)};
+}
+
+template <class T>
+bool same_bits(std::vector<T> const& a, std::vector<T> const& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("max_pool host kernels write the vertices' bits, for any number of threads") {
+  struct Case {
+    tb::Shape shape;
+    tb::PoolParams p;
+  };
+  std::vector<Case> const cases = {
+      {{2, 9, 9, 70}, {.kernel_shape = {3, 3}, .stride = {2, 2}, .padding_lower = {1, 1}, .padding_upper = {1, 1}}},
+      {{4, 8, 8, 16}, {.kernel_shape = {2, 2}, .stride = {2, 2}}},
+      {{3, 10, 4}, {.kernel_shape = {4}, .stride = {3}, .padding_lower = {2}, .padding_upper = {0}}},
+      {{1, 4, 5, 6, 3}, {.kernel_shape = {2, 3, 2}, .stride = {1, 2, 2}, .padding_lower = {0, 1, 1}}},
+  };
+  for (auto const& c : cases) {
+    for (bool shuffled : {false, true}) {
+      INFO(tb::to_string(c.shape) << (shuffled ? ", input and output gradient channels-first" : ""));
+      // +-1 inputs: windows full of ties, which go to the first maximum; and NaNs, which propagate.
+      auto x = tbt::values<float>(tb::product(c.shape), true, 5);
+      x[1] = x[x.size() / 2] = std::numeric_limits<float>::quiet_NaN();
+      tb::Shape out_shape;
+      std::size_t const pooled = pool_ref(x, c.shape, c.p, out_shape).size();
+      auto const dy = tbt::values<float>(pooled, false, 6);
+      auto const vf = pool_both<float>(c.shape, c.p, x, dy, false, 2, shuffled);
+      auto const vh = pool_both<tb::half>(c.shape, c.p, x, dy, false, 2, shuffled);
+      for (std::size_t threads : {1u, 3u}) {
+        auto const hf = pool_both<float>(c.shape, c.p, x, dy, true, threads, shuffled);
+        CHECK(same_bits(hf.first, vf.first));
+        CHECK(same_bits(hf.second, vf.second));
+        auto const hh = pool_both<tb::half>(c.shape, c.p, x, dy, true, threads, shuffled);
+        CHECK(same_bits(hh.first, vh.first));
+        CHECK(same_bits(hh.second, vh.second));
+      }
+      // And the values: the first maximum of each window takes the gradient (checked against the f32 reference
+      // of the forward pass and the sum of all gradients, which every window hands on exactly once).
+      auto const want = pool_ref(x, c.shape, c.p, out_shape);
+      for (std::size_t i = 0; i < want.size(); ++i)
+        CHECK((vf.first[i] == want[i] || (std::isnan(vf.first[i]) && std::isnan(want[i]))));
+      double sum_dx = 0, sum_dy = 0;
+      for (float v : vf.second) sum_dx += v;
+      for (float v : dy) sum_dy += v;
+      CHECK(sum_dx == doctest::Approx(sum_dy).epsilon(1e-5));
+    }
+  }
 }

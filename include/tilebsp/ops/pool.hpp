@@ -17,6 +17,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -103,30 +105,21 @@ bool each_window_source(simd::ConvLoop const& loop, std::int64_t o0, std::int64_
   return false;
 }
 
+/// Max pooling of the outputs in range `r` (batch x positions x channels [c0, c1), channels contiguous in both
+/// operands): each output is the first of its window's sources (in tap order), replaced by each later one that is
+/// greater or NaN. The vertices run it on their gathered windows, the host kernel on the whole tensors, so both
+/// write the same bits.
+template <class T>
+void max_pool_range(simd::ConvLoop const& loop, simd::ConvRange const& r, simd::Operand6<T const> const& s,
+                    simd::Operand6<T> const& d);
+
 /// dst = max over each window of src (one tile's piece).
 template <class T>
 struct MaxPoolVertex {
   BOOST_HANA_DEFINE_STRUCT(MaxPoolVertex, (input<T>, src), (output<T>, dst), (param<PoolGeometry>, geom));
   void compute() {
     PoolGeometry const& g = geom;
-    auto const& r = g.range;
-    auto const s = g.src.operand(src.data());
-    auto const d = g.dst.operand(dst.data());
-    std::int64_t const cn = r.c1 - r.c0;
-    for (std::int64_t n = r.n0; n < r.n1; ++n)
-      for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0)
-        for (std::int64_t o1 = r.lo[1]; o1 < r.hi[1]; ++o1)
-          for (std::int64_t o2 = r.lo[2]; o2 < r.hi[2]; ++o2) {
-            T* out = d.at(n, o0, o1, o2, 0, r.c0);
-            bool first = true;
-            each_window_source(g.loop, o0, o1, o2, [&](std::int64_t x0, std::int64_t x1, std::int64_t x2) {
-              T const* in = s.at(n, x0, x1, x2, 0, r.c0);
-              if (first) std::copy(in, in + cn, out);
-              else max_into(out, in, cn);
-              first = false;
-              return false;
-            });
-          }
+    max_pool_range<T>(g.loop, g.range, g.src.operand(src.data()), g.dst.operand(dst.data()));
   }
   std::uint64_t cycle_estimate() const {
     // One vector max per 64 bits of channels and tap, as the IPU's f32v2 / f16v4 max instructions do.
@@ -134,32 +127,77 @@ struct MaxPoolVertex {
     std::uint64_t const lanes = sizeof(T) == 2 ? 4 : 2;
     return 30 + (dst.size() / lanes + 1) * static_cast<std::uint64_t>(g.loop.taps());
   }
-
- private:
-  static void max_into(T* out, T const* in, std::int64_t n) {
-    std::int64_t c = 0;
-    // Whole batches: select(b > a or b is NaN, b, a), which takes exactly one of the two values (so f16 values
-    // round-trip through f32 unchanged), as the scalar tail does.
-    constexpr auto L = static_cast<std::int64_t>(simd::lanes);
-    for (; c + L <= n; c += L) {
-      if constexpr (std::is_same_v<T, float>) {
-        auto const a = simd::batch<float>::load_unaligned(out + c), b = simd::batch<float>::load_unaligned(in + c);
-        xsimd::select(b > a || xsimd::isnan(b), b, a).store_unaligned(out + c);
-      } else {
-        auto const a = simd::load_f16(out + c), b = simd::load_f16(in + c);
-        simd::store_f16(xsimd::select(b > a || xsimd::isnan(b), b, a), out + c);
-      }
-    }
-    for (; c < n; ++c) {
-      // NaN propagates, as in PyTorch: a NaN is taken, and never replaced (comparisons with it are false).
-      float const a = static_cast<float>(out[c]), b = static_cast<float>(in[c]);
-      if (b > a || b != b) out[c] = in[c];
-    }
-  }
 };
 
+/// out = select(in > out or in is NaN, in, out), element-wise over n channels.
+template <class T>
+void max_into(T* out, T const* in, std::int64_t n) {
+  std::int64_t c = 0;
+  // Whole batches: select(b > a or b is NaN, b, a), which takes exactly one of the two values (so f16 values
+  // round-trip through f32 unchanged), as the scalar tail does.
+  constexpr auto L = static_cast<std::int64_t>(simd::lanes);
+  for (; c + L <= n; c += L) {
+    if constexpr (std::is_same_v<T, float>) {
+      auto const a = simd::batch<float>::load_unaligned(out + c), b = simd::batch<float>::load_unaligned(in + c);
+      xsimd::select(b > a || xsimd::isnan(b), b, a).store_unaligned(out + c);
+    } else {
+      auto const a = simd::load_f16(out + c), b = simd::load_f16(in + c);
+      simd::store_f16(xsimd::select(b > a || xsimd::isnan(b), b, a), out + c);
+    }
+  }
+  for (; c < n; ++c) {
+    // NaN propagates, as in PyTorch: a NaN is taken, and never replaced (comparisons with it are false).
+    float const a = static_cast<float>(out[c]), b = static_cast<float>(in[c]);
+    if (b > a || b != b) out[c] = in[c];
+  }
+}
+
+template <class T>
+void max_pool_range(simd::ConvLoop const& loop, simd::ConvRange const& r, simd::Operand6<T const> const& s,
+                    simd::Operand6<T> const& d) {
+  std::int64_t const cn = r.c1 - r.c0;
+  for (std::int64_t n = r.n0; n < r.n1; ++n)
+    for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0)
+      for (std::int64_t o1 = r.lo[1]; o1 < r.hi[1]; ++o1)
+        for (std::int64_t o2 = r.lo[2]; o2 < r.hi[2]; ++o2) {
+          T* out = d.at(n, o0, o1, o2, 0, r.c0);
+          bool first = true;
+          each_window_source(loop, o0, o1, o2, [&](std::int64_t x0, std::int64_t x1, std::int64_t x2) {
+            T const* in = s.at(n, x0, x1, x2, 0, r.c0);
+            if (first) std::copy(in, in + cn, out);
+            else max_into(out, in, cn);
+            first = false;
+            return false;
+          });
+        }
+}
+
+/// One image's positions (x0, x1, x2) of an activation operand: their channels start at data + x0 * s[0] +
+/// x1 * s[1] + x2 * s[2] and are contiguous.
+template <class T>
+struct PoolPositions {
+  T* data;
+  std::array<std::ptrdiff_t, 3> s;
+  T* at(std::int64_t x0, std::int64_t x1, std::int64_t x2) const noexcept { return data + x0 * s[0] + x1 * s[1] + x2 * s[2]; }
+};
+
+/// The gradient of max pooling for one image and `cn` channels of the input x, the pooled output y, its gradient
+/// dy and the f32 sums acc (zeroed here). Each output's gradient goes to the first maximum of its window (in tap
+/// order), as in PyTorch; where windows overlap the sums run in output order. The vertices run it on their
+/// gathered buffers, the host kernel on the tensors in place, so both write the same bits.
+template <class T>
+void max_pool_grad_image(simd::ConvLoop const& l, std::size_t cn, PoolPositions<T const> x, PoolPositions<T const> y,
+                         PoolPositions<T const> dy, PoolPositions<float> acc);
+
+/// Positions of a contiguous [positions, cn] buffer over the extents e.
+template <class T>
+PoolPositions<T> dense_positions(T* data, std::array<std::int64_t, 3> const& e, std::size_t cn) {
+  auto const c = static_cast<std::ptrdiff_t>(cn);
+  return {data, {e[1] * e[2] * c, e[2] * c, c}};
+}
+
 /// Gradient of max pooling for one image and channel chunk (fields gathered into contiguous [positions, channels]
-/// buffers): each output's gradient goes to the first maximum of its window (in tap order), as in PyTorch.
+/// buffers): max_pool_grad_image.
 template <class T>
 struct MaxPoolGradVertex {
   BOOST_HANA_DEFINE_STRUCT(MaxPoolGradVertex, (input<T>, in), (input<T>, out), (input<T>, grad_out),
@@ -172,60 +210,202 @@ struct MaxPoolGradVertex {
     std::vector<float> buffer(std::is_same_v<T, float> ? 0 : grad_in.size(), 0.0f);
     float* acc = buffer.data();
     if constexpr (std::is_same_v<T, float>) acc = grad_in.data();
-    std::fill(acc, acc + grad_in.size(), 0.0f);
-    // Per output position and block of channels, walk the window once: each channel takes the first source equal
-    // to its maximum (or the NaN that propagated), and the walk stops when every channel of the block has.
-    constexpr std::size_t block = 64;
-    T const* x = in.data();
-    T const* y = out.data();
-    T const* dy = grad_out.data();
-    for (std::int64_t o0 = 0; o0 < L[0].out; ++o0)
-      for (std::int64_t o1 = 0; o1 < L[1].out; ++o1)
-        for (std::int64_t o2 = 0; o2 < L[2].out; ++o2) {
-          std::size_t const op = static_cast<std::size_t>((o0 * L[1].out + o1) * L[2].out + o2) * cn;
-          for (std::size_t c0 = 0; c0 < cn; c0 += block) {
-            std::size_t const w = std::min(block, cn - c0);
-            std::array<float, block> done{};  // 1 once a channel has taken its gradient
-            each_window_source(l, o0, o1, o2, [&](std::int64_t x0, std::int64_t x1, std::int64_t x2) {
-              std::size_t const at = static_cast<std::size_t>((x0 * L[1].in + x1) * L[2].in + x2) * cn + c0;
-              return take(acc + at, x + at, y + op + c0, dy + op + c0, done.data(), w);
-            });
-          }
-        }
+    std::array<std::int64_t, 3> const ie{L[0].in, L[1].in, L[2].in}, oe{L[0].out, L[1].out, L[2].out};
+    max_pool_grad_image<T>(l, cn, dense_positions(in.data(), ie, cn), dense_positions(out.data(), oe, cn),
+                           dense_positions(grad_out.data(), oe, cn), dense_positions(acc, ie, cn));
     if constexpr (!std::is_same_v<T, float>)
       for (std::size_t i = 0; i < buffer.size(); ++i) grad_in.data()[i] = static_cast<T>(buffer[i]);
   }
-  /// One window source for a block of `w` channels: each channel not yet done whose value equals its maximum
-  /// (or is the NaN that propagated) adds its output gradient to `acc` and is done. Returns whether all are.
-  static bool take(float* acc, T const* v, T const* m, T const* dy, float* done, std::size_t w) {
-    using B = simd::batch<float>;
-    auto const load = [](T const* p) {
-      if constexpr (std::is_same_v<T, float>) return B::load_unaligned(p);
-      else return simd::load_f16(p);
-    };
-    std::size_t c = 0;
-    B all(1.0f);
-    for (; c + simd::lanes <= w; c += simd::lanes) {
-      B const x = load(v + c), mx = load(m + c), d = B::load_unaligned(done + c);
-      auto const hit = (d == B(0.0f)) && ((x == mx) || (xsimd::isnan(x) && xsimd::isnan(mx)));
-      (B::load_unaligned(acc + c) + xsimd::select(hit, load(dy + c), B(0.0f))).store_unaligned(acc + c);
-      B const now = xsimd::select(hit, B(1.0f), d);
-      now.store_unaligned(done + c);
-      all = xsimd::min(all, now);
-    }
-    bool finished = xsimd::all(all != B(0.0f));
-    for (; c < w; ++c) {
-      float const x = static_cast<float>(v[c]), mx = static_cast<float>(m[c]);
-      if (done[c] == 0.0f && (x == mx || (x != x && mx != mx))) acc[c] += static_cast<float>(dy[c]), done[c] = 1.0f;
-      finished = finished && done[c] != 0.0f;
-    }
-    return finished;
-  }
-
   std::uint64_t cycle_estimate() const {
     return 30 + grad_in.size() + 2 * out.size() * static_cast<std::uint64_t>(simd::ConvLoop(loop).taps());
   }
 };
+
+/// One window source for a block of `w` channels: each channel not yet done whose value equals its maximum
+/// (or is the NaN that propagated) adds its output gradient to `acc` and is done. Returns whether all are.
+template <class T>
+bool max_pool_take(float* acc, T const* v, T const* m, T const* dy, float* done, std::size_t w) {
+  using B = simd::batch<float>;
+  auto const load = [](T const* p) {
+    if constexpr (std::is_same_v<T, float>) return B::load_unaligned(p);
+    else return simd::load_f16(p);
+  };
+  std::size_t c = 0;
+  B all(1.0f);
+  for (; c + simd::lanes <= w; c += simd::lanes) {
+    B const x = load(v + c), mx = load(m + c), d = B::load_unaligned(done + c);
+    auto const hit = (d == B(0.0f)) && ((x == mx) || (xsimd::isnan(x) && xsimd::isnan(mx)));
+    (B::load_unaligned(acc + c) + xsimd::select(hit, load(dy + c), B(0.0f))).store_unaligned(acc + c);
+    B const now = xsimd::select(hit, B(1.0f), d);
+    now.store_unaligned(done + c);
+    all = xsimd::min(all, now);
+  }
+  bool finished = xsimd::all(all != B(0.0f));
+  for (; c < w; ++c) {
+    float const x = static_cast<float>(v[c]), mx = static_cast<float>(m[c]);
+    if (done[c] == 0.0f && (x == mx || (x != x && mx != mx))) acc[c] += static_cast<float>(dy[c]), done[c] = 1.0f;
+    finished = finished && done[c] != 0.0f;
+  }
+  return finished;
+}
+
+template <class T>
+void max_pool_grad_image(simd::ConvLoop const& l, std::size_t cn, PoolPositions<T const> x, PoolPositions<T const> y,
+                         PoolPositions<T const> dy, PoolPositions<float> acc) {
+  auto const& L = l.dim;
+  for (std::int64_t x0 = 0; x0 < L[0].in; ++x0)
+    for (std::int64_t x1 = 0; x1 < L[1].in; ++x1)
+      for (std::int64_t x2 = 0; x2 < L[2].in; ++x2) std::fill_n(acc.at(x0, x1, x2), cn, 0.0f);
+  // Per output position and block of channels, walk the window once: each channel takes the first source equal
+  // to its maximum (or the NaN that propagated), and the walk stops when every channel of the block has.
+  constexpr std::size_t block = 64;
+  for (std::int64_t o0 = 0; o0 < L[0].out; ++o0)
+    for (std::int64_t o1 = 0; o1 < L[1].out; ++o1)
+      for (std::int64_t o2 = 0; o2 < L[2].out; ++o2) {
+        T const* const yo = y.at(o0, o1, o2);
+        T const* const dyo = dy.at(o0, o1, o2);
+        for (std::size_t c0 = 0; c0 < cn; c0 += block) {
+          std::size_t const w = std::min(block, cn - c0);
+          std::array<float, block> done{};  // 1 once a channel has taken its gradient
+          each_window_source(l, o0, o1, o2, [&](std::int64_t x0, std::int64_t x1, std::int64_t x2) {
+            return max_pool_take<T>(acc.at(x0, x1, x2) + c0, x.at(x0, x1, x2) + c0, yo + c0, dyo + c0, done.data(), w);
+          });
+        }
+      }
+}
+
+/// A rank-6 activation view (n, x0, x1, x2, group, channel) of one variable as a kernel operand.
+template <class T>
+simd::Operand6<T> pool_operand(tilebsp::detail::Affine const& a, std::byte* base) {
+  simd::Operand6<T> op;
+  op.data = reinterpret_cast<T*>(base) + a.start;
+  for (std::size_t d = 0; d < 6; ++d) op.stride[d] = static_cast<std::ptrdiff_t>(a.strides[d]);
+  return op;
+}
+
+/// The host kernel of max_pool: max_pool_range over the tensors where they are (no gathered windows), in units
+/// of one image's output rows handed out first come first served. An output's value does not depend on the unit
+/// that computes it, so the results are the vertices' bits for any number of threads. Needs the input to be one
+/// variable with its channels contiguous (the output is max_pool's own); otherwise the vertices run.
+template <class T>
+class MaxPoolHostKernel {
+ public:
+  MaxPoolHostKernel(simd::ConvLoop const& L, std::size_t row_dim, Tensor const& in6, Tensor const& out6) {
+    auto s = std::make_shared<State>(State{L, row_dim, static_cast<std::int64_t>(in6.dim(0)),
+                                           static_cast<std::int64_t>(in6.dim(5)), in6.affine(), out6.affine()});
+    // max_pool_range reads and writes each position's channels as one contiguous run.
+    auto const ok = [&](auto const& a) { return a && (s->channels <= 1 || a->strides[5] == 1); };
+    if (ok(s->src) && ok(s->dst) && s->src->var != s->dst->var) s_ = std::move(s);
+  }
+  HostKernel kernel() const { return tilebsp::detail::whole_operator_first(s_); }
+
+ private:
+  struct Bound {
+    std::byte *src, *dst;
+    std::shared_ptr<tilebsp::detail::UnitQueue> queue;
+  };
+  struct State {
+    simd::ConvLoop loop;
+    std::size_t rd;
+    std::int64_t batch, channels;
+    std::optional<tilebsp::detail::Affine> src, dst;
+
+    Bound bind(HostBinding const& at) const { return {at(src->var), at(dst->var), std::make_shared<tilebsp::detail::UnitQueue>()}; }
+    void run(Bound const& at, unsigned /*t*/, unsigned threads) const {
+      auto const s6 = pool_operand<T const>(*src, at.src);
+      auto const d6 = pool_operand<T>(*dst, at.dst);
+      std::int64_t const rows = loop.dim[rd].out;
+      // At least 4 units per thread where the rows allow.
+      std::int64_t const per_image = std::min(rows, std::max<std::int64_t>(1, (4 * static_cast<std::int64_t>(threads) + batch - 1) / batch));
+      std::int64_t const chunk = (rows + per_image - 1) / per_image, chunks = (rows + chunk - 1) / chunk;
+      at.queue->run(static_cast<std::size_t>(batch * chunks), threads, [&](std::size_t u) {
+        simd::ConvRange r;
+        auto const x = static_cast<std::int64_t>(u);
+        r.n0 = x / chunks, r.n1 = r.n0 + 1;
+        r.g0 = 0, r.g1 = 1, r.c0 = 0, r.c1 = channels, r.j0 = 0, r.j1 = 1;
+        for (std::size_t d = 0; d < 3; ++d) r.lo[d] = 0, r.hi[d] = loop.dim[d].out;
+        r.lo[rd] = x % chunks * chunk, r.hi[rd] = std::min(rows, r.lo[rd] + chunk);
+        max_pool_range<T>(loop, r, s6, d6);
+      });
+    }
+  };
+  std::shared_ptr<State const> s_;
+};
+
+/// The host kernel of max_pool_backward: max_pool_grad_image over the tensors where they are, in units of one
+/// image's channel blocks (an image's windows overlap, so its positions stay in one unit), each channel's sums in
+/// the vertices' order. Needs each tensor to be one variable whose channels are contiguous; otherwise the
+/// vertices run.
+template <class T>
+class MaxPoolGradHostKernel {
+ public:
+  MaxPoolGradHostKernel(simd::ConvLoop const& L, Tensor const& in6, Tensor const& out6, Tensor const& dy6, Tensor const& dx6) {
+    auto s = std::make_shared<State>();
+    s->loop = L;
+    s->batch = static_cast<std::int64_t>(in6.dim(0));
+    s->channels = static_cast<std::int64_t>(in6.dim(5));
+    Tensor const* ts[4] = {&in6, &out6, &dy6, &dx6};
+    for (std::size_t k = 0; k < 4; ++k) {
+      auto a = ts[k]->affine();
+      if (!a || (s->channels > 1 && a->strides[5] != 1)) return;
+      s->t[k] = std::move(*a);
+    }
+    for (std::size_t k = 0; k < 3; ++k)
+      if (s->t[k].var == s->t[3].var) return;
+    s_ = std::move(s);
+  }
+  HostKernel kernel() const { return tilebsp::detail::whole_operator_first(s_); }
+
+ private:
+  struct Bound {
+    std::byte* p[4];
+    std::shared_ptr<tilebsp::detail::UnitQueue> queue;
+  };
+  struct State {
+    simd::ConvLoop loop;
+    std::int64_t batch = 0, channels = 0;
+    tilebsp::detail::Affine t[4];  // in, out, grad_out, grad_in
+
+    Bound bind(HostBinding const& at) const {
+      return {{at(t[0].var), at(t[1].var), at(t[2].var), at(t[3].var)}, std::make_shared<tilebsp::detail::UnitQueue>()};
+    }
+    void run(Bound const& at, unsigned /*t*/, unsigned threads) const {
+      std::int64_t constexpr block = 64;
+      std::int64_t const blocks = (channels + block - 1) / block;
+      at.queue->run(static_cast<std::size_t>(batch * blocks), threads, [&](std::size_t u) {
+        std::int64_t const n = static_cast<std::int64_t>(u) / blocks, c0 = static_cast<std::int64_t>(u) % blocks * block;
+        std::size_t const cn = static_cast<std::size_t>(std::min(block, channels - c0));
+        auto const pos = [&]<class U>(std::size_t k, U*) {
+          auto const& a = t[k];
+          return PoolPositions<U>{reinterpret_cast<U*>(at.p[k]) + a.start + n * a.strides[0] + c0 * a.strides[5],
+                                  {a.strides[1], a.strides[2], a.strides[3]}};
+        };
+        auto const x = pos(0, static_cast<T const*>(nullptr)), y = pos(1, static_cast<T const*>(nullptr)),
+                   dy = pos(2, static_cast<T const*>(nullptr));
+        auto const dx = pos(3, static_cast<T*>(nullptr));
+        if constexpr (std::is_same_v<T, float>) {
+          max_pool_grad_image<T>(loop, cn, x, y, dy, dx);
+        } else {
+          // f16 sums in f32 and rounds once, as the vertices do.
+          auto const& L = loop.dim;
+          thread_local std::vector<float> buffer;
+          buffer.resize(static_cast<std::size_t>(L[0].in * L[1].in * L[2].in) * cn);
+          auto const acc = dense_positions(buffer.data(), {L[0].in, L[1].in, L[2].in}, cn);
+          max_pool_grad_image<T>(loop, cn, x, y, dy, acc);
+          for (std::int64_t x0 = 0; x0 < L[0].in; ++x0)
+            for (std::int64_t x1 = 0; x1 < L[1].in; ++x1)
+              for (std::int64_t x2 = 0; x2 < L[2].in; ++x2) {
+                float const* from = acc.at(x0, x1, x2);
+                T* to = dx.at(x0, x1, x2);
+                for (std::size_t c = 0; c < cn; ++c) to[c] = static_cast<T>(from[c]);
+              }
+        }
+      });
+    }
+  };
+  std::shared_ptr<State const> s_;
+};
+
 }  // namespace detail
 
 /// Max pooling of `in` ([N, field..., C], f32 or f16, a field of 1 to 3 dimensions) over windows of
@@ -256,6 +436,7 @@ inline Tensor max_pool(Graph& g, Sequence& prog, Tensor const& in, PoolParams co
   ComputeSet const cs = g.add_compute_set(name);
   prog.add(execute(cs));
   detail::with_float_type(in.element_type(), [&]<class T>() {
+    g.set_host_kernel(cs, detail::MaxPoolHostKernel<T>(L, rd, in6, out6).kernel());
     for (std::size_t i = 0; i < pieces; ++i) {
       std::size_t const ir = i / c_split, ic = i % c_split;
       std::size_t const u0 = ir * units / r_split, u1 = (ir + 1) * units / r_split;
@@ -325,6 +506,9 @@ inline Tensor max_pool_backward(Graph& g, Sequence& prog, Tensor const& in, Tens
   std::size_t const c_tile = (C + c_split - 1) / c_split, pieces = N * c_split;
   ComputeSet const cs = g.add_compute_set(name);
   detail::with_float_type(in.element_type(), [&]<class T>() {
+    g.set_host_kernel(cs, detail::MaxPoolGradHostKernel<T>(L, detail::activations6(in, r, 1), detail::activations6(out, r, 1),
+                                                           detail::activations6(grad_out, r, 1), detail::activations6(grad_in, r, 1))
+                              .kernel());
     for (std::size_t i = 0; i < pieces; ++i) {
       std::size_t const n = i / c_split, c0 = (i % c_split) * c_tile, c1 = std::min(C, c0 + c_tile);
       if (c0 >= c1) continue;
