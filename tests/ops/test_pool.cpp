@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -211,4 +212,35 @@ TEST_CASE("max_pool host kernels write the vertices' bits, for any number of thr
       CHECK(sum_dx == doctest::Approx(sum_dy).epsilon(1e-5));
     }
   }
+}
+
+TEST_CASE("max_pool_backward spreads one image over tiles in bands of input rows") {
+  // One image, 3x3/2 windows that overlap: the input gradient's rows go to several tiles, and the result is the
+  // same as on one tile.
+  tb::Shape const shape{1, 12, 10, 8};
+  tb::PoolParams const p{.kernel_shape = {3, 3}, .stride = {2, 2}, .padding_lower = {1, 1}, .padding_upper = {1, 1}};
+  auto const x = tbt::values<float>(tb::product(shape), true, 9);
+  tb::Shape out_shape;
+  auto const dy = tbt::values<float>(pool_ref(x, shape, p, out_shape).size(), false, 10);
+  std::vector<float> results[2];
+  for (std::size_t k = 0; k < 2; ++k) {
+    std::size_t const tiles = k == 0 ? 1 : 6;
+    tb::Graph g{tb::targets::tiny(tiles, 1 << 20)};
+    auto xin = g.add_variable<float>(shape, "x");
+    auto dyt = g.add_variable<float>(out_shape, "dy");
+    tb::map_linearly(g, xin);
+    tb::map_linearly(g, dyt);
+    tb::Sequence prog;
+    auto y = tb::ops::max_pool(g, prog, xin, p);
+    auto dx = tb::ops::max_pool_backward(g, prog, xin, y, dyt, p);
+    std::set<std::size_t> used;
+    for (auto const& [tile, r] : g.tile_mapping(dx)) used.insert(tile);
+    CHECK(used.size() == tiles);
+    tb::Engine e{tb::compile(g, prog), {.host_threads = 2, .host_kernels = false}};
+    e.write(xin, x);
+    e.write(dyt, dy);
+    e.run();
+    results[k] = e.read<float>(dx);
+  }
+  CHECK(same_bits(results[0], results[1]));
 }

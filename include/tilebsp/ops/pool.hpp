@@ -20,7 +20,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace tilebsp {
@@ -172,59 +174,27 @@ void max_pool_range(simd::ConvLoop const& loop, simd::ConvRange const& r, simd::
         }
 }
 
-/// One image's positions (x0, x1, x2) of an activation operand: their channels start at data + x0 * s[0] +
-/// x1 * s[1] + x2 * s[2] and are contiguous.
-template <class T>
-struct PoolPositions {
-  T* data;
-  std::array<std::ptrdiff_t, 3> s;
-  T* at(std::int64_t x0, std::int64_t x1, std::int64_t x2) const noexcept { return data + x0 * s[0] + x1 * s[1] + x2 * s[2]; }
+/// The input rows [lo, hi) of dimension `rd` (the leading spatial dimension of the field) whose gradient one
+/// vertex or host unit owns, for one image and channels [c0, c1).
+struct PoolBand {
+  std::size_t rd = 0;
+  std::int64_t n = 0, lo = 0, hi = 0, c0 = 0, c1 = 0;
 };
 
-/// The gradient of max pooling for one image and `cn` channels of the input x, the pooled output y, its gradient
-/// dy and the f32 sums acc (zeroed here). Each output's gradient goes to the first maximum of its window (in tap
-/// order), as in PyTorch; where windows overlap the sums run in output order. The vertices run it on their
-/// gathered buffers, the host kernel on the tensors in place, so both write the same bits.
-template <class T>
-void max_pool_grad_image(simd::ConvLoop const& l, std::size_t cn, PoolPositions<T const> x, PoolPositions<T const> y,
-                         PoolPositions<T const> dy, PoolPositions<float> acc);
-
-/// Positions of a contiguous [positions, cn] buffer over the extents e.
-template <class T>
-PoolPositions<T> dense_positions(T* data, std::array<std::int64_t, 3> const& e, std::size_t cn) {
-  auto const c = static_cast<std::ptrdiff_t>(cn);
-  return {data, {e[1] * e[2] * c, e[2] * c, c}};
+/// The outputs [first, last) of dimension d whose windows read any of the input rows [lo, hi) (pooling has no
+/// input dilation).
+inline std::pair<std::int64_t, std::int64_t> pool_outputs_reading(simd::ConvDim const& D, std::int64_t lo, std::int64_t hi) {
+  auto const floor_div = [](std::int64_t a, std::int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+  std::int64_t const first = std::max<std::int64_t>(0, floor_div(lo - D.c - (D.taps - 1) * D.b + D.a - 1, D.a));
+  std::int64_t const last = std::min<std::int64_t>(D.out, floor_div(hi - 1 - D.c, D.a) + 1);
+  return {first, std::max(first, last)};
 }
 
-/// Gradient of max pooling for one image and channel chunk (fields gathered into contiguous [positions, channels]
-/// buffers): max_pool_grad_image.
-template <class T>
-struct MaxPoolGradVertex {
-  BOOST_HANA_DEFINE_STRUCT(MaxPoolGradVertex, (input<T>, in), (input<T>, out), (input<T>, grad_out),
-                           (output<T>, grad_in), (param<simd::ConvLoop>, loop));
-  void compute() {
-    simd::ConvLoop const& l = loop;
-    auto const& L = l.dim;
-    std::size_t const cn = in.size() / static_cast<std::size_t>(L[0].in * L[1].in * L[2].in);
-    // f32 sums in place; f16 sums in an f32 buffer and rounds once, where windows overlap.
-    std::vector<float> buffer(std::is_same_v<T, float> ? 0 : grad_in.size(), 0.0f);
-    float* acc = buffer.data();
-    if constexpr (std::is_same_v<T, float>) acc = grad_in.data();
-    std::array<std::int64_t, 3> const ie{L[0].in, L[1].in, L[2].in}, oe{L[0].out, L[1].out, L[2].out};
-    max_pool_grad_image<T>(l, cn, dense_positions(in.data(), ie, cn), dense_positions(out.data(), oe, cn),
-                           dense_positions(grad_out.data(), oe, cn), dense_positions(acc, ie, cn));
-    if constexpr (!std::is_same_v<T, float>)
-      for (std::size_t i = 0; i < buffer.size(); ++i) grad_in.data()[i] = static_cast<T>(buffer[i]);
-  }
-  std::uint64_t cycle_estimate() const {
-    return 30 + grad_in.size() + 2 * out.size() * static_cast<std::uint64_t>(simd::ConvLoop(loop).taps());
-  }
-};
-
 /// One window source for a block of `w` channels: each channel not yet done whose value equals its maximum
-/// (or is the NaN that propagated) adds its output gradient to `acc` and is done. Returns whether all are.
+/// (or is the NaN that propagated) is done, and adds its output gradient to `acc` when the source is `own`ed.
+/// Returns whether all channels of the block are done.
 template <class T>
-bool max_pool_take(float* acc, T const* v, T const* m, T const* dy, float* done, std::size_t w) {
+bool max_pool_take(float* acc, bool own, T const* v, T const* m, T const* dy, float* done, std::size_t w) {
   using B = simd::batch<float>;
   auto const load = [](T const* p) {
     if constexpr (std::is_same_v<T, float>) return B::load_unaligned(p);
@@ -235,7 +205,7 @@ bool max_pool_take(float* acc, T const* v, T const* m, T const* dy, float* done,
   for (; c + simd::lanes <= w; c += simd::lanes) {
     B const x = load(v + c), mx = load(m + c), d = B::load_unaligned(done + c);
     auto const hit = (d == B(0.0f)) && ((x == mx) || (xsimd::isnan(x) && xsimd::isnan(mx)));
-    (B::load_unaligned(acc + c) + xsimd::select(hit, load(dy + c), B(0.0f))).store_unaligned(acc + c);
+    if (own) (B::load_unaligned(acc + c) + xsimd::select(hit, load(dy + c), B(0.0f))).store_unaligned(acc + c);
     B const now = xsimd::select(hit, B(1.0f), d);
     now.store_unaligned(done + c);
     all = xsimd::min(all, now);
@@ -243,36 +213,82 @@ bool max_pool_take(float* acc, T const* v, T const* m, T const* dy, float* done,
   bool finished = xsimd::all(all != B(0.0f));
   for (; c < w; ++c) {
     float const x = static_cast<float>(v[c]), mx = static_cast<float>(m[c]);
-    if (done[c] == 0.0f && (x == mx || (x != x && mx != mx))) acc[c] += static_cast<float>(dy[c]), done[c] = 1.0f;
+    if (done[c] == 0.0f && (x == mx || (x != x && mx != mx))) {
+      if (own) acc[c] += static_cast<float>(dy[c]);
+      done[c] = 1.0f;
+    }
     finished = finished && done[c] != 0.0f;
   }
   return finished;
 }
 
+/// The gradient of max pooling over band `b`: acc (f32, zeroed here) at the band's input positions receives, for
+/// each output whose window reads the band (in output order), its gradient dy at the first maximum of the window
+/// (in tap order; the walk reads the whole window, x and y where the window and the output lie), as in PyTorch.
+/// Operands are indexed (n, x0, x1, x2, 0, channel), channels contiguous. The vertices run it on their gathered
+/// blocks, the host kernel on the tensors in place, so both write the same bits for any bands: a position's sum
+/// always runs over the same outputs in the same order.
 template <class T>
-void max_pool_grad_image(simd::ConvLoop const& l, std::size_t cn, PoolPositions<T const> x, PoolPositions<T const> y,
-                         PoolPositions<T const> dy, PoolPositions<float> acc) {
+void max_pool_grad_band(simd::ConvLoop const& l, PoolBand const& b, simd::Operand6<T const> const& x,
+                        simd::Operand6<T const> const& y, simd::Operand6<T const> const& dy, simd::Operand6<float> const& acc) {
   auto const& L = l.dim;
-  for (std::int64_t x0 = 0; x0 < L[0].in; ++x0)
-    for (std::int64_t x1 = 0; x1 < L[1].in; ++x1)
-      for (std::int64_t x2 = 0; x2 < L[2].in; ++x2) std::fill_n(acc.at(x0, x1, x2), cn, 0.0f);
+  std::int64_t lo[3] = {0, 0, 0}, hi[3] = {L[0].in, L[1].in, L[2].in};
+  lo[b.rd] = b.lo, hi[b.rd] = b.hi;
+  auto const cn = static_cast<std::size_t>(b.c1 - b.c0);
+  for (std::int64_t x0 = lo[0]; x0 < hi[0]; ++x0)
+    for (std::int64_t x1 = lo[1]; x1 < hi[1]; ++x1)
+      for (std::int64_t x2 = lo[2]; x2 < hi[2]; ++x2) std::fill_n(acc.at(b.n, x0, x1, x2, 0, b.c0), cn, 0.0f);
+  std::int64_t olo[3] = {0, 0, 0}, ohi[3] = {L[0].out, L[1].out, L[2].out};
+  std::tie(olo[b.rd], ohi[b.rd]) = pool_outputs_reading(L[b.rd], b.lo, b.hi);
   // Per output position and block of channels, walk the window once: each channel takes the first source equal
   // to its maximum (or the NaN that propagated), and the walk stops when every channel of the block has.
-  constexpr std::size_t block = 64;
-  for (std::int64_t o0 = 0; o0 < L[0].out; ++o0)
-    for (std::int64_t o1 = 0; o1 < L[1].out; ++o1)
-      for (std::int64_t o2 = 0; o2 < L[2].out; ++o2) {
-        T const* const yo = y.at(o0, o1, o2);
-        T const* const dyo = dy.at(o0, o1, o2);
-        for (std::size_t c0 = 0; c0 < cn; c0 += block) {
-          std::size_t const w = std::min(block, cn - c0);
+  constexpr std::int64_t block = 64;
+  for (std::int64_t o0 = olo[0]; o0 < ohi[0]; ++o0)
+    for (std::int64_t o1 = olo[1]; o1 < ohi[1]; ++o1)
+      for (std::int64_t o2 = olo[2]; o2 < ohi[2]; ++o2)
+        for (std::int64_t c0 = b.c0; c0 < b.c1; c0 += block) {
+          auto const w = static_cast<std::size_t>(std::min(block, b.c1 - c0));
+          T const* const yo = y.at(b.n, o0, o1, o2, 0, c0);
+          T const* const dyo = dy.at(b.n, o0, o1, o2, 0, c0);
           std::array<float, block> done{};  // 1 once a channel has taken its gradient
           each_window_source(l, o0, o1, o2, [&](std::int64_t x0, std::int64_t x1, std::int64_t x2) {
-            return max_pool_take<T>(acc.at(x0, x1, x2) + c0, x.at(x0, x1, x2) + c0, yo + c0, dyo + c0, done.data(), w);
+            std::int64_t const xr = b.rd == 0 ? x0 : b.rd == 1 ? x1 : x2;
+            bool const own = xr >= b.lo && xr < b.hi;
+            return max_pool_take<T>(own ? acc.at(b.n, x0, x1, x2, 0, c0) : nullptr, own, x.at(b.n, x0, x1, x2, 0, c0), yo, dyo,
+                                    done.data(), w);
           });
         }
-      }
 }
+
+/// What a pooling-gradient vertex owns and reads: its band, and the blocks (rank-6, as in PoolGeometry) of the
+/// input and output rows its windows touch, gathered, and of its own input gradient.
+struct PoolGradGeometry {
+  simd::ConvLoop loop;
+  PoolBand band;
+  Block6 x, y, dx;
+};
+
+/// Gradient of max pooling for one band of one image and channel chunk: max_pool_grad_band on its gathered blocks.
+template <class T>
+struct MaxPoolGradVertex {
+  BOOST_HANA_DEFINE_STRUCT(MaxPoolGradVertex, (input<T>, in), (input<T>, out), (input<T>, grad_out),
+                           (output<T>, grad_in), (param<PoolGradGeometry>, geom));
+  void compute() {
+    PoolGradGeometry const& g = geom;
+    // f32 sums in place; f16 sums in an f32 buffer and rounds once, where windows overlap.
+    std::vector<float> buffer(std::is_same_v<T, float> ? 0 : grad_in.size(), 0.0f);
+    float* acc = buffer.data();
+    if constexpr (std::is_same_v<T, float>) acc = grad_in.data();
+    max_pool_grad_band<T>(g.loop, g.band, g.x.operand(in.data()), g.y.operand(out.data()), g.y.operand(grad_out.data()),
+                          g.dx.operand(acc));
+    if constexpr (!std::is_same_v<T, float>)
+      for (std::size_t i = 0; i < buffer.size(); ++i) grad_in.data()[i] = static_cast<T>(buffer[i]);
+  }
+  std::uint64_t cycle_estimate() const {
+    PoolGradGeometry const& g = geom;
+    return 30 + grad_in.size() + 2 * out.size() * static_cast<std::uint64_t>(g.loop.taps());
+  }
+};
 
 /// A rank-6 activation view (n, x0, x1, x2, group, channel) of one variable as a kernel operand.
 template <class T>
@@ -332,16 +348,17 @@ class MaxPoolHostKernel {
   std::shared_ptr<State const> s_;
 };
 
-/// The host kernel of max_pool_backward: max_pool_grad_image over the tensors where they are, in units of one
-/// image's channel blocks (an image's windows overlap, so its positions stay in one unit), each channel's sums in
-/// the vertices' order. Needs each tensor to be one variable whose channels are contiguous; otherwise the
-/// vertices run.
+/// The host kernel of max_pool_backward: max_pool_grad_band over the tensors where they are, in units of one
+/// image's channel blocks, each its image's whole field as one band (the values do not depend on the bands).
+/// Needs each tensor to be one variable whose channels are contiguous; otherwise the vertices run.
 template <class T>
 class MaxPoolGradHostKernel {
  public:
-  MaxPoolGradHostKernel(simd::ConvLoop const& L, Tensor const& in6, Tensor const& out6, Tensor const& dy6, Tensor const& dx6) {
+  MaxPoolGradHostKernel(simd::ConvLoop const& L, std::size_t row_dim, Tensor const& in6, Tensor const& out6, Tensor const& dy6,
+                        Tensor const& dx6) {
     auto s = std::make_shared<State>();
     s->loop = L;
+    s->rd = row_dim;
     s->batch = static_cast<std::int64_t>(in6.dim(0));
     s->channels = static_cast<std::int64_t>(in6.dim(5));
     Tensor const* ts[4] = {&in6, &out6, &dy6, &dx6};
@@ -363,6 +380,7 @@ class MaxPoolGradHostKernel {
   };
   struct State {
     simd::ConvLoop loop;
+    std::size_t rd = 0;
     std::int64_t batch = 0, channels = 0;
     tilebsp::detail::Affine t[4];  // in, out, grad_out, grad_in
 
@@ -372,32 +390,29 @@ class MaxPoolGradHostKernel {
     void run(Bound const& at, unsigned /*t*/, unsigned threads) const {
       std::int64_t constexpr block = 64;
       std::int64_t const blocks = (channels + block - 1) / block;
+      auto const x = pool_operand<T const>(t[0], at.p[0]), y = pool_operand<T const>(t[1], at.p[1]),
+                 dy = pool_operand<T const>(t[2], at.p[2]);
+      auto const dx = pool_operand<T>(t[3], at.p[3]);
+      auto const& L = loop.dim;
       at.queue->run(static_cast<std::size_t>(batch * blocks), threads, [&](std::size_t u) {
-        std::int64_t const n = static_cast<std::int64_t>(u) / blocks, c0 = static_cast<std::int64_t>(u) % blocks * block;
-        std::size_t const cn = static_cast<std::size_t>(std::min(block, channels - c0));
-        auto const pos = [&]<class U>(std::size_t k, U*) {
-          auto const& a = t[k];
-          return PoolPositions<U>{reinterpret_cast<U*>(at.p[k]) + a.start + n * a.strides[0] + c0 * a.strides[5],
-                                  {a.strides[1], a.strides[2], a.strides[3]}};
-        };
-        auto const x = pos(0, static_cast<T const*>(nullptr)), y = pos(1, static_cast<T const*>(nullptr)),
-                   dy = pos(2, static_cast<T const*>(nullptr));
-        auto const dx = pos(3, static_cast<T*>(nullptr));
+        PoolBand b;
+        b.rd = rd, b.n = static_cast<std::int64_t>(u) / blocks, b.lo = 0, b.hi = L[rd].in;
+        b.c0 = static_cast<std::int64_t>(u) % blocks * block, b.c1 = std::min(channels, b.c0 + block);
         if constexpr (std::is_same_v<T, float>) {
-          max_pool_grad_image<T>(loop, cn, x, y, dy, dx);
+          max_pool_grad_band<T>(loop, b, x, y, dy, dx);
         } else {
           // f16 sums in f32 and rounds once, as the vertices do.
-          auto const& L = loop.dim;
+          Block6 const blk{{b.n, 0, 0, 0, 0, b.c0}, {1, L[0].in, L[1].in, L[2].in, 1, b.c1 - b.c0}};
           thread_local std::vector<float> buffer;
-          buffer.resize(static_cast<std::size_t>(L[0].in * L[1].in * L[2].in) * cn);
-          auto const acc = dense_positions(buffer.data(), {L[0].in, L[1].in, L[2].in}, cn);
-          max_pool_grad_image<T>(loop, cn, x, y, dy, acc);
+          buffer.resize(static_cast<std::size_t>(L[0].in * L[1].in * L[2].in * (b.c1 - b.c0)));
+          auto const acc = blk.operand(buffer.data());
+          max_pool_grad_band<T>(loop, b, x, y, dy, acc);
           for (std::int64_t x0 = 0; x0 < L[0].in; ++x0)
             for (std::int64_t x1 = 0; x1 < L[1].in; ++x1)
               for (std::int64_t x2 = 0; x2 < L[2].in; ++x2) {
-                float const* from = acc.at(x0, x1, x2);
-                T* to = dx.at(x0, x1, x2);
-                for (std::size_t c = 0; c < cn; ++c) to[c] = static_cast<T>(from[c]);
+                float const* from = acc.at(b.n, x0, x1, x2, 0, b.c0);
+                T* to = dx.at(b.n, x0, x1, x2, 0, b.c0);
+                for (std::int64_t c = 0; c < b.c1 - b.c0; ++c) to[c] = static_cast<T>(from[c]);
               }
         }
       });
@@ -501,22 +516,50 @@ inline Tensor max_pool_backward(Graph& g, Sequence& prog, Tensor const& in, Tens
                        std::string(name_of(in.element_type())));
   }
   Tensor grad_in = g.add_variable(in.element_type(), in.shape(), name);
-  std::size_t const tiles = g.num_tiles();
+  // Pieces: image x channel chunk (of at least channel_chunk) x band of input rows of the leading spatial
+  // dimension, as many as the tiles allow. A piece owns its band's input gradient and reads the input and output
+  // rows that the windows over it touch (overlapping windows make neighbouring pieces read the same rows, never
+  // write the same elements).
+  std::size_t const tiles = g.num_tiles(), rd = 3 - r;
+  std::size_t const rows = static_cast<std::size_t>(L.dim[rd].in);
   std::size_t const c_split = std::min((C + detail::channel_chunk - 1) / detail::channel_chunk, std::max<std::size_t>(1, tiles / N));
-  std::size_t const c_tile = (C + c_split - 1) / c_split, pieces = N * c_split;
+  std::size_t const c_tile = (C + c_split - 1) / c_split;
+  std::size_t const bands = std::clamp<std::size_t>(tiles / (N * c_split), 1, rows);
+  std::size_t const pieces = N * c_split * bands;
+  Tensor const in6 = detail::activations6(in, r, 1), out6 = detail::activations6(out, r, 1),
+               dy6 = detail::activations6(grad_out, r, 1), dx6 = detail::activations6(grad_in, r, 1);
   ComputeSet const cs = g.add_compute_set(name);
   detail::with_float_type(in.element_type(), [&]<class T>() {
-    g.set_host_kernel(cs, detail::MaxPoolGradHostKernel<T>(L, detail::activations6(in, r, 1), detail::activations6(out, r, 1),
-                                                           detail::activations6(grad_out, r, 1), detail::activations6(grad_in, r, 1))
-                              .kernel());
+    g.set_host_kernel(cs, detail::MaxPoolGradHostKernel<T>(L, rd, in6, out6, dy6, dx6).kernel());
     for (std::size_t i = 0; i < pieces; ++i) {
-      std::size_t const n = i / c_split, c0 = (i % c_split) * c_tile, c1 = std::min(C, c0 + c_tile);
+      std::size_t const n = i / (c_split * bands), ic = i / bands % c_split, ib = i % bands;
+      std::size_t const c0 = ic * c_tile, c1 = std::min(C, c0 + c_tile);
       if (c0 >= c1) continue;
       std::size_t const tile = i * tiles / pieces;
-      auto const part = [&](Tensor const& t) { return t.slice(n, n + 1, 0).slice(c0, c1, t.rank() - 1).flatten(); };
-      g.set_tile_mapping(part(grad_in), tile);
-      g.add_vertex<detail::MaxPoolGradVertex<T>>(cs, tile, fetch(part(in)), fetch(part(out)), fetch(part(grad_out)),
-                                                 part(grad_in), L);
+      detail::PoolGradGeometry geo;
+      geo.loop = L;
+      auto& b = geo.band;
+      b.rd = rd, b.n = static_cast<std::int64_t>(n), b.c0 = static_cast<std::int64_t>(c0), b.c1 = static_cast<std::int64_t>(c1);
+      b.lo = static_cast<std::int64_t>(ib * rows / bands), b.hi = static_cast<std::int64_t>((ib + 1) * rows / bands);
+      auto const [o_lo, o_hi] = detail::pool_outputs_reading(L.dim[rd], b.lo, b.hi);
+      auto const [x_lo, x_hi] = tilebsp::detail::source_range(L.dim[rd], o_lo, o_hi);
+      // Blocks over the whole field but dimension rd: the input rows the windows read (at least the band), the
+      // output rows, the band.
+      detail::Index6 const origin{b.n, 0, 0, 0, 0, b.c0};
+      detail::Index6 full{1, L.dim[0].in, L.dim[1].in, L.dim[2].in, 1, b.c1 - b.c0};
+      detail::Index6 outs{1, L.dim[0].out, L.dim[1].out, L.dim[2].out, 1, b.c1 - b.c0};
+      auto const block = [&](detail::Index6 shape, std::int64_t lo, std::int64_t hi) {
+        detail::Index6 o = origin;
+        o[rd + 1] = lo, shape[rd + 1] = hi - lo;
+        return detail::Block6{o, shape};
+      };
+      geo.x = block(full, std::min(x_lo, b.lo), std::max(x_hi, b.hi));
+      geo.y = block(outs, o_lo, o_hi);
+      geo.dx = block(full, b.lo, b.hi);
+      Tensor const dx = geo.dx.of(dx6);
+      g.set_tile_mapping(dx, tile);
+      g.add_vertex<detail::MaxPoolGradVertex<T>>(cs, tile, fetch(geo.x.of(in6)), fetch(geo.y.of(out6)), fetch(geo.y.of(dy6)), dx,
+                                                 geo);
     }
   });
   prog.add(execute(cs));

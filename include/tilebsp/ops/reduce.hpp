@@ -143,7 +143,7 @@ Tensor reduce(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::size_t
   std::size_t const workers = std::max<std::size_t>(1, g.target().workers_per_tile);
 
   // Stage 1: every tile reduces the pieces of rows it holds, each to one f32 partial; or (columns) each group of
-  // runs of about a worker's share (at least four rows' worth) to one partial per column of the range it touches.
+  // runs of about a worker's share (at least 16 rows' worth) to one partial per column of the range it touches.
   struct Piece {
     std::size_t tile, first, partials;  // first: the output of the piece's first partial
     std::vector<Interval> runs;
@@ -154,7 +154,10 @@ Tensor reduce(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::size_t
     for (auto const& [tile, r] : g.tile_mapping(v)) by_tile[tile].push_back(r);
     for (auto const& [tile, regions] : by_tile) {
       if (columns) {
-        for (auto& group : split_for_workers(regions, workers, 4 * kn)) {
+        // At least 16 rows' worth a piece: each piece adds a partial per column to stage 2, which then handles at
+        // most a sixteenth of the elements; smaller pieces also cost more vertex overhead than they save (a tile
+        // holding one image row of 28 x 32 gets 2 pieces, not 6).
+        for (auto& group : split_for_workers(regions, workers, 16 * kn)) {
           std::size_t lo = kn, hi = 0;
           for (auto const& r : group) {
             lo = std::min(lo, r.begin % kn);
