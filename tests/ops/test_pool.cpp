@@ -14,6 +14,12 @@ namespace tb = tilebsp;
 
 namespace {
 
+/// An input shape and its pooling window.
+struct PoolCase {
+  tb::Shape shape;
+  tb::PoolParams p;
+};
+
 /// Max over each window of in [N, field..., C] (rank-3 field internally, extent-1 dimensions first).
 std::vector<float> pool_ref(std::vector<float> const& in, tb::Shape const& shape, tb::PoolParams const& p,
                             tb::Shape& out_shape) {
@@ -72,11 +78,7 @@ std::vector<float> pool_tiles(tb::Shape const& shape, tb::PoolParams const& p, s
 }  // namespace
 
 TEST_CASE("max_pool matches a direct reference in 1 to 3 dimensions") {
-  struct Case {
-    tb::Shape shape;
-    tb::PoolParams p;
-  };
-  std::vector<Case> const cases = {
+  std::vector<PoolCase> const cases = {
       {{2, 9, 9, 5}, {.kernel_shape = {3, 3}, .stride = {2, 2}, .padding_lower = {1, 1}, .padding_upper = {1, 1}}},
       {{1, 8, 7, 40}, {.kernel_shape = {2, 2}, .stride = {2, 2}}},
       {{3, 10, 4}, {.kernel_shape = {4}, .stride = {3}, .padding_lower = {2}, .padding_upper = {0}}},
@@ -172,11 +174,7 @@ bool same_bits(std::vector<T> const& a, std::vector<T> const& b) {
 }  // namespace
 
 TEST_CASE("max_pool host kernels write the vertices' bits, for any number of threads") {
-  struct Case {
-    tb::Shape shape;
-    tb::PoolParams p;
-  };
-  std::vector<Case> const cases = {
+  std::vector<PoolCase> const cases = {
       {{2, 9, 9, 70}, {.kernel_shape = {3, 3}, .stride = {2, 2}, .padding_lower = {1, 1}, .padding_upper = {1, 1}}},
       {{4, 8, 8, 16}, {.kernel_shape = {2, 2}, .stride = {2, 2}}},
       {{3, 10, 4}, {.kernel_shape = {4}, .stride = {3}, .padding_lower = {2}, .padding_upper = {0}}},

@@ -58,6 +58,16 @@ struct Block6 {
   }
 };
 
+/// A rank-6 view of one variable (Tensor::affine) at its host address `base`, as a kernel operand: what the
+/// whole-operator host kernels read and write in place.
+template <class T>
+simd::Operand6<T> affine_operand6(tilebsp::detail::Affine const& a, std::byte* base) {
+  simd::Operand6<T> op;
+  op.data = reinterpret_cast<T*>(base) + a.start;
+  for (std::size_t d = 0; d < 6; ++d) op.stride[d] = static_cast<std::ptrdiff_t>(a.strides[d]);
+  return op;
+}
+
 /// The geometry a convolution vertex carries: the loop, its block of work and where its three blocks sit.
 struct ConvGeometry {
   simd::ConvLoop loop;
@@ -172,13 +182,6 @@ class ConvHostKernel {
     std::byte *src, *other, *out;
     std::shared_ptr<tilebsp::detail::UnitQueue> queue;
   };
-  template <class T>
-  static simd::Operand6<T> operand(tilebsp::detail::Affine const& a, std::byte* base) {
-    simd::Operand6<T> op;
-    op.data = reinterpret_cast<T*>(base) + a.start;
-    for (std::size_t d = 0; d < 6; ++d) op.stride[d] = static_cast<std::ptrdiff_t>(a.strides[d]);
-    return op;
-  }
   struct State {
     ConvPlan plan;
     std::optional<tilebsp::detail::Affine> src, other, out;
@@ -197,9 +200,9 @@ class ConvHostKernel {
     void run(Bound const& at, unsigned /*t*/, unsigned threads) const {
       auto const& q = plan.problem;
       bool const wu = q.kind == ConvPass::weight_update;
-      auto const s6 = operand<TS const>(*src, at.src);
-      auto const o6 = operand<TW const>(*other, at.other);
-      auto const d6 = operand<TO>(*out, at.out);
+      auto const s6 = affine_operand6<TS const>(*src, at.src);
+      auto const o6 = affine_operand6<TW const>(*other, at.other);
+      auto const d6 = affine_operand6<TO>(*out, at.out);
       auto const L = static_cast<std::int64_t>(simd::lanes);
       // Units: forward-like, chunks of groups x lane channels x images (n, o0) x rows o1; weight gradient, chunks
       // of groups x lane channels x reduction channels. Channel chunks are split first (each unit packs only its

@@ -290,15 +290,6 @@ struct MaxPoolGradVertex {
   }
 };
 
-/// A rank-6 activation view (n, x0, x1, x2, group, channel) of one variable as a kernel operand.
-template <class T>
-simd::Operand6<T> pool_operand(tilebsp::detail::Affine const& a, std::byte* base) {
-  simd::Operand6<T> op;
-  op.data = reinterpret_cast<T*>(base) + a.start;
-  for (std::size_t d = 0; d < 6; ++d) op.stride[d] = static_cast<std::ptrdiff_t>(a.strides[d]);
-  return op;
-}
-
 /// The host kernel of max_pool: max_pool_range over the tensors where they are (no gathered windows), in units
 /// of one image's output rows handed out first come first served. An output's value does not depend on the unit
 /// that computes it, so the results are the vertices' bits for any number of threads. Needs the input to be one
@@ -328,8 +319,8 @@ class MaxPoolHostKernel {
 
     Bound bind(HostBinding const& at) const { return {at(src->var), at(dst->var), std::make_shared<tilebsp::detail::UnitQueue>()}; }
     void run(Bound const& at, unsigned /*t*/, unsigned threads) const {
-      auto const s6 = pool_operand<T const>(*src, at.src);
-      auto const d6 = pool_operand<T>(*dst, at.dst);
+      auto const s6 = affine_operand6<T const>(*src, at.src);
+      auto const d6 = affine_operand6<T>(*dst, at.dst);
       std::int64_t const rows = loop.dim[rd].out;
       // At least 4 units per thread where the rows allow.
       std::int64_t const per_image = std::min(rows, std::max<std::int64_t>(1, (4 * static_cast<std::int64_t>(threads) + batch - 1) / batch));
@@ -390,9 +381,9 @@ class MaxPoolGradHostKernel {
     void run(Bound const& at, unsigned /*t*/, unsigned threads) const {
       std::int64_t constexpr block = 64;
       std::int64_t const blocks = (channels + block - 1) / block;
-      auto const x = pool_operand<T const>(t[0], at.p[0]), y = pool_operand<T const>(t[1], at.p[1]),
-                 dy = pool_operand<T const>(t[2], at.p[2]);
-      auto const dx = pool_operand<T>(t[3], at.p[3]);
+      auto const x = affine_operand6<T const>(t[0], at.p[0]), y = affine_operand6<T const>(t[1], at.p[1]),
+                 dy = affine_operand6<T const>(t[2], at.p[2]);
+      auto const dx = affine_operand6<T>(t[3], at.p[3]);
       auto const& L = loop.dim;
       at.queue->run(static_cast<std::size_t>(batch * blocks), threads, [&](std::size_t u) {
         PoolBand b;
