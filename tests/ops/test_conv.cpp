@@ -353,6 +353,93 @@ TEST_CASE("conv: results do not depend on the number of host threads") {
   }
 }
 
+TEST_CASE("conv: winograd F(2x2, 3x3) forward and backward input") {
+  tb::ConvOptions const wino{.algorithm = tb::ConvAlgorithm::winograd};
+  auto const t = tb::targets::tiny(16, 256 * 1024);
+  for (bool ones : {true, false}) {
+    check<float>(t, padded(conv2d(1, 8, 8, 3, 3, 4, 8, 1), 1), ones, wino);
+    check<float>(t, padded(conv2d(2, 7, 9, 3, 3, 3, 5, 2), 1), ones, wino);       // odd fields: half tiles
+    check<float>(t, conv2d(1, 6, 5, 3, 3, 16, 16, 1), ones, wino);                // no padding
+    check<float>(t, padded(conv2d(1, 9, 6, 3, 3, 6, 4, 2), 2), ones, wino);       // padding 2
+    auto asym = conv2d(1, 7, 6, 3, 3, 4, 4, 2);
+    asym.padding_lower = {1, 0};
+    asym.padding_upper = {2, 1};
+    check<float>(t, asym, ones, wino);                                            // asymmetric padding
+    check<float>(t, padded(conv2d(1, 4, 3, 3, 3, 65, 129, 1), 1), ones, wino);    // 65 in, 129 out: partial vectors
+    check<float>(t, padded(conv2d(2, 1, 9, 3, 3, 4, 4, 1), 1), ones, wino);       // one row
+    check<float>(t, padded(conv2d(1, 6, 6, 3, 3, 16, 16, 4), 1), ones, wino);     // groups
+  }
+  // Splits across tiles (rows at odd boundaries, serial steps, reductions): vertices and host kernels agree bitwise.
+  for (auto const& tiny : {tb::targets::tiny(4, 16 * 1024), tb::targets::tiny(7, 32 * 1024)})
+    for (double amp : {0.0, 0.3, 1.0}) {
+      tb::ConvOptions o = wino;
+      o.available_memory_proportion = amp;
+      check<float>(tiny, padded(conv2d(2, 10, 9, 3, 3, 24, 16, 2), 1), true, o, 2, true, true);
+      check<float>(tiny, padded(conv2d(1, 11, 7, 3, 3, 8, 20, 1), 1), false, o, 3, true, true);
+    }
+  // f16 operands, f32 or f16 partials.
+  auto const t8 = tb::targets::tiny(8, 128 * 1024);
+  for (bool ones : {true, false}) {
+    check<tb::half>(t8, padded(conv2d(1, 6, 6, 3, 3, 16, 16, 1), 1), ones, wino);
+    tb::ConvOptions o = wino;
+    o.partials = tb::f16;
+    check<tb::half>(t8, padded(conv2d(2, 5, 6, 3, 3, 6, 10, 1), 1), ones, o);
+  }
+  // Thread counts.
+  auto const p = padded(conv2d(2, 11, 10, 3, 3, 12, 20, 3), 1);
+  tb::ConvOptions o = wino;
+  o.available_memory_proportion = 0.1;
+  auto const base = check<float>(t8, p, false, o, 1, false);
+  for (std::size_t threads : {2, 3, 7}) {
+    auto const r = check<float>(t8, p, false, o, threads, false);
+    CHECK(r.out == base.out);
+    CHECK(r.dx == base.dx);
+  }
+}
+
+TEST_CASE("conv: the automatic algorithm, and winograd where it does not apply") {
+  auto const mk2 = tb::targets::ipu_mk2(1);
+  tb::Graph g{mk2};
+  auto const layer = [](std::int64_t h, std::int64_t c) { return padded(conv2d(4, h, h, 3, 3, c, c, 32), 1); };
+  auto const algorithm = [&](tb::ConvParams const& p, tb::ConvPass pass, tb::ConvOptions o = {}) {
+    std::string const d = tb::ops::plan_conv(g, p, pass, tb::f32, o).describe();
+    return d.find("winograd") != std::string::npos ? "winograd" : d.find("direct") != std::string::npos ? "direct" : "neither";
+  };
+  // 16 or more channels per group each way and a field of 8x8 or more: Winograd; fewer: direct.
+  CHECK(algorithm(layer(14, 16), tb::ConvPass::forward) == std::string("winograd"));
+  CHECK(algorithm(layer(14, 16), tb::ConvPass::backward_input) == std::string("winograd"));
+  CHECK(algorithm(layer(7, 32), tb::ConvPass::forward) == std::string("direct"));
+  CHECK(algorithm(layer(28, 8), tb::ConvPass::forward) == std::string("direct"));
+  CHECK(algorithm(padded(conv2d(1, 3, 3, 3, 3, 32, 32, 1), 1), tb::ConvPass::forward) == std::string("direct"));
+  CHECK(algorithm(layer(14, 16), tb::ConvPass::forward, {.algorithm = tb::ConvAlgorithm::direct}) == std::string("direct"));
+  CHECK(algorithm(layer(28, 8), tb::ConvPass::forward, {.algorithm = tb::ConvAlgorithm::winograd}) == std::string("winograd"));
+  CHECK(algorithm(layer(14, 16), tb::ConvPass::weight_update, {.algorithm = tb::ConvAlgorithm::winograd}) == std::string("neither"));
+  // Winograd asked for where it does not apply.
+  tb::ConvOptions const wino{.algorithm = tb::ConvAlgorithm::winograd};
+  auto const refuses = [&](tb::ConvParams const& p) {
+    tb::Graph h{mk2};
+    tb::Sequence prog;
+    auto x = h.add_variable<float>(p.input_shape(), "x");
+    auto w = h.add_variable<float>(p.weights_shape(), "w");
+    tb::map_linearly(h, x);
+    tb::map_linearly(h, w);
+    CHECK_THROWS_WITH_AS(tb::ops::conv(h, prog, x, w, p, wino),
+                         doctest::Contains("conv: the winograd algorithm needs a 2-D forward or backward-input pass of a 3x3 kernel "
+                                           "with stride 1 and no dilation"),
+                         tb::option_error);
+  };
+  refuses(strided(padded(conv2d(1, 8, 8, 3, 3, 4, 4, 1), 1), {2, 2}));
+  refuses(padded(conv2d(1, 8, 8, 5, 5, 4, 4, 1), 2));
+  auto dilated = padded(conv2d(1, 9, 9, 3, 3, 4, 4, 1), 2);
+  dilated.kernel_dilation = {2, 2};
+  refuses(dilated);
+  tb::ConvParams c1;
+  c1.input_field = {17};
+  c1.kernel_shape = {3};
+  c1.channels(4, 4, 1);
+  refuses(c1);
+}
+
 TEST_CASE("add_bias: acts += bias along channels") {
   tb::Graph g{tb::targets::tiny(4)};
   tb::Sequence prog;

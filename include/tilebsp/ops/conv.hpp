@@ -95,8 +95,12 @@ struct ConvVertex {
   std::uint64_t cycle_estimate() const {
     ConvGeometry const& g = geom;
     auto const& r = g.range;
-    double macs = static_cast<double>((r.n1 - r.n0) * (r.g1 - r.g0) * (r.c1 - r.c0) * (r.j1 - r.j0) * g.loop.taps());
-    for (std::size_t d = 0; d < 3; ++d) macs *= static_cast<double>(r.hi[d] - r.lo[d]);
+    std::array<double, 3> e{};
+    for (std::size_t d = 0; d < 3; ++d) e[d] = static_cast<double>(r.hi[d] - r.lo[d]);
+    simd::ConvLoop loop = g.loop;
+    loop.winograd = loop.winograd && !Grad;
+    double const macs = tilebsp::detail::conv_block_macs(loop, static_cast<double>(r.n1 - r.n0), e, static_cast<double>(r.g1 - r.g0),
+                                                         static_cast<double>(r.c1 - r.c0), static_cast<double>(r.j1 - r.j0));
     return 50 + static_cast<std::uint64_t>(std::ceil(macs / macs_per_cycle)) + (dst.size() * sizeof(TD) + 7) / 8;
   }
 };
@@ -568,7 +572,7 @@ inline void pointwise(Graph& g, Sequence& prog, Tensor const& a3, Tensor const& 
   q.output = c3.element_type();
   q.accumulate = accumulate;
   if (q.groups * q.m * q.n == 0) return;
-  MatmulPlan const p = plan_matmul(view_target(g), q, o);
+  MatmulPlan const p = plan_matmul(view_target(g), q, o.matmul());
   if (map_out) map_result(g, p, c3);
   dispatch_types(q, [&]<class TA, class TP, class TO>() { build<TA, TP, TO>(g, prog, p, a3, b3, c3, alpha, name); });
 }
@@ -591,6 +595,7 @@ inline ConvProblem conv_problem_of(char const* op, ConvParams const& params, Con
   q.partials = o.partials;
   q.output = o.output_type.value_or(out_type.value_or(input));
   check_float(op, "the output type", q.output);
+  q.loop.winograd = tilebsp::detail::use_winograd(op, q, o.algorithm);
   return q;
 }
 

@@ -9,6 +9,7 @@
 #include <tilebsp/simd/conv.hpp>
 
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -18,9 +19,34 @@
 
 namespace tilebsp {
 
+/// How a forward-like pass (forward, backward input) computes its outputs. The weight update is always direct.
+enum class ConvAlgorithm {
+  automatic,  ///< Winograd where it applies and pays: 16 or more lane and reduction channels per group, an output
+              ///< field of at least 8x8 (smaller fields waste too much of their tiles); direct otherwise
+  direct,     ///< each output one chain of fused multiply-adds over its taps and reduction channels
+  winograd,   ///< F(2x2, 3x3) tiles: 3x3 kernels with stride 1 and no dilation only (option_error elsewhere)
+};
+
+constexpr std::string_view name_of(ConvAlgorithm a) noexcept {
+  switch (a) {
+    case ConvAlgorithm::automatic: return "automatic";
+    case ConvAlgorithm::direct: return "direct";
+    case ConvAlgorithm::winograd: return "winograd";
+  }
+  return "?";
+}
+
 /// Options of ops::conv and its passes: the matmul options (available_memory_proportion, partials,
-/// output_type, pass hint).
-using ConvOptions = MatmulOptions;
+/// output_type, pass hint) and the algorithm of the forward-like passes.
+struct ConvOptions {
+  double available_memory_proportion = 0.6;
+  ElementType partials = ElementType::f32;
+  std::optional<ElementType> output_type = std::nullopt;
+  MatmulPass pass = MatmulPass::inference;
+  ConvAlgorithm algorithm = ConvAlgorithm::automatic;
+  /// The options of the matmuls that 1x1 convolutions become.
+  MatmulOptions matmul() const { return {available_memory_proportion, partials, output_type, pass}; }
+};
 
 /// Which computation a convolution plan is for.
 enum class ConvPass {
@@ -83,6 +109,27 @@ inline ConvProblem conv_problem(ConvParams const& p, ConvPass kind) {
   return q;
 }
 
+/// Whether pass `q` runs as Winograd tiles under algorithm `a`: option_error when Winograd is asked for where it
+/// does not apply (see ConvAlgorithm).
+inline bool use_winograd(char const* op, ConvProblem const& q, ConvAlgorithm a) {
+  if (q.kind == ConvPass::weight_update) return false;
+  bool const applies = q.row_dim == 1 && simd::winograd_applies(q.loop);
+  if (a == ConvAlgorithm::winograd && !applies)
+    throw option_error(std::string(op) + ": the winograd algorithm needs a 2-D forward or backward-input pass of a 3x3 kernel "
+                       "with stride 1 and no dilation; this is " + std::string(name_of(q.kind)) + " " + q.params.describe());
+  if (a != ConvAlgorithm::automatic) return a == ConvAlgorithm::winograd;
+  return applies && q.c >= 16 && q.j >= 16 && q.loop.dim[1].out >= 8 && q.loop.dim[2].out >= 8;
+}
+
+/// Multiply-adds of a forward-like block of n images x positions e[0] x e[1] x e[2], g groups x c lane channels x j
+/// reduction channels: per position and tap, or for Winograd per tile point plus the transforms (about 32
+/// additions per tile and reduction channel and 24 per tile and lane channel, counted as multiply-adds).
+inline double conv_block_macs(simd::ConvLoop const& L, double n, std::array<double, 3> const& e, double g, double c, double j) {
+  if (!L.winograd) return n * e[0] * e[1] * e[2] * static_cast<double>(L.taps()) * g * c * j;
+  double const tiles = n * e[0] * std::ceil(e[1] / 2) * std::ceil(e[2] / 2);
+  return tiles * g * (16 * c * j + 32 * j + 24 * c);
+}
+
 /// Source elements of dimension `d` read for output positions [lo, hi): [first, last + 1), possibly empty.
 inline std::pair<std::int64_t, std::int64_t> source_range(simd::ConvDim const& D, std::int64_t lo, std::int64_t hi) {
   if (hi <= lo) return {0, 0};
@@ -138,6 +185,11 @@ inline void evaluate(ConvPlan& p, Target const& t) {
       other_in *= static_cast<std::size_t>(L.dim[d].in);
     }
   std::size_t const rows_step = wu ? p.step : p.r_tile, j_step = wu ? p.j_tile : p.step;
+  auto const extents = [&](std::size_t rows) {
+    std::array<double, 3> e{};
+    for (std::size_t d = 0; d < 3; ++d) e[d] = static_cast<double>(d == rd ? rows : static_cast<std::size_t>(L.dim[d].out));
+    return e;
+  };
   auto const [w0, w1] = source_range(L.dim[rd], 0, static_cast<std::int64_t>(rows_step));
   std::uint64_t const window = static_cast<std::uint64_t>(p.n_tile) * static_cast<std::uint64_t>(w1 - w0) * other_in *
                                p.g_tile * j_step * ein;
@@ -145,7 +197,9 @@ inline void evaluate(ConvPlan& p, Target const& t) {
   std::size_t const taps = q.taps();
   TileWork w;
   w.steps = p.steps;
-  w.macs = static_cast<double>(positions) * static_cast<double>(p.g_tile * p.c_tile * taps * j_step);
+  w.macs = wu ? static_cast<double>(positions) * static_cast<double>(p.g_tile * p.c_tile * taps * j_step)
+              : conv_block_macs(L, static_cast<double>(p.n_tile), extents(rows_step), static_cast<double>(p.g_tile),
+                                static_cast<double>(p.c_tile), static_cast<double>(j_step));
   std::uint64_t const result = wu ? static_cast<std::uint64_t>(p.g_tile) * taps * p.j_tile * p.c_tile
                                   : static_cast<std::uint64_t>(p.n_tile) * p.r_tile * other_out * p.g_tile * p.c_tile;
   w.recv = window + (wu ? positions * p.g_tile * p.c_tile * ein : static_cast<std::uint64_t>(p.g_tile) * taps * j_step * p.c_tile * ein);
@@ -218,7 +272,7 @@ inline std::string ConvPlan::describe() const {
   std::ostringstream s;
   s << "conv " << name_of(q.kind) << " " << q.params.describe() << " (" << name_of(q.input) << " operands, "
     << name_of(q.partials) << " partials, " << name_of(q.output) << " result" << (q.accumulate ? ", accumulated" : "")
-    << "), pass " << name_of(pass) << ", available_memory_proportion " << amp << " on " << target << "\n";
+    << (wu ? "" : q.loop.winograd ? ", winograd F(2x2, 3x3)" : ", direct") << "), pass " << name_of(pass) << ", available_memory_proportion " << amp << " on " << target << "\n";
   s << "  parallel splits: batch " << n_split << " (" << n_tile << " each) x rows " << r_split << " (" << r_tile
     << ") x groups " << g_split << " (" << g_tile << ") x " << (wu ? "output" : "lane") << " channels " << c_split
     << " (" << c_tile << ") x " << (wu ? "input" : "reduction") << " channels " << j_split << " (" << j_tile

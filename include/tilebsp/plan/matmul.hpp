@@ -252,8 +252,8 @@ Plan settle(Target const& t, double amp, std::uint64_t bound, std::string const&
 
 /// A plan of `Plan` with no splits yet: the problem, pass, target and the AMP bound on temporary memory per
 /// tile. Throws option_error (named after `op`) for an AMP outside [0, 1].
-template <class Plan, class Problem>
-Plan base_plan(char const* op, Target const& t, Problem const& q, MatmulOptions const& o) {
+template <class Plan, class Problem, class Options>
+Plan base_plan(char const* op, Target const& t, Problem const& q, Options const& o) {
   double const amp = o.available_memory_proportion;
   check_amp(op, amp);
   Plan p;

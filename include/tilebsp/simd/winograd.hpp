@@ -1,0 +1,323 @@
+// Winograd F(2x2, 3x3) convolution: a forward-like pass of a 3x3 kernel with stride 1 computed on 4x4 input tiles
+// that each give a 2x2 block of outputs with 16 multiplications per input/output channel pair instead of 36
+// (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", CVPR 2016). Per group:
+//   U = G g G^T   (weights, 4x4 points per input/output channel pair)
+//   V = B^T d B   (a 4x4 input tile, per input channel)
+//   M = sum over input channels j of V(j) U(j), one small GEMM per point (tiles x j times j x output channels)
+//   Y = A^T M A   (the tile's 2x2 outputs)
+// with G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1], B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1] and
+// A^T = [1 1 1 0; 0 1 -1 -1].
+//
+// Arithmetic (what keeps tile vertices and host kernels bitwise equal): tiles sit on a global grid — a tile's
+// first output position is even in both dimensions — whatever block of work computes them, so an output is always
+// the same entry of the same tile; every transform is the fixed sequence of f32 additions written below; a point's
+// sum over j is one chain of fused multiply-adds from zero in j order; with `load` the output is dst + Y (one
+// rounding). A lane (output channel) never depends on the other lanes. Padding reads zeros, as in the direct
+// kernels; unlike them, a non-finite input or weight reaches the neighbouring outputs of its tile (as NaN or
+// infinity), because the transforms mix the tile's elements.
+#pragma once
+
+#include <tilebsp/core/half.hpp>
+#include <tilebsp/simd/arch.hpp>
+#include <tilebsp/simd/conv_loop.hpp>
+#include <tilebsp/simd/gemm.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace tilebsp::simd {
+
+namespace detail {
+
+/// Points of a transformed tile (4x4).
+inline constexpr std::size_t wino_points = 16;
+
+/// Tiles of one GEMM register block with CV vectors of output channels: R x CV accumulators, CV weight vectors
+/// and one broadcast input in the registers (32 with AVX-512, 16 otherwise).
+constexpr std::size_t wino_rows(std::size_t CV) noexcept { return lanes >= 16 ? 14 : (CV == 1 ? 12 : 6); }
+
+/// m[t * ms + c] (CV vectors) = sum over j < J (one FMA chain from zero, j in order) of v[t * vs + j] * u[j * us + c],
+/// for R tiles t.
+template <std::size_t R, std::size_t CV>
+__attribute__((noinline)) void wino_block(std::size_t J, float const* v, std::size_t vs, float const* u, std::size_t us, float* m, std::size_t ms) noexcept {
+  using B = batch<float>;
+  B acc[R][CV];
+  TILEBSP_UNROLL
+  for (std::size_t t = 0; t < R; ++t)
+    TILEBSP_UNROLL
+    for (std::size_t c = 0; c < CV; ++c) acc[t][c] = B(0.0f);
+  // Tiles 4q to 4q + 3 from vq[q] at offsets 0..3 x vs: a few integer registers address all the tiles.
+  constexpr std::size_t Q = (R + 3) / 4;
+  float const* vq[Q];
+  TILEBSP_UNROLL
+  for (std::size_t q = 0; q < Q; ++q) vq[q] = v + 4 * q * vs;
+  for (std::size_t j = 0; j < J; ++j, u += us) {
+    B w[CV];
+    TILEBSP_UNROLL
+    for (std::size_t c = 0; c < CV; ++c) w[c] = B::load_aligned(u + c * lanes);
+    TILEBSP_UNROLL
+    for (std::size_t t = 0; t < R; ++t) {
+      B const x(vq[t / 4][(t % 4) * vs + j]);
+      TILEBSP_UNROLL
+      for (std::size_t c = 0; c < CV; ++c) acc[t][c] = xsimd::fma(x, w[c], acc[t][c]);
+    }
+  }
+  TILEBSP_UNROLL
+  for (std::size_t t = 0; t < R; ++t)
+    TILEBSP_UNROLL
+    for (std::size_t c = 0; c < CV; ++c) acc[t][c].store_aligned(m + t * ms + c * lanes);
+}
+
+/// wino_block for `rows` (1 to wino_rows(CV)) tiles.
+template <std::size_t CV, std::size_t R = 1>
+void wino_block_rows(std::size_t rows, std::size_t J, float const* v, std::size_t vs, float const* u, std::size_t us, float* m,
+                     std::size_t ms) noexcept {
+  if constexpr (R < wino_rows(CV)) {
+    if (rows != R) return wino_block_rows<CV, R + 1>(rows, J, v, vs, u, us, m, ms);
+  }
+  wino_block<R, CV>(J, v, vs, u, us, m, ms);
+}
+
+/// `n` (<= lanes) elements `stride` apart from p, as f32, zeros past them.
+template <class T>
+batch<float> wino_load(T const* p, std::ptrdiff_t stride, std::size_t n) noexcept {
+  if constexpr (std::is_same_v<T, float>) {
+    if (stride == 1) return n == lanes ? batch<float>::load_unaligned(p) : load_partial(p, n);
+  }
+  alignas(64) float tmp[lanes] = {};
+  for (std::size_t l = 0; l < n; ++l) tmp[l] = static_cast<float>(p[static_cast<std::ptrdiff_t>(l) * stride]);
+  return batch<float>::load_aligned(tmp);
+}
+
+/// Stores the first `n` lanes of x to p, `stride` apart (after adding the values there, with `load`).
+template <class T>
+void wino_store(batch<float> x, T* p, std::ptrdiff_t stride, std::size_t n, bool load) noexcept {
+  if constexpr (std::is_same_v<T, float>) {
+    if (stride == 1) {
+      if (n == lanes) (load ? batch<float>::load_unaligned(p) + x : x).store_unaligned(p);
+      else store_partial(load ? load_partial(p, n) + x : x, p, n);
+      return;
+    }
+  }
+  alignas(64) float tmp[lanes];
+  x.store_aligned(tmp);
+  for (std::size_t l = 0; l < n; ++l) {
+    T& o = p[static_cast<std::ptrdiff_t>(l) * stride];
+    o = T(load ? static_cast<float>(o) + tmp[l] : tmp[l]);
+  }
+}
+
+/// One transform step over four values (in place): B^T x.
+[[gnu::always_inline]] inline void wino_input_step(batch<float>& x0, batch<float>& x1, batch<float>& x2, batch<float>& x3) noexcept {
+  batch<float> const t0 = x0 - x2, t1 = x1 + x2, t2 = x2 - x1, t3 = x1 - x3;
+  x0 = t0, x1 = t1, x2 = t2, x3 = t3;
+}
+
+/// Per-thread buffers: transformed weights, inputs and products.
+inline Scratch& wino_scratch(int which) {
+  thread_local Scratch s[3];
+  return s[which];
+}
+
+/// The tile grid of a block of work: tiles start at even output positions; tile t of a batch starting at t0 has
+/// first output (y0 + 2 ((t0 + t) / nx), x0 + 2 ((t0 + t) % nx)).
+struct WinoGrid {
+  std::int64_t y0, x0, nx, tiles;
+  std::int64_t y(std::int64_t t) const noexcept { return y0 + 2 * (t / nx); }
+  std::int64_t x(std::int64_t t) const noexcept { return x0 + 2 * (t % nx); }
+};
+
+/// U[(p * cj + j) * CP + c] = (G g G^T)[p] of the weights of group g, reduction channel j0 + j and lane channel
+/// c0 + c (c < nc; the lanes up to CP are zero).
+template <class TW>
+__attribute__((noinline)) void wino_weights(Operand6<TW const> const& w, std::int64_t g, std::int64_t j0, std::int64_t cj,
+                                            std::int64_t c0, std::int64_t nc, float* U, std::size_t CP) noexcept {
+  using B = batch<float>;
+  for (std::int64_t j = 0; j < cj; ++j)
+    for (std::size_t v = 0; v < CP / lanes; ++v) {
+      auto const n = static_cast<std::size_t>(std::min<std::int64_t>(lanes, nc - static_cast<std::int64_t>(v * lanes)));
+      TW const* const base = w.at(g, 0, 0, 0, j0 + j, c0 + static_cast<std::int64_t>(v * lanes));
+      B a[4][3];
+      TILEBSP_UNROLL
+      for (std::ptrdiff_t t2 = 0; t2 < 3; ++t2) {
+        B x[3];
+        TILEBSP_UNROLL
+        for (std::ptrdiff_t t1 = 0; t1 < 3; ++t1) x[t1] = wino_load(base + t1 * w.stride[2] + t2 * w.stride[3], w.stride[5], n);
+        B const s = x[0] + x[2];
+        a[0][t2] = x[0], a[1][t2] = (s + x[1]) * B(0.5f), a[2][t2] = (s - x[1]) * B(0.5f), a[3][t2] = x[2];
+      }
+      TILEBSP_UNROLL
+      for (std::size_t i = 0; i < 4; ++i) {
+        B const s = a[i][0] + a[i][2];
+        B const u[4] = {a[i][0], (s + a[i][1]) * B(0.5f), (s - a[i][1]) * B(0.5f), a[i][2]};
+        TILEBSP_UNROLL
+        for (std::size_t k = 0; k < 4; ++k)
+          u[k].store_aligned(U + ((i * 4 + k) * static_cast<std::size_t>(cj) + static_cast<std::size_t>(j)) * CP + v * lanes);
+      }
+    }
+}
+
+/// V[((p * tb) + t) * JP + j] = (B^T d B)[p] of the 4x4 inputs d of tiles t0 + t (t < nt) of image n, position s0
+/// of dimension 0 (-1: padding), group g, reduction channels j0 + j (j < cj; the lanes up to JP are zero).
+template <class TS>
+__attribute__((noinline)) void wino_inputs(ConvLoop const& L, Operand6<TS const> const& src, std::int64_t n, std::int64_t s0,
+                                           std::int64_t g, std::int64_t j0, std::int64_t cj, WinoGrid const& grid,
+                                           std::int64_t t0, std::size_t nt, float* V, std::size_t tb, std::size_t JP) noexcept {
+  using B = batch<float>;
+  auto const& D = L.dim;
+  alignas(64) static constexpr float zeros[lanes] = {};
+  // Element offsets of a tile row or column in the source, or -1 for padding (no input dilation here).
+  auto const offset = [](ConvDim const& d, std::int64_t v, std::ptrdiff_t stride) -> std::ptrdiff_t { return v >= 0 && v < d.in ? v * stride : -1; };
+  // The transform of d, stored as the points of tile t, channel vector jv.
+  auto const transform = [&](B (&d)[4][4], std::size_t t, std::size_t jv) __attribute__((always_inline)) {
+    TILEBSP_UNROLL
+    for (std::size_t k = 0; k < 4; ++k) wino_input_step(d[0][k], d[1][k], d[2][k], d[3][k]);
+    TILEBSP_UNROLL
+    for (std::size_t i = 0; i < 4; ++i) {
+      wino_input_step(d[i][0], d[i][1], d[i][2], d[i][3]);
+      TILEBSP_UNROLL
+      for (std::size_t k = 0; k < 4; ++k) d[i][k].store_aligned(V + ((i * 4 + k) * tb + t) * JP + jv * lanes);
+    }
+  };
+  for (std::size_t jv = 0; jv < JP / lanes; ++jv) {
+    auto const cnt = static_cast<std::size_t>(std::min<std::int64_t>(lanes, cj - static_cast<std::int64_t>(jv * lanes)));
+    TS const* const base = s0 < 0 ? nullptr : src.at(n, s0, 0, 0, g, j0 + static_cast<std::int64_t>(jv * lanes));
+    // f32 channels in a row: every element one vector load (padding from a row of zeros), no branch per element.
+    auto const rows = [&]<bool Full>() __attribute__((always_inline)) {
+      float const* const b = reinterpret_cast<float const*>(base);
+      for (std::size_t t = 0; t < nt; ++t) {
+        std::int64_t const ty = grid.y(t0 + static_cast<std::int64_t>(t)), tx = grid.x(t0 + static_cast<std::int64_t>(t));
+        float const* q[4][4];
+        TILEBSP_UNROLL
+        for (std::int64_t i = 0; i < 4; ++i) {
+          std::ptrdiff_t const oi = offset(D[1], ty + i + D[1].c, src.stride[2]);
+          TILEBSP_UNROLL
+          for (std::int64_t k = 0; k < 4; ++k) {
+            std::ptrdiff_t const ok = offset(D[2], tx + k + D[2].c, src.stride[3]);
+            q[i][k] = oi < 0 || ok < 0 ? zeros : b + oi + ok;
+          }
+        }
+        B d[4][4];
+        TILEBSP_UNROLL
+        for (std::size_t i = 0; i < 4; ++i)
+          TILEBSP_UNROLL
+          for (std::size_t k = 0; k < 4; ++k) d[i][k] = Full ? B::load_unaligned(q[i][k]) : load_partial(q[i][k], cnt);
+        transform(d, t, jv);
+      }
+    };
+    if (std::is_same_v<TS, float> && s0 >= 0 && src.stride[5] == 1) {
+      if (cnt == lanes) rows.template operator()<true>();
+      else rows.template operator()<false>();
+      continue;
+    }
+    for (std::size_t t = 0; t < nt; ++t) {
+      std::int64_t const ty = grid.y(t0 + static_cast<std::int64_t>(t)), tx = grid.x(t0 + static_cast<std::int64_t>(t));
+      B d[4][4];
+      for (std::int64_t i = 0; i < 4; ++i)
+        for (std::int64_t k = 0; k < 4; ++k) {
+          std::ptrdiff_t const oi = offset(D[1], ty + i + D[1].c, src.stride[2]), ok = offset(D[2], tx + k + D[2].c, src.stride[3]);
+          d[i][k] = s0 < 0 || oi < 0 || ok < 0 ? B(0.0f) : wino_load(base + oi + ok, src.stride[5], cnt);
+        }
+      transform(d, t, jv);
+    }
+  }
+}
+
+/// dst(n, o0, y, x, g, c0 + c) = [dst +] (A^T M A) of tiles t0 + t (t < nt), for the outputs inside the block r.
+template <class TD>
+__attribute__((noinline)) void wino_outputs(ConvRange const& r, Operand6<TD> const& dst, std::int64_t n, std::int64_t o0, std::int64_t g,
+                                            WinoGrid const& grid, std::int64_t t0, std::size_t nt, float const* M, std::size_t tb,
+                                            std::size_t CP, bool load) noexcept {
+  using B = batch<float>;
+  std::int64_t const nc = r.c1 - r.c0;
+  for (std::size_t v = 0; v < CP / lanes; ++v) {
+    auto const cnt = static_cast<std::size_t>(std::min<std::int64_t>(lanes, nc - static_cast<std::int64_t>(v * lanes)));
+    TD* const base = dst.at(n, o0, 0, 0, g, r.c0 + static_cast<std::int64_t>(v * lanes));
+    bool const direct = std::is_same_v<TD, float> && dst.stride[5] == 1 && cnt == lanes && !load;
+    for (std::size_t t = 0; t < nt; ++t) {
+      std::int64_t const ty = grid.y(t0 + static_cast<std::int64_t>(t)), tx = grid.x(t0 + static_cast<std::int64_t>(t));
+      B m[4][4];
+      TILEBSP_UNROLL
+      for (std::size_t i = 0; i < 4; ++i)
+        TILEBSP_UNROLL
+        for (std::size_t k = 0; k < 4; ++k) m[i][k] = B::load_aligned(M + ((i * 4 + k) * tb + t) * CP + v * lanes);
+      B a[2][4];
+      TILEBSP_UNROLL
+      for (std::size_t k = 0; k < 4; ++k) {
+        a[0][k] = m[0][k] + m[1][k] + m[2][k];
+        a[1][k] = m[1][k] - m[2][k] - m[3][k];
+      }
+      TILEBSP_UNROLL
+      for (std::int64_t i = 0; i < 2; ++i) {
+        if (ty + i < r.lo[1] || ty + i >= r.hi[1]) continue;
+        B const y[2] = {a[i][0] + a[i][1] + a[i][2], a[i][1] - a[i][2] - a[i][3]};
+        TILEBSP_UNROLL
+        for (std::int64_t k = 0; k < 2; ++k) {
+          if (tx + k < r.lo[2] || tx + k >= r.hi[2]) continue;
+          TD* const q = base + (ty + i) * dst.stride[2] + (tx + k) * dst.stride[3];
+          if constexpr (std::is_same_v<TD, float>) {
+            if (direct) {
+              y[k].store_unaligned(q);
+              continue;
+            }
+          }
+          wino_store(y[k], q, dst.stride[5], cnt, load);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
+/// conv_forward as Winograd F(2x2, 3x3) for a loop that winograd_applies: dst(n, o, g, c) = [dst +] the tile
+/// result of output o over reduction channels [j0, j1), for the block `r` (see the arithmetic above).
+template <class TS, class TW, class TD>
+void winograd_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<TW const> const& w,
+                      Operand6<TD> const& dst, bool load) {
+  using namespace detail;
+  constexpr std::size_t P = wino_points;
+  std::int64_t const cj = r.j1 - r.j0, nc = r.c1 - r.c0;
+  if (cj <= 0 || r.n1 <= r.n0 || r.g1 <= r.g0 || nc <= 0 || r.hi[0] <= r.lo[0] || r.hi[1] <= r.lo[1] || r.hi[2] <= r.lo[2]) return;
+  std::size_t const JP = static_cast<std::size_t>((cj + lanes - 1) / lanes) * lanes;
+  std::size_t const CP = static_cast<std::size_t>((nc + lanes - 1) / lanes) * lanes;
+  WinoGrid grid{r.lo[1] & ~std::int64_t{1}, r.lo[2] & ~std::int64_t{1}, 0, 0};
+  grid.nx = (r.hi[2] - grid.x0 + 1) / 2;
+  grid.tiles = (r.hi[1] - grid.y0 + 1) / 2 * grid.nx;
+  // Tiles per batch: V and M of a batch within about 192 KiB, at least two register blocks.
+  auto const batch_tiles = static_cast<std::int64_t>(std::max<std::size_t>(2 * wino_rows(2), (192u << 10) / (sizeof(float) * P * (JP + CP))));
+  auto const tb = static_cast<std::size_t>(std::min(grid.tiles, batch_tiles));
+  float* const U = wino_scratch(0).get(P * static_cast<std::size_t>(cj) * CP);
+  float* const V = wino_scratch(1).get(P * tb * JP);
+  float* const M = wino_scratch(2).get(P * tb * CP);
+  for (std::int64_t g = r.g0; g < r.g1; ++g) {
+    wino_weights(w, g, r.j0, cj, r.c0, nc, U, CP);
+    for (std::int64_t n = r.n0; n < r.n1; ++n)
+      for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0) {
+        std::int64_t const s0 = L.dim[0].source(o0 * L.dim[0].a + L.dim[0].c);
+        for (std::int64_t t0 = 0; t0 < grid.tiles; t0 += batch_tiles) {
+          auto const nt = static_cast<std::size_t>(std::min(batch_tiles, grid.tiles - t0));
+          wino_inputs(L, src, n, s0, g, r.j0, cj, grid, t0, nt, V, tb, JP);
+          // M[p] = V[p] U[p] (tiles x j times j x channels) by register blocks of up to two vectors of channels.
+          for (std::size_t p = 0; p < P; ++p)
+            for (std::size_t c = 0; c < CP; c += 2 * lanes) {
+              bool const two = CP - c >= 2 * lanes;
+              std::size_t const R = wino_rows(two ? 2 : 1);
+              float const* up = U + p * static_cast<std::size_t>(cj) * CP + c;
+              for (std::size_t t = 0; t < nt; t += R) {
+                float const* vp = V + (p * tb + t) * JP;
+                float* mp = M + (p * tb + t) * CP + c;
+                std::size_t const rows = std::min(R, nt - t);
+                if (two) wino_block_rows<2>(rows, static_cast<std::size_t>(cj), vp, JP, up, CP, mp, CP);
+                else wino_block_rows<1>(rows, static_cast<std::size_t>(cj), vp, JP, up, CP, mp, CP);
+              }
+            }
+          wino_outputs(r, dst, n, o0, g, grid, t0, nt, M, tb, CP, load);
+        }
+      }
+  }
+}
+
+}  // namespace tilebsp::simd
