@@ -162,7 +162,7 @@ __attribute__((noinline)) void wino_weights(Operand6<TW const> const& w, std::in
 /// V[((p * tb) + t) * JP + j] = (B^T d B)[p] of the 4x4 inputs d of tiles t0 + t (t < nt) of image n, position s0
 /// of dimension 0 (-1: padding), group g, reduction channels j0 + j (j < cj; the lanes up to JP are zero).
 template <class TS>
-__attribute__((noinline)) void wino_inputs(ConvLoop const& L, Operand6<TS const> const& src, std::int64_t n, std::int64_t s0,
+__attribute__((noinline)) void wino_inputs(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, std::int64_t n, std::int64_t s0,
                                            std::int64_t g, std::int64_t j0, std::int64_t cj, WinoGrid const& grid,
                                            std::int64_t t0, std::size_t nt, float* V, std::size_t tb, std::size_t JP) noexcept {
   using B = batch<float>;
@@ -170,6 +170,12 @@ __attribute__((noinline)) void wino_inputs(ConvLoop const& L, Operand6<TS const>
   alignas(64) static constexpr float zeros[lanes] = {};
   // Element offsets of a tile row or column in the source, or -1 for padding (no input dilation here).
   auto const offset = [](ConvDim const& d, std::int64_t v, std::ptrdiff_t stride) -> std::ptrdiff_t { return v >= 0 && v < d.in ? v * stride : -1; };
+  // A tile's first input row (column) feeds only its first output row (column) and its last input only the
+  // second: where that output lies outside the block, the input reads as zero — the kept outputs' bits do not
+  // change, and a vertex never reads past the source rows its own block needs.
+  auto const needed = [&](std::size_t d, std::int64_t first, std::int64_t i) {
+    return !(i == 0 && first < r.lo[d]) && !(i == 3 && first + 1 >= r.hi[d]);
+  };
   // The transform of d, stored as the points of tile t, channel vector jv.
   auto const transform = [&](B (&d)[4][4], std::size_t t, std::size_t jv) __attribute__((always_inline)) {
     TILEBSP_UNROLL
@@ -192,10 +198,10 @@ __attribute__((noinline)) void wino_inputs(ConvLoop const& L, Operand6<TS const>
         float const* q[4][4];
         TILEBSP_UNROLL
         for (std::int64_t i = 0; i < 4; ++i) {
-          std::ptrdiff_t const oi = offset(D[1], ty + i + D[1].c, src.stride[2]);
+          std::ptrdiff_t const oi = needed(1, ty, i) ? offset(D[1], ty + i + D[1].c, src.stride[2]) : -1;
           TILEBSP_UNROLL
           for (std::int64_t k = 0; k < 4; ++k) {
-            std::ptrdiff_t const ok = offset(D[2], tx + k + D[2].c, src.stride[3]);
+            std::ptrdiff_t const ok = needed(2, tx, k) ? offset(D[2], tx + k + D[2].c, src.stride[3]) : -1;
             q[i][k] = oi < 0 || ok < 0 ? zeros : b + oi + ok;
           }
         }
@@ -217,7 +223,8 @@ __attribute__((noinline)) void wino_inputs(ConvLoop const& L, Operand6<TS const>
       B d[4][4];
       for (std::int64_t i = 0; i < 4; ++i)
         for (std::int64_t k = 0; k < 4; ++k) {
-          std::ptrdiff_t const oi = offset(D[1], ty + i + D[1].c, src.stride[2]), ok = offset(D[2], tx + k + D[2].c, src.stride[3]);
+          std::ptrdiff_t const oi = needed(1, ty, i) ? offset(D[1], ty + i + D[1].c, src.stride[2]) : -1;
+          std::ptrdiff_t const ok = needed(2, tx, k) ? offset(D[2], tx + k + D[2].c, src.stride[3]) : -1;
           d[i][k] = s0 < 0 || oi < 0 || ok < 0 ? B(0.0f) : wino_load(base + oi + ok, src.stride[5], cnt);
         }
       transform(d, t, jv);
@@ -299,7 +306,7 @@ void winograd_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> 
         std::int64_t const s0 = L.dim[0].source(o0 * L.dim[0].a + L.dim[0].c);
         for (std::int64_t t0 = 0; t0 < grid.tiles; t0 += batch_tiles) {
           auto const nt = static_cast<std::size_t>(std::min(batch_tiles, grid.tiles - t0));
-          wino_inputs(L, src, n, s0, g, r.j0, cj, grid, t0, nt, V, tb, JP);
+          wino_inputs(L, r, src, n, s0, g, r.j0, cj, grid, t0, nt, V, tb, JP);
           // M[p] = V[p] U[p] (tiles x j times j x channels) by register blocks of up to two vectors of channels.
           for (std::size_t p = 0; p < P; ++p)
             for (std::size_t c = 0; c < CP; c += 2 * lanes) {
