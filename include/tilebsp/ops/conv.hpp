@@ -97,9 +97,7 @@ struct ConvVertex {
     auto const& r = g.range;
     std::array<double, 3> e{};
     for (std::size_t d = 0; d < 3; ++d) e[d] = static_cast<double>(r.hi[d] - r.lo[d]);
-    simd::ConvLoop loop = g.loop;
-    loop.winograd = loop.winograd && !Grad;
-    double const macs = tilebsp::detail::conv_block_macs(loop, static_cast<double>(r.n1 - r.n0), e, static_cast<double>(r.g1 - r.g0),
+    double const macs = tilebsp::detail::conv_block_macs(g.loop, static_cast<double>(r.n1 - r.n0), e, static_cast<double>(r.g1 - r.g0),
                                                          static_cast<double>(r.c1 - r.c0), static_cast<double>(r.j1 - r.j0));
     return 50 + static_cast<std::uint64_t>(std::ceil(macs / macs_per_cycle)) + (dst.size() * sizeof(TD) + 7) / 8;
   }

@@ -27,15 +27,6 @@ enum class ConvAlgorithm {
   winograd,   ///< F(2x2, 3x3) tiles: 3x3 kernels with stride 1 and no dilation only (option_error elsewhere)
 };
 
-constexpr std::string_view name_of(ConvAlgorithm a) noexcept {
-  switch (a) {
-    case ConvAlgorithm::automatic: return "automatic";
-    case ConvAlgorithm::direct: return "direct";
-    case ConvAlgorithm::winograd: return "winograd";
-  }
-  return "?";
-}
-
 /// Options of ops::conv and its passes: the matmul options (available_memory_proportion, partials,
 /// output_type, pass hint) and the algorithm of the forward-like passes.
 struct ConvOptions {
