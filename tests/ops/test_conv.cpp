@@ -397,6 +397,48 @@ TEST_CASE("conv: winograd F(2x2, 3x3) forward and backward input") {
   }
 }
 
+TEST_CASE("conv: winograd weights transformed once per host write") {
+  // The host kernel keeps the transformed weights across runs while only the host writes them; a new write must
+  // be seen by the next run, on every thread count, bitwise as the vertices compute it.
+  auto const t = tb::targets::tiny(8, 128 * 1024);
+  auto const params = padded(conv2d(2, 9, 10, 3, 3, 16, 24, 2), 1);
+  tb::ConvOptions const o{.algorithm = tb::ConvAlgorithm::winograd};
+  tb::Graph g{t};
+  tb::Sequence prog;
+  auto x = g.add_variable<float>(params.input_shape(), "x");
+  auto w = g.add_variable<float>(params.weights_shape(), "w");
+  for (auto const& v : {x, w}) tb::map_linearly(g, v);
+  auto const y = tb::ops::conv(g, prog, x, w, params, o);
+  auto const exe = tb::compile(g, {}, prog);
+  auto const xv = values<float>(x.num_elements(), false, 1);
+  auto const w1 = values<float>(w.num_elements(), false, 2), w2 = values<float>(w.num_elements(), false, 5);
+  auto const fresh = [&](std::vector<float> const& wv, bool host_kernels) {
+    tb::Engine e{exe, {.host_threads = 2, .host_kernels = host_kernels}};
+    e.write(x, xv);
+    e.write(w, wv);
+    e.run();
+    return e.read<float>(y);
+  };
+  auto const want1 = fresh(w1, false), want2 = fresh(w2, false);
+  REQUIRE(want1 != want2);
+  for (std::size_t threads : {1, 2, 3}) {
+    INFO("threads " << threads);
+    tb::Engine e{exe, {.host_threads = threads}};
+    e.write(x, xv);
+    e.write(w, w1);
+    e.run();
+    CHECK(e.read<float>(y) == want1);
+    e.run();
+    CHECK(e.read<float>(y) == want1);
+    e.write(w, w2);
+    e.run();
+    CHECK(e.read<float>(y) == want2);
+    e.write(w, w1);
+    e.run();
+    CHECK(e.read<float>(y) == want1);
+  }
+}
+
 TEST_CASE("conv: the automatic algorithm, and winograd where it does not apply") {
   auto const mk2 = tb::targets::ipu_mk2(1);
   tb::Graph g{mk2};

@@ -180,9 +180,18 @@ class ConvHostKernel {
   HostKernel rest() const { return tilebsp::detail::whole_operator_rest(s_); }
 
  private:
+  /// Winograd weights transformed once per host write of the weights (inference: the weights outlive many runs),
+  /// one cache piece per group.
+  struct PreparedWeights {
+    tilebsp::detail::HostWriteCache cache;
+    simd::detail::Scratch storage;  ///< 64-byte aligned
+    float* data = nullptr;
+    simd::WinoWeights layout;
+  };
   struct Bound {
     std::byte *src, *other, *out;
     std::shared_ptr<tilebsp::detail::UnitQueue> queue;
+    std::shared_ptr<PreparedWeights> wino;  ///< null: each unit transforms the weights it reads
   };
   struct State {
     ConvPlan plan;
@@ -190,7 +199,17 @@ class ConvHostKernel {
     float alpha;
 
     Bound bind(HostBinding const& at) const {
-      return {at(src->var), at(other->var), at(out->var), std::make_shared<tilebsp::detail::UnitQueue>()};
+      Bound r{at(src->var), at(other->var), at(out->var), std::make_shared<tilebsp::detail::UnitQueue>(), nullptr};
+      auto const& q = plan.problem;
+      // Only the host writes the weights (not a training step's update): transform them once per write (the same
+      // bits as each unit transforming its own).
+      if (std::uint64_t const* writes = at.host_writes ? at.host_writes(other->var) : nullptr; writes && q.loop.winograd) {
+        std::size_t const lanes = simd::lanes, cs = (q.c + lanes - 1) / lanes * lanes;
+        r.wino = std::make_shared<PreparedWeights>(tilebsp::detail::HostWriteCache(writes, q.groups));
+        r.wino->data = r.wino->storage.get(simd::wino_weights_floats(q.groups, q.j, q.c));
+        r.wino->layout = {r.wino->data, q.j, cs, simd::detail::wino_points * q.j * cs};
+      }
+      return r;
     }
 
     /// A unit-shaped scratch destination of type T for range r.
@@ -258,7 +277,7 @@ class ConvHostKernel {
           r.lo[0] = (x % no) * oc, r.hi[0] = std::min(D[0].out, r.lo[0] + oc);
           x /= no;
           r.n0 = x * bc, r.n1 = std::min(B, r.n0 + bc);
-          forward_unit(r, s6, o6, d6);
+          forward_unit(at, r, s6, o6, d6);
         } else {
           r.n0 = 0, r.n1 = static_cast<std::int64_t>(q.batch);
           gradient_unit(r, s6, o6, d6);
@@ -267,16 +286,25 @@ class ConvHostKernel {
     }
 
     /// The plan's reduction structure for one forward-like unit.
-    void forward_unit(simd::ConvRange r, simd::Operand6<TS const> const& s6, simd::Operand6<TW const> const& o6,
+    void forward_unit(Bound const& at, simd::ConvRange r, simd::Operand6<TS const> const& s6, simd::Operand6<TW const> const& o6,
                       simd::Operand6<TO> const& d6) const {
       auto const& p = plan;
       auto const J = static_cast<std::int64_t>(p.problem.j);
+      simd::WinoWeights const* wino = nullptr;
+      if (at.wino) {
+        auto& w = *at.wino;
+        for (std::int64_t g = r.g0; g < r.g1; ++g)
+          w.cache.ensure(static_cast<std::size_t>(g), [&] {
+            simd::winograd_prepare_weights(o6, g, J, static_cast<std::int64_t>(p.problem.c), w.layout, w.data);
+          });
+        wino = &w.layout;
+      }
       auto const steps = [&](std::int64_t j0, std::int64_t j1, auto const& dst) {
         for (std::size_t s = 0; s < p.steps; ++s) {
           r.j0 = std::min(j1, j0 + static_cast<std::int64_t>(s * p.step));
           r.j1 = std::min(j1, r.j0 + static_cast<std::int64_t>(p.step));
           if (r.j0 >= r.j1) break;
-          simd::conv_forward(p.problem.loop, r, s6, o6, dst, s > 0);
+          simd::conv_forward(p.problem.loop, r, s6, o6, dst, s > 0, wino);
         }
       };
       if (!p.reduce) {

@@ -967,12 +967,12 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
 
 /// dst(n, o, g, c) = [dst +] sum over taps t (row-major), then j in [j0, j1), of src(n, v(o, t), g, j) *
 /// w(g, t, j, c), for the block `r`; with `load`, each chain continues from the value in dst. A loop marked
-/// winograd runs winograd_forward instead.
+/// winograd runs winograd_forward instead (on `wino`, its weights prepared ahead, when given).
 template <class TS, class TW, class TD>
 void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<TW const> const& w,
-                  Operand6<TD> const& dst, bool load) {
+                  Operand6<TD> const& dst, bool load, WinoWeights const* wino = nullptr) {
   using namespace detail;
-  if (L.winograd) return winograd_forward(L, r, src, w, dst, load);
+  if (L.winograd) return winograd_forward(L, r, src, w, dst, load, wino);
   auto const& D = L.dim;
   std::int64_t const cj = r.j1 - r.j0;
   std::size_t const Q = static_cast<std::size_t>(L.taps() * cj);

@@ -279,11 +279,34 @@ __attribute__((noinline)) void wino_outputs(ConvRange const& r, Operand6<TD> con
 
 }  // namespace detail
 
+/// Weights transformed ahead of a product (U = G g G^T of every group, reduction channel and lane channel), for
+/// convolutions whose weights outlive many runs — as oneDNN transforms them at primitive creation. Group g's point
+/// p, reduction channel j, lane channel c is at data[g * group_stride + (p * J + j) * c_stride + c]; c_stride is
+/// the lane channels rounded up to whole vectors. winograd_prepare_weights writes it.
+struct WinoWeights {
+  float const* data = nullptr;
+  std::size_t J = 0, c_stride = 0, group_stride = 0;
+};
+
+/// Floats of the prepared weights of `groups` groups of J reduction and C lane channels.
+constexpr std::size_t wino_weights_floats(std::size_t groups, std::size_t J, std::size_t C) noexcept {
+  return groups * detail::wino_points * J * ((C + lanes - 1) / lanes * lanes);
+}
+
+/// Writes group g's transformed weights (all J reduction and C lane channels of w) into `out` laid out as `pre`
+/// describes; the values are those winograd_forward computes for itself.
+template <class TW>
+void winograd_prepare_weights(Operand6<TW const> const& w, std::int64_t g, std::int64_t J, std::int64_t C, WinoWeights const& pre, float* out) {
+  detail::wino_weights(w, g, 0, J, 0, C, out + static_cast<std::size_t>(g) * pre.group_stride, pre.c_stride);
+}
+
 /// conv_forward as Winograd F(2x2, 3x3) for a loop that winograd_applies: dst(n, o, g, c) = [dst +] the tile
 /// result of output o over reduction channels [j0, j1), for the block `r` (see the arithmetic above).
+/// With `pre` (weights prepared by winograd_prepare_weights, and r.c0 a multiple of the vector width), the
+/// weights are read from it instead of being transformed again: bitwise the same results.
 template <class TS, class TW, class TD>
 void winograd_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<TW const> const& w,
-                      Operand6<TD> const& dst, bool load) {
+                      Operand6<TD> const& dst, bool load, WinoWeights const* pre = nullptr) {
   using namespace detail;
   constexpr std::size_t P = wino_points;
   std::int64_t const cj = r.j1 - r.j0, nc = r.c1 - r.c0;
@@ -296,11 +319,19 @@ void winograd_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> 
   // Tiles per batch: V and M of a batch within about 192 KiB, at least two register blocks.
   auto const batch_tiles = static_cast<std::int64_t>(std::max<std::size_t>(2 * wino_rows(2), (192u << 10) / (sizeof(float) * P * (JP + CP))));
   auto const tb = static_cast<std::size_t>(std::min(grid.tiles, batch_tiles));
-  float* const U = wino_scratch(0).get(P * static_cast<std::size_t>(cj) * CP);
+  if (pre && r.c0 % static_cast<std::int64_t>(lanes) != 0) pre = nullptr;
+  float* const U = pre ? nullptr : wino_scratch(0).get(P * static_cast<std::size_t>(cj) * CP);
+  // Weights of group g at point p, from reduction channel r.j0 and lane channel r.c0: (U, rows us floats apart).
+  std::size_t const us = pre ? pre->c_stride : CP;
+  auto const weights = [&](std::int64_t g, std::size_t p) -> float const* {
+    if (!pre) return U + p * static_cast<std::size_t>(cj) * CP;
+    return pre->data + static_cast<std::size_t>(g) * pre->group_stride + (p * pre->J + static_cast<std::size_t>(r.j0)) * us +
+           static_cast<std::size_t>(r.c0);
+  };
   float* const V = wino_scratch(1).get(P * tb * JP);
   float* const M = wino_scratch(2).get(P * tb * CP);
   for (std::int64_t g = r.g0; g < r.g1; ++g) {
-    wino_weights(w, g, r.j0, cj, r.c0, nc, U, CP);
+    if (!pre) wino_weights(w, g, r.j0, cj, r.c0, nc, U, CP);
     for (std::int64_t n = r.n0; n < r.n1; ++n)
       for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0) {
         std::int64_t const s0 = L.dim[0].source(o0 * L.dim[0].a + L.dim[0].c);
@@ -312,13 +343,13 @@ void winograd_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> 
             for (std::size_t c = 0; c < CP; c += 2 * lanes) {
               bool const two = CP - c >= 2 * lanes;
               std::size_t const R = wino_rows(two ? 2 : 1);
-              float const* up = U + p * static_cast<std::size_t>(cj) * CP + c;
+              float const* up = weights(g, p) + c;
               for (std::size_t t = 0; t < nt; t += R) {
                 float const* vp = V + (p * tb + t) * JP;
                 float* mp = M + (p * tb + t) * CP + c;
                 std::size_t const rows = std::min(R, nt - t);
-                if (two) wino_block_rows<2>(rows, static_cast<std::size_t>(cj), vp, JP, up, CP, mp, CP);
-                else wino_block_rows<1>(rows, static_cast<std::size_t>(cj), vp, JP, up, CP, mp, CP);
+                if (two) wino_block_rows<2>(rows, static_cast<std::size_t>(cj), vp, JP, up, us, mp, CP);
+                else wino_block_rows<1>(rows, static_cast<std::size_t>(cj), vp, JP, up, us, mp, CP);
               }
             }
           wino_outputs(r, dst, n, o0, g, grid, t0, nt, M, tb, CP, load);
