@@ -204,10 +204,10 @@ class ConvHostKernel {
       // Only the host writes the weights (not a training step's update): transform them once per write (the same
       // bits as each unit transforming its own).
       if (std::uint64_t const* writes = at.host_writes ? at.host_writes(other->var) : nullptr; writes && q.loop.winograd) {
-        std::size_t const lanes = simd::lanes, cs = (q.c + lanes - 1) / lanes * lanes;
         r.wino = std::make_shared<PreparedWeights>(tilebsp::detail::HostWriteCache(writes, q.groups));
-        r.wino->data = r.wino->storage.get(simd::wino_weights_floats(q.groups, q.j, q.c));
-        r.wino->layout = {r.wino->data, q.j, cs, simd::detail::wino_points * q.j * cs};
+        r.wino->layout = simd::wino_weights_layout(nullptr, q.j, q.c);
+        r.wino->data = r.wino->storage.get(q.groups * r.wino->layout.group_stride);
+        r.wino->layout.data = r.wino->data;
       }
       return r;
     }
@@ -227,8 +227,8 @@ class ConvHostKernel {
       auto const L = static_cast<std::int64_t>(simd::lanes);
       // Units: forward-like, chunks of groups x lane channels x images (n, o0) x rows o1; weight gradient, chunks
       // of groups x lane channels x reduction channels. Channel chunks are split first (each unit packs only its
-      // own weights; see channels_first), down to one vector (whole groups when a vector spans groups); then images, which repack the
-      // weights; then rows, which also rebuild the rows a kernel's taps share; for the weight gradient, reduction
+      // own weights; but see channels_first), down to one vector (whole groups when a vector spans groups); then
+      // images, which repack the weights; then rows, which also rebuild the rows a kernel's taps share; for the weight gradient, reduction
       // channels instead, down to chunks of 8 (each chunk rebuilds the input box, and fewer than 4 channels cannot
       // use the row kernel: the 56² grouped layer's 4 split in 2 ran at a fifth of the speed). Until there are at
       // least 8 units per thread where the problem allows, handed out first come first served (a unit's values do

@@ -288,9 +288,11 @@ struct WinoWeights {
   std::size_t J = 0, c_stride = 0, group_stride = 0;
 };
 
-/// Floats of the prepared weights of `groups` groups of J reduction and C lane channels.
-constexpr std::size_t wino_weights_floats(std::size_t groups, std::size_t J, std::size_t C) noexcept {
-  return groups * detail::wino_points * J * ((C + lanes - 1) / lanes * lanes);
+/// The layout of prepared weights at `data` for J reduction and C lane channels per group (group_stride floats
+/// per group).
+constexpr WinoWeights wino_weights_layout(float const* data, std::size_t J, std::size_t C) noexcept {
+  std::size_t const cs = (C + lanes - 1) / lanes * lanes;
+  return {data, J, cs, detail::wino_points * J * cs};
 }
 
 /// Writes group g's transformed weights (all J reduction and C lane channels of w) into `out` laid out as `pre`
