@@ -150,6 +150,13 @@ TEST_CASE("gemm_ksum: bitwise one gemm per K segment summed in order") {
   check_ksum<float, float>(3, 150, 1000, 64, false, false, 250);       // few rows: four-vector panels, masked tail
   check_ksum<float, float>(9, 40, 600, 512, true, true, 600);          // one group over two cache blocks' worth
   check_ksum<half, float>(20, 33, 333, 50, false, false, 111);
+  // Single-segment groups with the running sums in registers (AVX-512), every edge block of rows: 101 = 16 x 6 + 5
+  // on packed B over three cache blocks (the later ones continue the sum in C), 45 = 7 x 6 + 3 in place, 64 =
+  // 10 x 6 + 4, transposed A with 2 rows left.
+  check_ksum<float, float>(101, 64, 2100, 70, false, false, 0, 256);
+  check_ksum<float, float>(45, 96, 500, 50, false, false);
+  check_ksum<float, float>(64, 64, 784, 35, false, false, 0, 128);
+  check_ksum<float, float>(38, 32, 1500, 100, true, false);
   std::vector<float> s(6, 3.0f);
   float const* none = nullptr;
   sd::gemm_ksum(2, 3, 0, 4, sd::Matrix<float>{none, 0, 1}, sd::Matrix<float>{none, 3, 1}, sd::MatrixOut<float>{s.data(), 3, 1});
@@ -196,6 +203,7 @@ TEST_CASE("gemm and gemm_ksum on B packed ahead: bitwise the same as on B itself
       run(float{}, 300, 256, k, tb, 0, 0);
       run(half{}, 17, 33, k, tb, 0, 0);
       run(float{}, 100, 64, k, tb, 147, 49);
+      run(float{}, 100, 64, k, tb, 35, 35);
       run(half{}, 9, 100, k, tb, 600, 512);
     }
 }
