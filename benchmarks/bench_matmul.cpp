@@ -11,8 +11,9 @@
 #include <cblas.h>
 // OpenBLAS's worker threads spin for about 2^28 cycles after each call before they sleep (its THREAD_TIMEOUT): left
 // spinning they would take the cores from whatever runs next in this binary (BM_Matmul/128x128x784 ran 5% slower
-// after an OpenBLAS run). Exported by libopenblas, not declared in cblas.h; the next call starts them again.
-extern "C" int blas_thread_shutdown_(void);
+// after an OpenBLAS run). Exported by threaded builds of libopenblas, not declared in cblas.h (weak: a serial
+// build has no threads and no such function); the next call starts them again.
+extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
 #endif
 #if TILEBSP_HAVE_OPENMP
 #include <omp.h>
@@ -77,7 +78,7 @@ void BM_Openblas_Matmul(benchmark::State& state, Shape s) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, c.data(), N);
     benchmark::DoNotOptimize(c.data());
   }
-  blas_thread_shutdown_();
+  if (blas_thread_shutdown_) blas_thread_shutdown_();
   set_rate(state, s);
 }
 #endif
