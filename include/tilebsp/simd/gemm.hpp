@@ -282,7 +282,7 @@ __attribute__((noinline)) void ksum_kernel(std::size_t kc, std::size_t group, fl
 template <BRead Read>
 void ksum_panel_rows(std::size_t mc, std::size_t kc, std::size_t group, float const* a, std::ptrdiff_t ars, std::ptrdiff_t acs,
                      float const* b, std::ptrdiff_t brs, float* c, std::ptrdiff_t crs, bool load) noexcept {
-  constexpr std::size_t R = gemm_ksum_mr > 0 ? gemm_ksum_mr : 1;
+  constexpr std::size_t R = gemm_ksum_mr > 0 ? gemm_ksum_mr : 1;  // never called without the register blocks
   auto const row = [](auto* p, std::ptrdiff_t stride, std::size_t r) { return p + static_cast<std::ptrdiff_t>(r) * stride; };
   std::size_t r0 = 0;
   for (; r0 + R <= mc; r0 += R) {
@@ -506,9 +506,9 @@ void gemm_blocked(std::size_t m, std::size_t n, std::size_t k, std::size_t group
         TC const* next = j0 + panel < n ? &cat(i0, j0 + panel) : nullptr;
         std::size_t const next_cols = j0 + panel < n ? std::min(panel, n - j0 - panel) : 0;
         // Single-segment groups, several per block, on full panels of A read in place: the running sums in registers.
-        bool const ksum_registers = Sum && direct_a && gemm_ksum_mr > 0 && seg >= grp && kc > grp && nr == gemm_nr && c.cs == 1;
+        bool const ksum_registers = Sum && direct_a && seg >= grp && kc > grp && nr == gemm_nr && c.cs == 1;
         auto const run = [&]<BRead Read>() {
-          if constexpr (Sum && Read != BRead::masked) {
+          if constexpr (Sum && gemm_ksum_mr > 0 && Read != BRead::masked) {
             if (ksum_registers) {
               ksum_panel_rows<Read>(mc, kc, grp, ablk, ars, acs, bpanel, brs, &cat(i0, j0), c.rs, k0 > 0);
               return;
