@@ -57,7 +57,7 @@ void matmul_finish(float const* s, TO* out, std::ptrdiff_t stride, std::size_t n
       using B = simd::batch<float>;
       for (; j + simd::lanes <= n; j += simd::lanes) {
         B const v = B::load_unaligned(s + j);
-        B const r = Acc ? xsimd::fma(B(alpha), v, B::load_unaligned(out + j)) : v * B(alpha);
+        B const r = Acc ? simd::fma(B(alpha), v, B::load_unaligned(out + j)) : v * B(alpha);
         r.store_unaligned(out + j);
       }
     }

@@ -29,6 +29,19 @@ using mask = xsimd::batch_bool<float, arch>;
 /// Lanes of a 32-bit batch.
 inline constexpr std::size_t lanes = batch<float>::size;
 
+/// x * y + z rounded once wherever the target has FMA instructions. xsimd 8.1 implements fma for AVX-512 as
+/// x * y + z, which GCC fuses only where it contracts (-O2 and above, -ffp-contract=fast): at -O1 the same code
+/// gave other bits than at -O2, and than a kernel's explicit FMA. Elsewhere (no FMA: SSE, AVX) xsimd::fma.
+inline batch<float> fma(batch<float> const& x, batch<float> const& y, batch<float> const& z) noexcept {
+#if defined(__AVX512F__)
+  return _mm512_fmadd_ps(x, y, z);
+#elif defined(__FMA__) && defined(__AVX__)
+  return _mm256_fmadd_ps(x, y, z);
+#else
+  return xsimd::fma(x, y, z);
+#endif
+}
+
 /// Loads `lanes` halves as floats (F16C when the target has it).
 inline batch<float> load_f16(half const* p) noexcept {
 #if defined(__F16C__) && defined(__AVX512F__)

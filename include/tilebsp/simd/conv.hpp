@@ -494,9 +494,9 @@ template <std::size_t V, std::size_t XL>
   if constexpr (XL == 1) {
     batch<float> const xv(*x);
     TILEBSP_UNROLL
-    for (std::size_t v = 0; v < V; ++v) acc[v] = xsimd::fma(xv, w[v], acc[v]);
+    for (std::size_t v = 0; v < V; ++v) acc[v] = simd::fma(xv, w[v], acc[v]);
   } else {
-    acc[0] = xsimd::fma(load_step<XL>(x), w[0], acc[0]);
+    acc[0] = simd::fma(load_step<XL>(x), w[0], acc[0]);
   }
 }
 
@@ -598,7 +598,7 @@ void row_block(std::size_t T, std::ptrdiff_t const* toff, std::ptrdiff_t s, floa
       for (std::size_t k = 0; k < K; ++k) {
         if (i < k || i - k >= R) continue;
         TILEBSP_UNROLL
-        for (std::size_t v = 0; v < V; ++v) acc[i - k][v] = xsimd::fma(xi, w[k][v], acc[i - k][v]);
+        for (std::size_t v = 0; v < V; ++v) acc[i - k][v] = simd::fma(xi, w[k][v], acc[i - k][v]);
       }
     }
   }
@@ -670,7 +670,7 @@ void gradient_row_block(std::size_t rows, std::size_t ow, float const* y, float 
       for (std::size_t k = 0; k < K; ++k)
         TILEBSP_UNROLL
         for (std::size_t v = 0; v < V; ++v)
-          if (M >> k & 1) acc[k][r][v] = xsimd::fma(xb, yk[k][v], acc[k][r][v]);
+          if (M >> k & 1) acc[k][r][v] = simd::fma(xb, yk[k][v], acc[k][r][v]);
     }
   };
   for (std::size_t row = 0; row < rows; ++row) {

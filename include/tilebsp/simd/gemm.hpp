@@ -86,7 +86,7 @@ inline void in_register([[maybe_unused]] batch<float>& v) noexcept {
 }
 
 /// acc += a * b with all three in vector registers: with many accumulators live GCC 12 keeps B in memory and folds
-/// it into each FMA (or spills it), which the explicit instruction rules out (AVX-512 only; elsewhere xsimd::fma).
+/// it into each FMA (or spills it), which the explicit instruction rules out (AVX-512 only; elsewhere simd::fma).
 __attribute__((always_inline)) inline void fma_in_registers(batch<float>& acc, batch<float> a, batch<float> b) noexcept {
 #if defined(__x86_64__) && defined(__AVX512F__)
   if constexpr (sizeof(acc.data) == 64) {
@@ -94,7 +94,7 @@ __attribute__((always_inline)) inline void fma_in_registers(batch<float>& acc, b
     return;
   }
 #endif
-  acc = xsimd::fma(a, b, acc);
+  acc = simd::fma(a, b, acc);
 }
 
 /// How the micro-kernel reads B: a packed panel (NR floats per k, cache-resident), in place (rows far apart,
@@ -133,7 +133,7 @@ __attribute__((always_inline)) inline void micro_kernel(std::size_t kc, std::siz
     } else {
       v = v * al;
       if constexpr (std::is_same_v<TC, float>) {
-        if (beta != 0.0f) v = xsimd::fma(B(beta), B::load_unaligned(cr), v);
+        if (beta != 0.0f) v = simd::fma(B(beta), B::load_unaligned(cr), v);
         v.store_unaligned(cr);
       } else {
         store_f16(v, cr);
@@ -182,7 +182,7 @@ __attribute__((always_inline)) inline void micro_kernel(std::size_t kc, std::siz
             TILEBSP_UNROLL
             for (auto& v : bv) in_register(v);
           }  // few rows: one load per vector
-          ((acc[I] = xsimd::fma(B((I / V < 4 ? ak : ak4)[static_cast<std::ptrdiff_t>(I / V % 4) * ars]), bv[I % V], acc[I])), ...);
+          ((acc[I] = simd::fma(B((I / V < 4 ? ak : ak4)[static_cast<std::ptrdiff_t>(I / V % 4) * ars]), bv[I % V], acc[I])), ...);
         }
         if (from_registers) {
           (put(I, acc[I]), ...);

@@ -91,7 +91,7 @@ float reduce(Reduction r, T const* p, std::size_t n) noexcept {
       return detail::fold(p, n, inf, inf, mn, mn, [](float a, float b) { return b < a ? b : a; });
     }
     case Reduction::square_add:
-      return detail::fold(p, n, 0.0f, 0.0f, [](B a, B x) { return xsimd::fma(x, x, a); }, plus, plus);
+      return detail::fold(p, n, 0.0f, 0.0f, [](B a, B x) { return simd::fma(x, x, a); }, plus, plus);
     case Reduction::log_add: {
       // log(sum(exp(x))) = m + log(sum(exp(x - m))) with m the maximum, so nothing overflows.
       float const m = reduce(Reduction::max, p, n);
@@ -132,7 +132,7 @@ void fold_columns(Reduction r, T const* p, std::size_t n, std::size_t first, std
       break;
     case Reduction::min: run([](B a, B x) { return xsimd::min(a, x); }, [](float a, float x) { return a < x ? a : x; }); break;
     case Reduction::square_add:
-      run([](B a, B x) { return xsimd::fma(x, x, a); }, [](float a, float x) { return std::fma(x, x, a); });
+      run([](B a, B x) { return simd::fma(x, x, a); }, [](float a, float x) { return std::fma(x, x, a); });
       break;
     case Reduction::log_add: break;
   }

@@ -61,7 +61,7 @@ __attribute__((noinline)) void wino_block(std::size_t J, float const* v, std::si
     for (std::size_t t = 0; t < R; ++t) {
       B const x(vq[t / 4][(t % 4) * vs + j]);
       TILEBSP_UNROLL
-      for (std::size_t c = 0; c < CV; ++c) acc[t][c] = xsimd::fma(x, w[c], acc[t][c]);
+      for (std::size_t c = 0; c < CV; ++c) acc[t][c] = simd::fma(x, w[c], acc[t][c]);
     }
   }
   TILEBSP_UNROLL
