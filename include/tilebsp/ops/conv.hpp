@@ -228,11 +228,11 @@ class ConvHostKernel {
       // Units: forward-like, chunks of groups x lane channels x images (n, o0) x rows o1; weight gradient, chunks
       // of groups x lane channels x reduction channels. Channel chunks are split first (each unit packs only its
       // own weights; but see channels_first), down to one vector (whole groups when a vector spans groups); then
-      // images, which repack the weights; then rows, which also rebuild the rows a kernel's taps share; for the weight gradient, reduction
-      // channels instead, down to chunks of 8 (each chunk rebuilds the input box, and fewer than 4 channels cannot
-      // use the row kernel: the 56² grouped layer's 4 split in 2 ran at a fifth of the speed). Until there are at
-      // least 8 units per thread where the problem allows, handed out first come first served (a unit's values do
-      // not depend on the thread), so that a thread the machine slows down takes fewer.
+      // images, which repack the weights; then rows, which also rebuild the rows a kernel's taps share; for the
+      // weight gradient, reduction channels instead, down to chunks of 8 (each chunk rebuilds the input box, and
+      // fewer than 4 channels cannot use the row kernel: the 56² grouped layer's 4 split in 2 ran at a fifth of the
+      // speed). Until there are at least 8 units per thread where the problem allows, handed out first come first
+      // served (a unit's values do not depend on the thread), so that a thread the machine slows down takes fewer.
       std::int64_t const G = static_cast<std::int64_t>(q.groups), C = static_cast<std::int64_t>(q.c),
                          J = static_cast<std::int64_t>(q.j);
       auto const& D = q.loop.dim;
