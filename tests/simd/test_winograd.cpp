@@ -51,6 +51,15 @@ struct Problem {
     r.n0 = 0, r.n1 = N, r.lo = {0, 0, 0}, r.hi = {1, H, W}, r.g0 = 0, r.g1 = G, r.c0 = 0, r.c1 = C, r.j0 = 0, r.j1 = J;
     return r;
   }
+  /// f(i, n, y, x, g, c) for every output, i its index in the output vector.
+  template <class F>
+  void each_output(F&& f) const {
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t y = 0; y < H; ++y)
+        for (std::int64_t z = 0; z < W; ++z)
+          for (std::int64_t g = 0; g < G; ++g)
+            for (std::int64_t c = 0; c < C; ++c) f(static_cast<std::size_t>((((n * H + y) * W + z) * G + g) * C + c), n, y, z, g, c);
+  }
   double reference(std::int64_t n, std::int64_t y, std::int64_t xx, std::int64_t g, std::int64_t c) const {
     double s = 0;
     for (std::int64_t t1 = 0; t1 < 3; ++t1)
@@ -78,19 +87,13 @@ void check_shape(std::int64_t G, std::int64_t J, std::int64_t C, std::int64_t H,
   for (bool ones : {true, false}) {
     INFO((ones ? "+-1" : "uniform"));
     Problem<float> const p(2, H, W, G, J, C, ones, static_cast<unsigned>(G * 1000 + J * 100 + C * 10 + H));
-    std::vector<float> shared(p.outputs(), 7.0f);
-    run(p, p.all(), shared);
+    std::vector<float> whole(p.outputs(), 7.0f);
+    run(p, p.all(), whole);
     std::size_t bad = 0;
-    for (std::int64_t n = 0; n < p.N; ++n)
-      for (std::int64_t y = 0; y < H; ++y)
-        for (std::int64_t x = 0; x < W; ++x)
-          for (std::int64_t g = 0; g < G; ++g)
-            for (std::int64_t c = 0; c < C; ++c) {
-              double const want = p.reference(n, y, x, g, c);
-              double const got = shared[static_cast<std::size_t>((((n * H + y) * W + x) * G + g) * C + c)];
-              bool const ok = ones ? got == want : std::abs(got - want) <= 1e-6 + 0.01 * std::abs(want);
-              bad += ok ? 0 : 1;
-            }
+    p.each_output([&](std::size_t i, std::int64_t n, std::int64_t y, std::int64_t x, std::int64_t g, std::int64_t c) {
+      double const want = p.reference(n, y, x, g, c), got = whole[i];
+      bad += (ones ? got == want : std::abs(got - want) <= 1e-6 + 0.01 * std::abs(want)) ? 0 : 1;
+    });
     CHECK(bad == 0);
     // A block at odd boundaries in both dimensions, from the second image and group: it writes exactly its
     // outputs, bitwise those of the whole run.
@@ -99,15 +102,10 @@ void check_shape(std::int64_t G, std::int64_t J, std::int64_t C, std::int64_t H,
     std::vector<float> part(p.outputs(), 7.0f);
     run(p, r, part);
     std::size_t wrong = 0;
-    for (std::int64_t n = 0; n < p.N; ++n)
-      for (std::int64_t y = 0; y < H; ++y)
-        for (std::int64_t x = 0; x < W; ++x)
-          for (std::int64_t g = 0; g < G; ++g)
-            for (std::int64_t c = 0; c < C; ++c) {
-              auto const i = static_cast<std::size_t>((((n * H + y) * W + x) * G + g) * C + c);
-              bool const inside = n >= r.n0 && y >= r.lo[1] && y < r.hi[1] && x >= r.lo[2] && x < r.hi[2] && g >= r.g0;
-              wrong += (inside ? part[i] == shared[i] : part[i] == 7.0f) ? 0 : 1;
-            }
+    p.each_output([&](std::size_t i, std::int64_t n, std::int64_t y, std::int64_t x, std::int64_t g, std::int64_t) {
+      bool const inside = n >= r.n0 && y >= r.lo[1] && y < r.hi[1] && x >= r.lo[2] && x < r.hi[2] && g >= r.g0;
+      wrong += (inside ? part[i] == whole[i] : part[i] == 7.0f) ? 0 : 1;
+    });
     CHECK(wrong == 0);
     // Reduction channels in two serial steps (the second continues from dst): within tolerance of the one-step
     // result, and exact for +-1 data.
@@ -119,7 +117,7 @@ void check_shape(std::int64_t G, std::int64_t J, std::int64_t C, std::int64_t H,
       run(p, second, two, true);
       std::size_t off = 0;
       for (std::size_t i = 0; i < two.size(); ++i)
-        off += (ones ? two[i] == shared[i] : std::abs(two[i] - shared[i]) <= 1e-5f + 1e-4f * std::abs(shared[i])) ? 0 : 1;
+        off += (ones ? two[i] == whole[i] : std::abs(two[i] - whole[i]) <= 1e-5f + 1e-4f * std::abs(whole[i])) ? 0 : 1;
       CHECK(off == 0);
     }
   }
@@ -128,14 +126,10 @@ void check_shape(std::int64_t G, std::int64_t J, std::int64_t C, std::int64_t H,
   std::vector<half> hy(h.outputs());
   run(h, h.all(), hy);
   std::size_t bad = 0;
-  for (std::int64_t y = 0; y < H; ++y)
-    for (std::int64_t x = 0; x < W; ++x)
-      for (std::int64_t g = 0; g < G; ++g)
-        for (std::int64_t c = 0; c < C; ++c) {
-          double const want = h.reference(0, y, x, g, c);
-          double const got = static_cast<float>(hy[static_cast<std::size_t>(((y * W + x) * G + g) * C + c)]);
-          bad += std::abs(got - want) <= 1e-5 + 0.1 * std::abs(want) ? 0 : 1;
-        }
+  h.each_output([&](std::size_t i, std::int64_t n, std::int64_t y, std::int64_t x, std::int64_t g, std::int64_t c) {
+    double const want = h.reference(n, y, x, g, c), got = static_cast<float>(hy[i]);
+    bad += std::abs(got - want) <= 1e-5 + 0.1 * std::abs(want) ? 0 : 1;
+  });
   CHECK(bad == 0);
 }
 
