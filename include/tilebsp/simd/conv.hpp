@@ -38,13 +38,19 @@ namespace detail {
 /// Up to two vectors of lanes computed together. bcast: every used lane belongs to one group. xl: the floats of
 /// the input box per step: 1 (broadcast columns), lanes (expanded: each lane's own input), or the number of
 /// groups of an interleaved column, whose lane l holds group l % xl, channel l / xl — a step's xl inputs, one per
-/// group, repeat across the vector, and the kernel loads them with a broadcast.
+/// group, repeat across the vector, and the kernel loads them with a broadcast. xl_source: no box; see
+/// source_columns.
 struct ConvColumn {
   std::size_t vectors = 1, xl = 1;
   bool bcast = true;
   std::int64_t g[2 * lanes], c[2 * lanes];  // g < 0: unused lane
   std::int64_t first_group() const noexcept { return g[0]; }
 };
+
+/// xl of a source column: lanes over several groups in their natural order (lane l: the column's l / ct-th group,
+/// channel l % ct), reading the source in place — each step loads a position's channels of all the column's
+/// groups (one vector) and permutes them so that every lane gets its own group's input channel.
+inline constexpr std::size_t xl_source = 0;
 
 /// The columns of groups [g0, g1) x channels [c0, c1): a group with at least a vector of channels gets its own
 /// (broadcast) columns of up to two vectors; smaller groups share a vector, lanes / (c1 - c0) groups each,
@@ -96,6 +102,7 @@ struct ForwardScratch {
   };
   std::vector<RowWeights> w;
   std::vector<std::ptrdiff_t> toff, woff, d, trow, wrow;
+  std::vector<std::int32_t> sidx;  ///< lane indices of source columns (source_columns)
   std::vector<float const*> x;
   std::vector<float*> rows;
 };
@@ -150,6 +157,41 @@ struct LanePermuter {
     return batch<float>::load_aligned(tmp);
 #endif
   }
+};
+
+/// The lanes of a source column's step: lane l takes the float at p + idx[l] (0 <= idx[l] < lanes) — one load of
+/// the vector at p and one permutation, the indices held in a register across a step's loads.
+class LaneIndex {
+ public:
+  explicit LaneIndex(std::int32_t const* idx) noexcept {
+#if defined(__AVX512F__)
+    ix_ = _mm512_loadu_si512(idx);
+#elif defined(__AVX2__)
+    ix_ = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(idx));
+#else
+    ix_ = idx;
+#endif
+  }
+  [[gnu::always_inline]] batch<float> load(float const* p) const noexcept {
+#if defined(__AVX512F__)
+    return _mm512_permutexvar_ps(ix_, _mm512_loadu_ps(p));
+#elif defined(__AVX2__)
+    return _mm256_permutevar8x32_ps(_mm256_loadu_ps(p), ix_);
+#else
+    alignas(64) float tmp[lanes];
+    for (std::size_t l = 0; l < lanes; ++l) tmp[l] = p[ix_[l]];
+    return batch<float>::load_aligned(tmp);
+#endif
+  }
+
+ private:
+#if defined(__AVX512F__)
+  __m512i ix_;
+#elif defined(__AVX2__)
+  __m256i ix_;
+#else
+  std::int32_t const* ix_;
+#endif
 };
 
 /// Copies the n floats at p to out (one position of a box: a call to memcpy costs more than the copy).
@@ -559,17 +601,26 @@ inline bool row_kernel(ConvLoop const& L) noexcept {
   return d.taps == static_cast<std::int64_t>(row_taps) && d.a == 1 && d.b == 1;
 }
 
+/// How the steps of a source column (xl_source) read their inputs: the steps run (t0, t1, j) over whole rows of
+/// cj reduction channels, and step t's lane l takes the float idx[(t mod cj) * lanes + l] after the step's
+/// position.
+struct SourceSteps {
+  std::int32_t const* idx = nullptr;
+  std::size_t cj = 1;
+};
+
 /// R consecutive output positions of one row, `s` floats apart in the box, over T outer steps of row_taps inner
 /// steps: position r's step (t, k) multiplies the weights at wp + woff[t] + k * wk by the box at x + toff[t] +
 /// (r + k) * s. An input is thus loaded once for up to three positions (taps): R + 2 loads for 3 R fused
 /// multiply-adds per outer step, where forward_block needs one load per multiply-add. `zero_first` and
 /// `zero_last`: the first and last inputs are zeros (padding), whose steps are skipped. Results go to out + r * os
 /// (V vectors each, lanes permuted by `perm` when given); with `load`, the chains continue from the values there
-/// (lanes gathered by `inv`, the inverse of perm).
+/// (lanes gathered by `inv`, the inverse of perm). A source column (XL = xl_source) reads its inputs through
+/// `sl` (see SourceSteps).
 template <std::size_t R, std::size_t V, std::size_t XL>
 void row_block(std::size_t T, std::ptrdiff_t const* toff, std::ptrdiff_t s, float const* wp, std::ptrdiff_t const* woff,
                std::ptrdiff_t wk, float const* x, float* out, std::ptrdiff_t os, std::int32_t const* perm,
-               std::int32_t const* inv, bool load, bool zero_first, bool zero_last) noexcept {
+               std::int32_t const* inv, bool load, bool zero_first, bool zero_last, SourceSteps const& sl = {}) noexcept {
   using B = batch<float>;
   constexpr std::size_t K = row_taps;
   B acc[R][V];
@@ -581,9 +632,13 @@ void row_block(std::size_t T, std::ptrdiff_t const* toff, std::ptrdiff_t s, floa
       else if (perm) acc[r][v] = permute_lanes(B::load_unaligned(out + static_cast<std::ptrdiff_t>(r) * os + v * lanes), inv);
       else acc[r][v] = B::load_unaligned(out + static_cast<std::ptrdiff_t>(r) * os + v * lanes);
     }
-  for (std::size_t t = 0; t < T; ++t) {
+  for (std::size_t t = 0, j = 0; t < T; ++t, j = j + 1 == sl.cj ? 0 : j + 1) {
     float const* p = x + toff[t];
     float const* wq = wp + woff[t];
+    [[maybe_unused]] auto const ix = [&] {
+      if constexpr (XL == xl_source) return LaneIndex(sl.idx + j * lanes);
+      else return 0;
+    }();
     B w[K][V];
     TILEBSP_UNROLL
     for (std::size_t k = 0; k < K; ++k)
@@ -593,7 +648,10 @@ void row_block(std::size_t T, std::ptrdiff_t const* toff, std::ptrdiff_t s, floa
     TILEBSP_UNROLL
     for (std::size_t i = 0; i < R + K - 1; ++i) {
       if ((i == 0 && zero_first) || (i == R + K - 2 && zero_last)) continue;
-      B const xi = load_step<XL>(p + static_cast<std::ptrdiff_t>(i) * s);
+      float const* const pi = p + static_cast<std::ptrdiff_t>(i) * s;
+      B xi;
+      if constexpr (XL == xl_source) xi = ix.load(pi);
+      else xi = load_step<XL>(pi);
       TILEBSP_UNROLL
       for (std::size_t k = 0; k < K; ++k) {
         if (i < k || i - k >= R) continue;
@@ -728,17 +786,21 @@ void with_row_rows(std::size_t rows, F&& f) {
   if constexpr (R > 0) f.template operator()<R, V, XL>();
 }
 
-/// Calls f.template operator()<V, XL>() for a column.
-template <std::size_t XL = 2, class F>
+/// Calls f.template operator()<V, XL>() for a column (a source column only with `Source`: the kernels that read
+/// them).
+template <bool Source = false, std::size_t XL = 2, class F>
 void with_column(ConvColumn const& col, F&& f) {
   if constexpr (XL == 2) {
+    if constexpr (Source) {
+      if (col.xl == xl_source) return f.template operator()<1, xl_source>();
+    }
     if (col.xl == 1 && col.vectors == 2) return f.template operator()<2, 1>();
     if (col.xl == 1) return f.template operator()<1, 1>();
     if (col.xl == lanes) return f.template operator()<1, lanes>();
   }
   if constexpr (XL < lanes) {
     if (col.xl == XL) return f.template operator()<1, XL>();
-    return with_column<XL * 2>(col, f);
+    return with_column<Source, XL * 2>(col, f);
   }
 }
 
@@ -790,13 +852,14 @@ inline bool all_rows_valid(ConvLoop const& L, std::int64_t o0, std::int64_t o1) 
   return valid(L.dim[0], o0) && valid(L.dim[1], o1);
 }
 
-/// Whether a row kernel (forward_rows, the weight gradient's row blocks) can read the source of broadcast column
-/// `col` in place over output positions [lo2, hi2) of dimension 2, as the box would hold it (one group's channels
-/// per position): no input dilation, and a row's padding at most its first and last input, which the row kernels
-/// skip, as they skip kernel rows that read padding.
+/// Whether a row kernel (forward_rows, the weight gradient's row blocks) can read the source of a broadcast or
+/// source column `col` in place over output positions [lo2, hi2) of dimension 2, as the box would hold it (one
+/// group's channels per position): no input dilation, and a row's padding at most its first and last input,
+/// which the row kernels skip, as they skip kernel rows that read padding.
 inline bool row_source_in_place(ConvLoop const& L, ConvColumn const& col, std::int64_t lo2, std::int64_t hi2) noexcept {
   auto const& D = L.dim;
-  return col.xl == 1 && D[0].div == 1 && D[1].div == 1 && D[2].div == 1 && lo2 + D[2].c >= -1 && hi2 + D[2].c + 1 <= D[2].in;
+  return (col.xl == 1 || col.xl == xl_source) && D[0].div == 1 && D[1].div == 1 && D[2].div == 1 && lo2 + D[2].c >= -1 &&
+         hi2 + D[2].c + 1 <= D[2].in;
 }
 
 /// Whether conv_forward runs column `col` as row blocks (forward_rows): f32 results whose lanes are
@@ -813,13 +876,68 @@ bool row_column(ConvColumn const& col, Operand6<TD> const& dst, std::int64_t ow)
   return (lane_offsets(dst, col, off, used) && used == VL) || (VL == lanes && lane_permutation(off, VL, perm));
 }
 
+/// Prefetches (into L2) the positions [v2, v2 + count) of virtual row v1, each `floats` floats, of every kernel
+/// row of dimension 0 — read in place at p (virtual position v2), positions ps floats apart, rows of dimension
+/// 0 xs0 apart — skipping padding.
+inline void prefetch_source_row(ConvLoop const& L, float const* p, std::ptrdiff_t xs0, std::ptrdiff_t ps, std::int64_t v1,
+                                std::int64_t v2, std::int64_t count, std::size_t floats) noexcept {
+  auto const& D = L.dim;
+  if (D[1].source(v1) < 0) return;
+  std::int64_t const a = std::max<std::int64_t>(0, -v2), b = std::min(count, D[2].in - v2);
+  auto const bytes = static_cast<std::ptrdiff_t>(floats * sizeof(float));
+  for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0) {
+    auto const* row = reinterpret_cast<char const*>(p + t0 * D[0].b * xs0);
+    for (std::int64_t i = a; i < b; ++i)
+      for (std::ptrdiff_t k = 0; k < bytes; k += 64) __builtin_prefetch(row + i * ps * static_cast<std::ptrdiff_t>(sizeof(float)) + k, 0, 2);
+  }
+}
+
+/// Turns the columns of forward_rows whose lanes span several groups into source columns (xl_source) where they
+/// can read an f32 source in place: the column's groups fill a whole vector, a position's channels [j0, j1) of
+/// all of them span exactly a vector of floats from its first (so that a whole load reads only their channels),
+/// and the results land in dst in lane order. `idx` receives each reduction channel's lane indices (cj rows of
+/// lanes); returns whether a column changed. The lanes' values are unchanged: each is the same chain of multiply-adds,
+/// its input fetched from the source rather than from a box (28² grouped forward: the box was 8-20% of the time).
+template <class TS>
+bool source_columns(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<float> const& dst,
+                    std::vector<ConvColumn>& cols, std::vector<std::int32_t>& idx) {
+  if constexpr (!std::is_same_v<TS, float>) {
+    return false;
+  } else {
+    auto const L_ = static_cast<std::int64_t>(lanes);
+    std::int64_t const ct = r.c1 - r.c0, cj = r.j1 - r.j0, per = L_ / std::max<std::int64_t>(1, ct);
+    if (ct <= 0 || L_ % ct != 0 || per < 2 || src.stride[5] != 1 || src.stride[4] < cj || dst.stride[5] != 1 ||
+        dst.stride[4] != ct || (per - 1) * src.stride[4] + cj != L_)
+      return false;
+    ConvColumn probe;
+    probe.xl = xl_source;
+    if (!row_source_in_place(L, probe, r.lo[2], r.hi[2])) return false;
+    idx.resize(static_cast<std::size_t>(cj) * lanes);
+    for (std::int64_t j = 0; j < cj; ++j)
+      for (std::int64_t l = 0; l < L_; ++l)
+        idx[static_cast<std::size_t>(j * L_ + l)] = static_cast<std::int32_t>(l / ct * src.stride[4] + j);
+    bool changed = false;
+    for (auto& col : cols) {
+      if (col.bcast || col.vectors != 1 || col.g[L_ - 1] < 0) continue;  // one group, or not a whole vector
+      std::int64_t const g0 = col.first_group();
+      for (std::int64_t l = 0; l < L_; ++l) {
+        col.g[l] = g0 + l / ct;
+        col.c[l] = r.c0 + l % ct;
+      }
+      col.xl = xl_source;
+      changed = true;
+    }
+    return changed;
+  }
+}
+
 /// conv_forward for a 3-wide kernel with stride and dilation 1 in dimension 2 (steps (t0, t1, j, t2)) whose
 /// columns all pass row_column: strip by strip, one box each (or the source read in place), output rows in blocks
 /// of row_block, results straight from the registers to dst; weights read in place where a column's lanes are
 /// contiguous f32 there, else packed.
 template <class TS, class TW>
 void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<TW const> const& w,
-                  Operand6<float> const& dst, bool load, std::vector<ConvColumn> const& cols) {
+                  Operand6<float> const& dst, bool load, std::vector<ConvColumn> const& cols, SourceSteps const& sl) {
   auto const& D = L.dim;
   std::int64_t const cj = r.j1 - r.j0, ow = r.hi[2] - r.lo[2], nrow = r.hi[1] - r.lo[1];
   std::int64_t const T01 = D[0].taps * D[1].taps, T2 = D[2].taps;
@@ -842,7 +960,9 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
     std::ptrdiff_t xs2 = cj * XL, xs1 = xs2 * ext[2];
     std::ptrdiff_t xs0 = xs1 * ((strip - 1) * D[1].a + (D[1].taps - 1) * D[1].b + 1);
     std::ptrdiff_t xj = XL;
-    if (direct) xs0 = src.stride[1], xs1 = src.stride[2], xs2 = src.stride[3], xj = src.stride[5];
+    // In place, a step's reduction channel is an offset from the position (broadcast columns) or in its lane
+    // indices (source columns).
+    if (direct) xs0 = src.stride[1], xs1 = src.stride[2], xs2 = src.stride[3], xj = XL == 1 ? src.stride[5] : 0;
     {
       std::size_t t = 0;
       for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
@@ -904,7 +1024,7 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
             alignas(64) std::int32_t store[lanes], gather[lanes];
             bool const permuted = !lane_offsets(dst, col, off, used) && lane_permutation(off, lanes, store);
             for (std::size_t l = 0; permuted && l < lanes; ++l) gather[l] = static_cast<std::int32_t>(off[l]);
-            with_column(col, [&]<std::size_t VV, std::size_t XX>() {
+            with_column<true>(col, [&]<std::size_t VV, std::size_t XX>() {
               constexpr std::size_t RMAX = row_rows_max(VV);
               if constexpr (RMAX > 0) {
                 auto const w2 = static_cast<std::size_t>(ow);
@@ -950,13 +1070,19 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
                   if (o1 + 1 < s1)
                     for (std::int64_t i = 0; i < ow; ++i)
                       for (std::size_t v = 0; v < VV; ++v) __builtin_prefetch(d + dst.stride[2] + i * ds + v * lanes, 1);
+                  // Read in place, the source row that the next output row's last kernel row adds, its positions a
+                  // cache line or more apart (which hardware prefetchers do not follow across pages).
+                  if (direct && o1 + 1 < s1 && std::abs(xs2) >= static_cast<std::ptrdiff_t>(64 / sizeof(float)))
+                    prefetch_source_row(L, x0 + ((o1 + 1 - s) * D[1].a + (D[1].taps - 1) * D[1].b) * xs1, xs0, xs2,
+                                        (o1 + 1) * D[1].a + (D[1].taps - 1) * D[1].b + D[1].c, r.lo[2] + D[2].c, ow + T2 - 1,
+                                        XX == xl_source ? lanes : static_cast<std::size_t>(cj));
                   for (std::size_t b = 0; b < nb; ++b) {
                     auto const i0 = static_cast<std::ptrdiff_t>(w2 * b / nb), i1 = static_cast<std::ptrdiff_t>(w2 * (b + 1) / nb);
                     std::int64_t const v2 = r.lo[2] + D[2].c + i0;  // the block's first input
                     bool const z0 = D[2].source(v2) < 0, z1 = D[2].source(v2 + (i1 - i0) + 1) < 0;
                     with_row_rows<VV, XX>(static_cast<std::size_t>(i1 - i0), [&]<std::size_t RR, std::size_t V2, std::size_t X2>() {
                       row_block<RR, V2, X2>(tr, to, xs2, wt.base, wo, wt.wk, xr + i0 * xs2, d + i0 * ds, ds, permuted ? store : nullptr,
-                                            permuted ? gather : nullptr, load, z0, z1);
+                                            permuted ? gather : nullptr, load, z0, z1, sl);
                     });
                   }
                 }
@@ -989,10 +1115,13 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
   bool const rows_k = row_kernel(L);
   bool const join2 = !rows_k && D[2].b == 1;
   std::size_t const K = static_cast<std::size_t>(rows_k ? D[2].taps : join2 ? D[2].taps * cj : cj), T = Q / K;
-  auto const cols = conv_columns(r.g0, r.g1, r.c0, r.c1);
+  auto cols = conv_columns(r.g0, r.g1, r.c0, r.c1);
   if constexpr (std::is_same_v<TD, float>) {
-    if (rows_k && std::all_of(cols.begin(), cols.end(), [&](ConvColumn const& c) { return row_column(c, dst, ow); }))
-      return forward_rows(L, r, src, w, dst, load, cols);
+    if (rows_k && std::all_of(cols.begin(), cols.end(), [&](ConvColumn const& c) { return row_column(c, dst, ow); })) {
+      ForwardScratch& fs = forward_scratch();
+      source_columns(L, r, src, dst, cols, fs.sidx);
+      return forward_rows(L, r, src, w, dst, load, cols, {fs.sidx.data(), static_cast<std::size_t>(cj)});
+    }
   }
   ForwardScratch& fs = forward_scratch();
   fs.toff.resize(T);
