@@ -852,9 +852,9 @@ inline bool all_rows_valid(ConvLoop const& L, std::int64_t o0, std::int64_t o1) 
   return valid(L.dim[0], o0) && valid(L.dim[1], o1);
 }
 
-/// Whether a row kernel (forward_rows, the weight gradient's row blocks) can read the source of a broadcast or
-/// source column `col` in place over output positions [lo2, hi2) of dimension 2, as the box would hold it (one
-/// group's channels per position): no input dilation, and a row's padding at most its first and last input,
+/// Whether a row kernel (forward_rows, the weight gradient's row blocks) can read the source of a broadcast column
+/// `col` (one group's channels per position, as the box would hold them) or a source column in place over output
+/// positions [lo2, hi2) of dimension 2: no input dilation, and a row's padding at most its first and last input,
 /// which the row kernels skip, as they skip kernel rows that read padding.
 inline bool row_source_in_place(ConvLoop const& L, ConvColumn const& col, std::int64_t lo2, std::int64_t hi2) noexcept {
   auto const& D = L.dim;
@@ -896,8 +896,10 @@ inline void prefetch_source_row(ConvLoop const& L, float const* p, std::ptrdiff_
 /// can read an f32 source in place: the column's groups fill a whole vector, a position's channels [j0, j1) of
 /// all of them span exactly a vector of floats from its first (so that a whole load reads only their channels),
 /// and the results land in dst in lane order. `idx` receives each reduction channel's lane indices (cj rows of
-/// lanes); returns whether a column changed. The lanes' values are unchanged: each is the same chain of multiply-adds,
-/// its input fetched from the source rather than from a box (28² grouped forward: the box was 8-20% of the time).
+/// lanes); returns whether a column changed. The lanes' values are unchanged: each is the same chain of
+/// multiply-adds, its input fetched from the source rather than from a box (which was 8-13% of the 28² grouped
+/// forward; without it, bench_conv's 28² and 56² grouped layers gained 1-3%: the kernel now waits on the source
+/// lines the box used to gather).
 template <class TS>
 bool source_columns(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<float> const& dst,
                     std::vector<ConvColumn>& cols, std::vector<std::int32_t>& idx) {
@@ -1070,12 +1072,15 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
                   if (o1 + 1 < s1)
                     for (std::int64_t i = 0; i < ow; ++i)
                       for (std::size_t v = 0; v < VV; ++v) __builtin_prefetch(d + dst.stride[2] + i * ds + v * lanes, 1);
-                  // Read in place, the source row that the next output row's last kernel row adds, its positions a
-                  // cache line or more apart (which hardware prefetchers do not follow across pages).
-                  if (direct && o1 + 1 < s1 && std::abs(xs2) >= static_cast<std::ptrdiff_t>(64 / sizeof(float)))
-                    prefetch_source_row(L, x0 + ((o1 + 1 - s) * D[1].a + (D[1].taps - 1) * D[1].b) * xs1, xs0, xs2,
-                                        (o1 + 1) * D[1].a + (D[1].taps - 1) * D[1].b + D[1].c, r.lo[2] + D[2].c, ow + T2 - 1,
-                                        XX == xl_source ? lanes : static_cast<std::size_t>(cj));
+                  // A source column's next source row (the one the next output row's last kernel row adds), its
+                  // positions a cache line or more apart, which hardware prefetchers do not follow across pages
+                  // (56² grouped forward, one thread: 66 -> 71 GFLOP/s; broadcast columns read in place gained
+                  // nothing from it, see docs/04).
+                  if constexpr (XX == xl_source) {
+                    if (o1 + 1 < s1 && std::abs(xs2) >= static_cast<std::ptrdiff_t>(64 / sizeof(float)))
+                      prefetch_source_row(L, x0 + ((o1 + 1 - s) * D[1].a + (D[1].taps - 1) * D[1].b) * xs1, xs0, xs2,
+                                          (o1 + 1) * D[1].a + (D[1].taps - 1) * D[1].b + D[1].c, r.lo[2] + D[2].c, ow + T2 - 1, lanes);
+                  }
                   for (std::size_t b = 0; b < nb; ++b) {
                     auto const i0 = static_cast<std::ptrdiff_t>(w2 * b / nb), i1 = static_cast<std::ptrdiff_t>(w2 * (b + 1) / nb);
                     std::int64_t const v2 = r.lo[2] + D[2].c + i0;  // the block's first input
