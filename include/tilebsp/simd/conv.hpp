@@ -852,14 +852,17 @@ inline bool all_rows_valid(ConvLoop const& L, std::int64_t o0, std::int64_t o1) 
   return valid(L.dim[0], o0) && valid(L.dim[1], o1);
 }
 
-/// Whether a row kernel (forward_rows, the weight gradient's row blocks) can read the source of a broadcast column
-/// `col` (one group's channels per position, as the box would hold them) or a source column in place over output
+/// Whether a row kernel (forward_rows, the weight gradient's row blocks) can read the source in place over output
 /// positions [lo2, hi2) of dimension 2: no input dilation, and a row's padding at most its first and last input,
 /// which the row kernels skip, as they skip kernel rows that read padding.
-inline bool row_source_in_place(ConvLoop const& L, ConvColumn const& col, std::int64_t lo2, std::int64_t hi2) noexcept {
+inline bool row_in_place(ConvLoop const& L, std::int64_t lo2, std::int64_t hi2) noexcept {
   auto const& D = L.dim;
-  return (col.xl == 1 || col.xl == xl_source) && D[0].div == 1 && D[1].div == 1 && D[2].div == 1 && lo2 + D[2].c >= -1 &&
-         hi2 + D[2].c + 1 <= D[2].in;
+  return D[0].div == 1 && D[1].div == 1 && D[2].div == 1 && lo2 + D[2].c >= -1 && hi2 + D[2].c + 1 <= D[2].in;
+}
+/// row_in_place for a broadcast column (one group's channels per position, as the box would hold them) or a
+/// source column.
+inline bool row_source_in_place(ConvLoop const& L, ConvColumn const& col, std::int64_t lo2, std::int64_t hi2) noexcept {
+  return (col.xl == 1 || col.xl == xl_source) && row_in_place(L, lo2, hi2);
 }
 
 /// Whether conv_forward runs column `col` as row blocks (forward_rows): f32 results whose lanes are
@@ -876,19 +879,19 @@ bool row_column(ConvColumn const& col, Operand6<TD> const& dst, std::int64_t ow)
   return (lane_offsets(dst, col, off, used) && used == VL) || (VL == lanes && lane_permutation(off, VL, perm));
 }
 
-/// Prefetches (into L2) the positions [v2, v2 + count) of virtual row v1, each `floats` floats, of every kernel
-/// row of dimension 0 — read in place at p (virtual position v2), positions ps floats apart, rows of dimension
-/// 0 xs0 apart — skipping padding.
+/// Prefetches (into L2) a source column's vector at each of the positions [v2, v2 + count) of virtual row v1, of
+/// every kernel row of dimension 0 — read in place at p (virtual position v2), positions ps floats apart, rows of
+/// dimension 0 xs0 apart — skipping padding.
 inline void prefetch_source_row(ConvLoop const& L, float const* p, std::ptrdiff_t xs0, std::ptrdiff_t ps, std::int64_t v1,
-                                std::int64_t v2, std::int64_t count, std::size_t floats) noexcept {
+                                std::int64_t v2, std::int64_t count) noexcept {
   auto const& D = L.dim;
   if (D[1].source(v1) < 0) return;
   std::int64_t const a = std::max<std::int64_t>(0, -v2), b = std::min(count, D[2].in - v2);
-  auto const bytes = static_cast<std::ptrdiff_t>(floats * sizeof(float));
+  constexpr auto bytes = static_cast<std::ptrdiff_t>(lanes * sizeof(float));
   for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0) {
-    auto const* row = reinterpret_cast<char const*>(p + t0 * D[0].b * xs0);
+    float const* row = p + t0 * D[0].b * xs0;
     for (std::int64_t i = a; i < b; ++i)
-      for (std::ptrdiff_t k = 0; k < bytes; k += 64) __builtin_prefetch(row + i * ps * static_cast<std::ptrdiff_t>(sizeof(float)) + k, 0, 2);
+      for (std::ptrdiff_t k = 0; k < bytes; k += 64) __builtin_prefetch(reinterpret_cast<char const*>(row + i * ps) + k, 0, 2);
   }
 }
 
@@ -909,11 +912,8 @@ bool source_columns(ConvLoop const& L, ConvRange const& r, Operand6<TS const> co
     auto const L_ = static_cast<std::int64_t>(lanes);
     std::int64_t const ct = r.c1 - r.c0, cj = r.j1 - r.j0, per = L_ / std::max<std::int64_t>(1, ct);
     if (ct <= 0 || L_ % ct != 0 || per < 2 || src.stride[5] != 1 || src.stride[4] < cj || dst.stride[5] != 1 ||
-        dst.stride[4] != ct || (per - 1) * src.stride[4] + cj != L_)
+        dst.stride[4] != ct || (per - 1) * src.stride[4] + cj != L_ || !row_in_place(L, r.lo[2], r.hi[2]))
       return false;
-    ConvColumn probe;
-    probe.xl = xl_source;
-    if (!row_source_in_place(L, probe, r.lo[2], r.hi[2])) return false;
     idx.resize(static_cast<std::size_t>(cj) * lanes);
     for (std::int64_t j = 0; j < cj; ++j)
       for (std::int64_t l = 0; l < L_; ++l)
@@ -1079,7 +1079,7 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
                   if constexpr (XX == xl_source) {
                     if (o1 + 1 < s1 && std::abs(xs2) >= static_cast<std::ptrdiff_t>(64 / sizeof(float)))
                       prefetch_source_row(L, x0 + ((o1 + 1 - s) * D[1].a + (D[1].taps - 1) * D[1].b) * xs1, xs0, xs2,
-                                          (o1 + 1) * D[1].a + (D[1].taps - 1) * D[1].b + D[1].c, r.lo[2] + D[2].c, ow + T2 - 1, lanes);
+                                          (o1 + 1) * D[1].a + (D[1].taps - 1) * D[1].b + D[1].c, r.lo[2] + D[2].c, ow + T2 - 1);
                   }
                   for (std::size_t b = 0; b < nb; ++b) {
                     auto const i0 = static_cast<std::ptrdiff_t>(w2 * b / nb), i1 = static_cast<std::ptrdiff_t>(w2 * (b + 1) / nb);
@@ -1121,14 +1121,13 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
   bool const join2 = !rows_k && D[2].b == 1;
   std::size_t const K = static_cast<std::size_t>(rows_k ? D[2].taps : join2 ? D[2].taps * cj : cj), T = Q / K;
   auto cols = conv_columns(r.g0, r.g1, r.c0, r.c1);
+  ForwardScratch& fs = forward_scratch();
   if constexpr (std::is_same_v<TD, float>) {
     if (rows_k && std::all_of(cols.begin(), cols.end(), [&](ConvColumn const& c) { return row_column(c, dst, ow); })) {
-      ForwardScratch& fs = forward_scratch();
       source_columns(L, r, src, dst, cols, fs.sidx);
       return forward_rows(L, r, src, w, dst, load, cols, {fs.sidx.data(), static_cast<std::size_t>(cj)});
     }
   }
-  ForwardScratch& fs = forward_scratch();
   fs.toff.resize(T);
   std::ptrdiff_t const ds = dst.stride[3];
   std::int64_t const nrow = r.hi[1] - r.lo[1], n0s = r.hi[0] - r.lo[0];
