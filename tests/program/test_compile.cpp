@@ -3,6 +3,9 @@
 
 #include <doctest/doctest.h>
 
+#include <utility>
+#include <vector>
+
 namespace tb = tilebsp;
 
 TEST_CASE("unmapped data is a compile error naming the tensor") {
@@ -212,4 +215,39 @@ TEST_CASE("liveness: a variable counts from its first full write to its last use
     auto exe = tb::compile(g, tb::seq(chain(), tb::host([](tb::HostContext&) {})));
     CHECK(exe.memory()[0].peak_live == 5 * 256);  // a0..a3 and out, all live at the callback
   }
+}
+
+TEST_CASE("an executable keeps the graph it was compiled from; building on afterwards leaves it unchanged") {
+  tb::Graph g{tb::targets::tiny(2)};
+  auto x = g.add_variable<float>({4}, "x"), y = g.add_variable<float>({4}, "y");
+  g.set_tile_mapping(x, 0);
+  g.set_tile_mapping(y, 0);
+  auto cs = g.add_compute_set("axpy");
+  g.add_vertex<tbt::Axpy>(cs, 0, x, y, 2.0f);
+  auto const compiled_from = g.snapshot();
+  tb::Engine first{tb::compile(g, tb::execute(cs))};
+  CHECK(g.snapshot() == compiled_from);  // compile shares the graph's state rather than copying it
+  // Building on: a second vertex in the same compute set and a new variable on the other tile.
+  auto z = g.add_variable<float>({4}, "z");
+  g.set_tile_mapping(z, 1);
+  g.add_vertex<tbt::Axpy>(cs, 1, tb::fetch(x), z, 3.0f);
+  CHECK(g.snapshot() != compiled_from);
+  CHECK(compiled_from->vertices.size() == 1);
+  CHECK(compiled_from->variables.size() == 2);
+  CHECK(std::as_const(g).impl().vertices.size() == 2);
+  tb::Engine second{tb::compile(g, tb::execute(cs))};
+  for (auto* e : {&first, &second}) {
+    e->write(x, std::vector<float>{1, 2, 3, 4});
+    e->write(y, std::vector<float>(4, 1.0f));
+  }
+  second.write(z, std::vector<float>(4, 0.0f));
+  first.run();
+  second.run();
+  CHECK(first.read<float>(y) == std::vector<float>{3, 5, 7, 9});
+  CHECK(second.read<float>(y) == std::vector<float>{3, 5, 7, 9});
+  CHECK(second.read<float>(z) == std::vector<float>{3, 6, 9, 12});
+  CHECK_THROWS_WITH_AS(first.read<float>(z), "read: the tensor's variable was added to the graph after this program was compiled",
+                       tb::error);
+  CHECK_THROWS_WITH_AS(first.write(z, std::vector<float>(4, 0.0f)),
+                       "write: the tensor's variable was added to the graph after this program was compiled", tb::error);
 }

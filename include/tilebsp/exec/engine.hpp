@@ -391,6 +391,10 @@ class Engine : public HostContext {
   void check_access(char const* op, Tensor const& t, std::size_t bytes) const {
     if (!t.valid()) throw error(std::string(op) + ": the tensor is empty (default-constructed)");
     if (t.graph_id() != g_.id) throw error(std::string(op) + ": the tensor belongs to another graph");
+    t.for_each_run([&](std::uint32_t var, std::int64_t, std::int64_t, std::int64_t) {
+      if (var >= g_.variables.size())
+        throw error(std::string(op) + ": the tensor's variable was added to the graph after this program was compiled");
+    });
     if (bytes != t.num_elements() * size_of(t.element_type()))
       throw shape_error(std::string(op) + ": the tensor has " + std::to_string(t.num_elements()) + " elements");
   }

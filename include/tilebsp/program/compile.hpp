@@ -321,7 +321,7 @@ Executable compile(Graph const& g, CompileOptions const& options, P const&... pr
   static_assert((ProgramLike<P> && ...), "compile: every argument after the options must be a program");
   detail::check_mapped(g.impl());
   auto s = std::make_shared<detail::Schedule>();
-  s->graph = std::make_shared<detail::GraphImpl const>(g.impl());
+  s->graph = g.snapshot();
   detail::Lowering l(*s->graph, *s);
   ((l.begin_program(), programs.lower(l), l.end_program()), ...);
   detail::estimate_cycles(*s);
