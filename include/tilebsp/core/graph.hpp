@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <memory>
 #include <span>
@@ -47,6 +48,11 @@ namespace detail {
 
 /// Tile of each element range of one variable: begin -> (end, tile).
 class VariableMapping {
+  struct Entry {
+    std::int64_t end;
+    std::uint32_t tile;
+  };
+
  public:
   void assign(std::int64_t b, std::int64_t e, std::uint32_t tile) {
     if (b >= e) return;
@@ -70,6 +76,45 @@ class VariableMapping {
     }
     return (e - b) - covered;
   }
+  /// A piece of the mapping: elements [begin, end) on `tile`, or an unmapped gap (tile -1).
+  struct Piece {
+    std::int64_t begin, end, tile;
+  };
+  /// Finds pieces for elements looked up mostly in increasing order: from the piece it found last, it steps
+  /// forward over up to 8 pieces before it searches the whole mapping (a conv output mapped by blocks of groups
+  /// has a piece per position and block, and a vertex reads its block at consecutive positions).
+  class Cursor {
+   public:
+    explicit Cursor(VariableMapping const& m) : m_(&m), it_(m.map_.end()) {}
+    Piece at(std::int64_t i) {
+      auto const end = m_->map_.end();
+      if (it_ != end && it_->first <= i) {
+        for (int k = 0; k < 8; ++k) {
+          auto const next = std::next(it_);
+          if (next == end || next->first > i) return piece(i);
+          it_ = next;
+        }
+      }
+      it_ = m_->map_.upper_bound(i);
+      if (it_ == m_->map_.begin()) {
+        Piece const gap{std::numeric_limits<std::int64_t>::min(), it_ == end ? std::numeric_limits<std::int64_t>::max() : it_->first, -1};
+        it_ = end;
+        return gap;
+      }
+      --it_;
+      return piece(i);
+    }
+
+   private:
+    /// The piece at i given it_, the last piece beginning at or before i.
+    Piece piece(std::int64_t i) const {
+      if (i < it_->second.end) return {it_->first, it_->second.end, static_cast<std::int64_t>(it_->second.tile)};
+      auto const next = std::next(it_);
+      return {it_->second.end, next == m_->map_.end() ? std::numeric_limits<std::int64_t>::max() : next->first, -1};
+    }
+    VariableMapping const* m_;
+    std::map<std::int64_t, Entry>::const_iterator it_;
+  };
   /// Tile of element i, or -1 when unmapped.
   std::int64_t tile_of(std::int64_t i) const {
     auto it = map_.upper_bound(i);
@@ -79,10 +124,6 @@ class VariableMapping {
   }
 
  private:
-  struct Entry {
-    std::int64_t end;
-    std::uint32_t tile;
-  };
   void split(std::int64_t at) {
     auto it = map_.upper_bound(at);
     if (it == map_.begin()) return;
