@@ -246,8 +246,9 @@ TEST_CASE("an executable keeps the graph it was compiled from; building on after
   CHECK(first.read<float>(y) == std::vector<float>{3, 5, 7, 9});
   CHECK(second.read<float>(y) == std::vector<float>{3, 5, 7, 9});
   CHECK(second.read<float>(z) == std::vector<float>{3, 6, 9, 12});
-  CHECK_THROWS_WITH_AS(first.read<float>(z), "read: the tensor's variable was added to the graph after this program was compiled",
-                       tb::error);
+  CHECK_THROWS_WITH_AS(first.read<float>(z),
+                       "read: the tensor's variable was added to the graph after this program was compiled", tb::error);
   CHECK_THROWS_WITH_AS(first.write(z, std::vector<float>(4, 0.0f)),
-                       "write: the tensor's variable was added to the graph after this program was compiled", tb::error);
+                       "write: the tensor's variable was added to the graph after this program was compiled",
+                       tb::error);
 }

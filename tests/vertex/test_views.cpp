@@ -157,7 +157,8 @@ TEST_CASE("fetched strided and reversed inputs count the bytes each tile sends, 
   // reads every element of x's transpose-like view [10, 10] -> column-major (stride 10: a strided run crossing
   // every piece), and the reversed x (stride -1).
   tb::Graph g{tb::targets::tiny(4, 4096)};
-  auto x = g.add_variable<float>({100}, "x"), out = g.add_variable<float>({1}, "out"), back = g.add_variable<float>({1}, "back");
+  auto x = g.add_variable<float>({100}, "x");
+  auto out = g.add_variable<float>({1}, "out"), back = g.add_variable<float>({1}, "back");
   for (std::size_t i = 0; i < 10; ++i) g.set_tile_mapping(x.slice(10 * i, 10 * i + 10), i % 3);
   g.set_tile_mapping(out, 3);
   g.set_tile_mapping(back, 3);

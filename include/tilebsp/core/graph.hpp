@@ -97,9 +97,9 @@ class VariableMapping {
       }
       it_ = m_->map_.upper_bound(i);
       if (it_ == m_->map_.begin()) {
-        Piece const gap{std::numeric_limits<std::int64_t>::min(), it_ == end ? std::numeric_limits<std::int64_t>::max() : it_->first, -1};
+        std::int64_t const next = it_ == end ? std::numeric_limits<std::int64_t>::max() : it_->first;
         it_ = end;
-        return gap;
+        return {std::numeric_limits<std::int64_t>::min(), next, -1};
       }
       --it_;
       return piece(i);

@@ -292,8 +292,10 @@ class Lowering {
       std::int64_t const s0 = a.start + si * a.stride, d0 = b.start + dj * b.stride;
       if (!(a.var == b.var && s0 == d0 && (a.stride == b.stride || m == 1))) {  // skip copies onto themselves
         std::vector<std::pair<std::int64_t, std::uint32_t>> sc, dc;
-        tile_changes(g_, a.var, s0, a.stride, m, [&](std::int64_t o, std::uint32_t t) { sc.emplace_back(o, t); }, src_cursor);
-        tile_changes(g_, b.var, d0, b.stride, m, [&](std::int64_t o, std::uint32_t t) { dc.emplace_back(o, t); }, dst_cursor);
+        tile_changes(g_, a.var, s0, a.stride, m, [&](std::int64_t o, std::uint32_t t) { sc.emplace_back(o, t); },
+                     src_cursor);
+        tile_changes(g_, b.var, d0, b.stride, m, [&](std::int64_t o, std::uint32_t t) { dc.emplace_back(o, t); },
+                     dst_cursor);
         std::size_t p = 0, q = 0;
         std::int64_t o = 0;
         while (o < m) {
@@ -320,10 +322,9 @@ class Lowering {
     ComputeSetPlan plan;
     plan.id = cs;
     std::string const& csname = g_.compute_sets[cs];
-    // Scratch reused from compute set to compute set: vectors this large, freed, go back to the system and
-    // return as fresh zeroed pages.
-    auto& [reads, writes, vars, ch] = scratch_;
-    reads.clear(), writes.clear(), vars.clear();
+    std::vector<Access> reads, writes;
+    std::vector<std::uint32_t> vars;
+    std::vector<std::pair<std::int64_t, std::uint32_t>> ch;  // tile changes along one run
     // Fetched bytes per (source, destination) tile pair, keyed source << 32 | destination: a hash map (the
     // ordered map it replaces was 14% of compile's time, a lookup per run of every fetched field), ordered below.
     std::unordered_map<std::uint64_t, std::int64_t> fetched;
@@ -346,7 +347,8 @@ class Lowering {
             if (f.fetched) {
               // Pieces on other tiles travel to this one before the compute phase.
               ch.clear();
-              tile_changes(g_, r.var, r.start, r.stride, r.count, [&](std::int64_t o, std::uint32_t tile) { ch.emplace_back(o, tile); }, cursor);
+              tile_changes(g_, r.var, r.start, r.stride, r.count,
+                           [&](std::int64_t o, std::uint32_t tile) { ch.emplace_back(o, tile); }, cursor);
               for (std::size_t c = 0; c < ch.size(); ++c) {
                 std::int64_t const o = ch[c].first, end = c + 1 < ch.size() ? ch[c + 1].first : r.count;
                 auto const dst = static_cast<std::uint32_t>(rec.tile);
@@ -407,7 +409,8 @@ class Lowering {
     std::vector<std::pair<std::uint64_t, std::int64_t>> pairs(fetched.begin(), fetched.end());
     std::sort(pairs.begin(), pairs.end());
     for (auto const& [tiles, bytes] : pairs)
-      plan.fetches.push_back({0, 0, 0, 1, 0, 1, bytes, static_cast<std::uint32_t>(tiles >> 32), static_cast<std::uint32_t>(tiles), 1});
+      plan.fetches.push_back(
+          {0, 0, 0, 1, 0, 1, bytes, static_cast<std::uint32_t>(tiles >> 32), static_cast<std::uint32_t>(tiles), 1});
     std::stable_sort(plan.vertices.begin(), plan.vertices.end(), [&](PlacedVertex const& a, PlacedVertex const& b) {
       return g_.vertices[a.record].tile < g_.vertices[b.record].tile;
     });
@@ -436,7 +439,7 @@ class Lowering {
     plan.full_writes = covered_variables(g_, writes, plan.reads);
     std::sort(vars.begin(), vars.end());
     vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
-    plan.vars.assign(vars.begin(), vars.end());
+    plan.vars = std::move(vars);
     return plan;
   }
   static bool reads_(FieldKind k) { return detail::reads(k); }
@@ -480,8 +483,7 @@ class Lowering {
       return "vertex " + std::string(rec.ops->name) + " (tile " + std::to_string(rec.tile) + ") field '" +
              std::string(rec.fields[a.field].name) + "'";
     };
-    auto& max_end = max_end_;
-    max_end.assign(writes.size(), 0);
+    std::vector<std::int64_t> max_end(writes.size());
     for (std::size_t i = 0; i < writes.size(); ++i) {
       auto const& w = writes[i];
       if (i > 0 && writes[i - 1].var == w.var) {
@@ -513,13 +515,6 @@ class Lowering {
 
   GraphImpl const& g_;
   Schedule& s_;
-  /// plan_compute_set's element accesses (reads, writes), variables and tile changes of one run.
-  mutable struct {
-    std::vector<Access> reads, writes;
-    std::vector<std::uint32_t> vars;
-    std::vector<std::pair<std::int64_t, std::uint32_t>> changes;
-  } scratch_;
-  mutable std::vector<std::int64_t> max_end_;  ///< check_conflicts'
   ProgramCode* prog_ = nullptr;
   std::vector<std::vector<std::uint32_t>> by_cs_;
   std::vector<std::int32_t> cs_plan_;
