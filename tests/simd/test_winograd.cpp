@@ -90,4 +90,5 @@ TEST_CASE("winograd: against a double reference, and bitwise on blocks at odd bo
   check_shape(2, 20, 4, 5, 8);     // more: a part vector of reduction channels
   check_shape(9, 1, 1, 5, 5);      // depthwise
   check_shape(3, 3, 5, 6, 5);      // channel counts that do not divide a vector
+  check_shape(1, 16, 16, 26, 26);  // 169 tiles: many batches of tiles, most starting inside a row of 13
 }

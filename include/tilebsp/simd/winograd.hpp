@@ -34,50 +34,61 @@ namespace detail {
 /// Points of a transformed tile (4x4).
 inline constexpr std::size_t wino_points = 16;
 
+/// The transformed inputs (V) and the products (M) of a batch of tiles are stored by channel vector: for each
+/// vector of (reduction or lane) channels, tile after tile, each tile's 16 points one vector apart and then a
+/// padding vector, so that the same point of consecutive tiles (what a register block of the product reads) falls
+/// in different L1 sets. Every offset inside a vector's block is a compile-time constant. Floats per tile:
+inline constexpr std::size_t wino_tile_stride = (wino_points + 1) * lanes;
+
 /// Tiles of one GEMM register block with CV vectors of output channels: R x CV accumulators, CV weight vectors
 /// and one broadcast input in the registers (32 with AVX-512, 16 otherwise).
 constexpr std::size_t wino_rows(std::size_t CV) noexcept { return lanes >= 16 ? 14 : (CV == 1 ? 12 : 6); }
 
-/// m[t * ms + c] (CV vectors) = sum over j < J (one FMA chain from zero, j in order) of v[t * vs + j] * u[j * us + c],
-/// for R tiles t.
+/// m[t * wino_tile_stride + c * mb] (CV vectors) = sum over j < J (one FMA chain from zero, j in order) of
+/// v[t * wino_tile_stride + (j / lanes) * vb + j % lanes] * u[j * us + c * lanes], for R tiles t.
 template <std::size_t R, std::size_t CV>
-__attribute__((noinline)) void wino_block(std::size_t J, float const* v, std::size_t vs, float const* u, std::size_t us, float* m, std::size_t ms) noexcept {
+__attribute__((noinline)) void wino_block(std::size_t J, float const* v, std::size_t vb, float const* u, std::size_t us, float* m,
+                                          std::size_t mb) noexcept {
   using B = batch<float>;
+  constexpr std::size_t ts = wino_tile_stride;
   B acc[R][CV];
   TILEBSP_UNROLL
   for (std::size_t t = 0; t < R; ++t)
     TILEBSP_UNROLL
     for (std::size_t c = 0; c < CV; ++c) acc[t][c] = B(0.0f);
-  // Tiles 4q to 4q + 3 from vq[q] at offsets 0..3 x vs: a few integer registers address all the tiles.
-  constexpr std::size_t Q = (R + 3) / 4;
-  float const* vq[Q];
-  TILEBSP_UNROLL
-  for (std::size_t q = 0; q < Q; ++q) vq[q] = v + 4 * q * vs;
-  for (std::size_t j = 0; j < J; ++j, u += us) {
+  auto const step = [&](std::size_t j) __attribute__((always_inline)) {
     B w[CV];
     TILEBSP_UNROLL
     for (std::size_t c = 0; c < CV; ++c) w[c] = B::load_aligned(u + c * lanes);
+    u += us;
     TILEBSP_UNROLL
     for (std::size_t t = 0; t < R; ++t) {
-      B const x(vq[t / 4][(t % 4) * vs + j]);
+      B const x(v[t * ts + j]);
       TILEBSP_UNROLL
       for (std::size_t c = 0; c < CV; ++c) acc[t][c] = simd::fma(x, w[c], acc[t][c]);
     }
+  };
+  // A whole vector of reduction channels at constant offsets from v, then the rest.
+  std::size_t j = 0;
+  for (; j + lanes <= J; j += lanes, v += vb) {
+    TILEBSP_UNROLL
+    for (std::size_t jj = 0; jj < lanes; ++jj) step(jj);
   }
+  for (std::size_t jj = 0; j < J; ++j, ++jj) step(jj);
   TILEBSP_UNROLL
   for (std::size_t t = 0; t < R; ++t)
     TILEBSP_UNROLL
-    for (std::size_t c = 0; c < CV; ++c) acc[t][c].store_aligned(m + t * ms + c * lanes);
+    for (std::size_t c = 0; c < CV; ++c) acc[t][c].store_aligned(m + t * ts + c * mb);
 }
 
 /// wino_block for `rows` (1 to wino_rows(CV)) tiles.
 template <std::size_t CV, std::size_t R = 1>
-void wino_block_rows(std::size_t rows, std::size_t J, float const* v, std::size_t vs, float const* u, std::size_t us, float* m,
-                     std::size_t ms) noexcept {
+void wino_block_rows(std::size_t rows, std::size_t J, float const* v, std::size_t vb, float const* u, std::size_t us, float* m,
+                     std::size_t mb) noexcept {
   if constexpr (R < wino_rows(CV)) {
-    if (rows != R) return wino_block_rows<CV, R + 1>(rows, J, v, vs, u, us, m, ms);
+    if (rows != R) return wino_block_rows<CV, R + 1>(rows, J, v, vb, u, us, m, mb);
   }
-  wino_block<R, CV>(J, v, vs, u, us, m, ms);
+  wino_block<R, CV>(J, v, vb, u, us, m, mb);
 }
 
 /// `n` (<= lanes) elements `stride` apart from p, as f32, zeros past them.
@@ -127,6 +138,11 @@ struct WinoGrid {
   std::int64_t y0, x0, nx, tiles;
   std::int64_t y(std::int64_t t) const noexcept { return y0 + 2 * (t / nx); }
   std::int64_t x(std::int64_t t) const noexcept { return x0 + 2 * (t % nx); }
+  /// Steps (ty, tx) to the next tile of the grid.
+  void next(std::int64_t& ty, std::int64_t& tx) const noexcept {
+    tx += 2;
+    if (tx == x0 + 2 * nx) tx = x0, ty += 2;
+  }
 };
 
 /// U[(p * cj + j) * CP + c] = (G g G^T)[p] of the weights of group g, reduction channel j0 + j and lane channel
@@ -159,14 +175,16 @@ __attribute__((noinline)) void wino_weights(Operand6<TW const> const& w, std::in
     }
 }
 
-/// V[((p * tb) + t) * JP + j] = (B^T d B)[p] of the 4x4 inputs d of tiles t0 + t (t < nt) of image n, position s0
-/// of dimension 0 (-1: padding), group g, reduction channels j0 + j (j < cj; the lanes up to JP are zero).
+/// V[(j / lanes) * tb * wino_tile_stride + t * wino_tile_stride + p * lanes + j % lanes] = (B^T d B)[p] of the 4x4
+/// inputs d of tiles t0 + t (t < nt <= tb) of image n, position s0 of dimension 0 (-1: padding), group g,
+/// reduction channels j0 + j (j < cj; the lanes up to JP are zero).
 template <class TS>
 __attribute__((noinline)) void wino_inputs(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, std::int64_t n, std::int64_t s0,
                                            std::int64_t g, std::int64_t j0, std::int64_t cj, WinoGrid const& grid,
                                            std::int64_t t0, std::size_t nt, float* V, std::size_t tb, std::size_t JP) noexcept {
   using B = batch<float>;
   auto const& D = L.dim;
+  constexpr std::size_t ts = wino_tile_stride;
   alignas(64) static constexpr float zeros[lanes] = {};
   // Element offsets of a tile row or column in the source, or -1 for padding (no input dilation here).
   auto const offset = [](ConvDim const& d, std::int64_t v, std::ptrdiff_t stride) -> std::ptrdiff_t { return v >= 0 && v < d.in ? v * stride : -1; };
@@ -176,36 +194,52 @@ __attribute__((noinline)) void wino_inputs(ConvLoop const& L, ConvRange const& r
   auto const needed = [&](std::size_t d, std::int64_t first, std::int64_t i) {
     return !(i == 0 && first < r.lo[d]) && !(i == 3 && first + 1 >= r.hi[d]);
   };
+  // Whether all 16 inputs of the tile starting at output `first` of dimension d are read from the source.
+  auto const inside = [&](std::size_t d, std::int64_t first) {
+    return first + D[d].c >= 0 && first + 3 + D[d].c < D[d].in && first >= r.lo[d] && first + 1 < r.hi[d];
+  };
   // The transform of d, stored as the points of tile t, channel vector jv.
   auto const transform = [&](B (&d)[4][4], std::size_t t, std::size_t jv) __attribute__((always_inline)) {
     TILEBSP_UNROLL
     for (std::size_t k = 0; k < 4; ++k) wino_input_step(d[0][k], d[1][k], d[2][k], d[3][k]);
+    float* const v = V + (jv * tb + t) * ts;
     TILEBSP_UNROLL
     for (std::size_t i = 0; i < 4; ++i) {
       wino_input_step(d[i][0], d[i][1], d[i][2], d[i][3]);
       TILEBSP_UNROLL
-      for (std::size_t k = 0; k < 4; ++k) d[i][k].store_aligned(V + ((i * 4 + k) * tb + t) * JP + jv * lanes);
+      for (std::size_t k = 0; k < 4; ++k) d[i][k].store_aligned(v + (i * 4 + k) * lanes);
     }
   };
   for (std::size_t jv = 0; jv < JP / lanes; ++jv) {
     auto const cnt = static_cast<std::size_t>(std::min<std::int64_t>(lanes, cj - static_cast<std::int64_t>(jv * lanes)));
     TS const* const base = s0 < 0 ? nullptr : src.at(n, s0, 0, 0, g, j0 + static_cast<std::int64_t>(jv * lanes));
-    // f32 channels in a row: every element one vector load (padding from a row of zeros), no branch per element.
+    std::int64_t ty = grid.y(t0), tx = grid.x(t0);
+    // f32 channels in a row: every element one vector load (padding from a row of zeros), no branch per element;
+    // a tile whose inputs all lie in the source and the block reads them at fixed offsets from its corner.
     auto const rows = [&]<bool Full>() __attribute__((always_inline)) {
       float const* const b = reinterpret_cast<float const*>(base);
-      for (std::size_t t = 0; t < nt; ++t) {
-        std::int64_t const ty = grid.y(t0 + static_cast<std::int64_t>(t)), tx = grid.x(t0 + static_cast<std::int64_t>(t));
+      std::ptrdiff_t const s2 = src.stride[2], s3 = src.stride[3];
+      for (std::size_t t = 0; t < nt; ++t, grid.next(ty, tx)) {
+        B d[4][4];
+        if (Full && inside(1, ty) && inside(2, tx)) {
+          float const* const c = b + (ty + D[1].c) * s2 + (tx + D[2].c) * s3;
+          TILEBSP_UNROLL
+          for (std::ptrdiff_t i = 0; i < 4; ++i)
+            TILEBSP_UNROLL
+            for (std::ptrdiff_t k = 0; k < 4; ++k) d[i][k] = B::load_unaligned(c + i * s2 + k * s3);
+          transform(d, t, jv);
+          continue;
+        }
         float const* q[4][4];
         TILEBSP_UNROLL
         for (std::int64_t i = 0; i < 4; ++i) {
-          std::ptrdiff_t const oi = needed(1, ty, i) ? offset(D[1], ty + i + D[1].c, src.stride[2]) : -1;
+          std::ptrdiff_t const oi = needed(1, ty, i) ? offset(D[1], ty + i + D[1].c, s2) : -1;
           TILEBSP_UNROLL
           for (std::int64_t k = 0; k < 4; ++k) {
-            std::ptrdiff_t const ok = needed(2, tx, k) ? offset(D[2], tx + k + D[2].c, src.stride[3]) : -1;
+            std::ptrdiff_t const ok = needed(2, tx, k) ? offset(D[2], tx + k + D[2].c, s3) : -1;
             q[i][k] = oi < 0 || ok < 0 ? zeros : b + oi + ok;
           }
         }
-        B d[4][4];
         TILEBSP_UNROLL
         for (std::size_t i = 0; i < 4; ++i)
           TILEBSP_UNROLL
@@ -218,8 +252,7 @@ __attribute__((noinline)) void wino_inputs(ConvLoop const& L, ConvRange const& r
       else rows.template operator()<false>();
       continue;
     }
-    for (std::size_t t = 0; t < nt; ++t) {
-      std::int64_t const ty = grid.y(t0 + static_cast<std::int64_t>(t)), tx = grid.x(t0 + static_cast<std::int64_t>(t));
+    for (std::size_t t = 0; t < nt; ++t, grid.next(ty, tx)) {
       B d[4][4];
       for (std::int64_t i = 0; i < 4; ++i)
         for (std::int64_t k = 0; k < 4; ++k) {
@@ -232,24 +265,27 @@ __attribute__((noinline)) void wino_inputs(ConvLoop const& L, ConvRange const& r
   }
 }
 
-/// dst(n, o0, y, x, g, c0 + c) = [dst +] (A^T M A) of tiles t0 + t (t < nt), for the outputs inside the block r.
+/// dst(n, o0, y, x, g, c0 + c) = [dst +] (A^T M A) of tiles t0 + t (t < nt), for the outputs inside the block r;
+/// M as V in wino_inputs (CP lane channels per point, tb tiles per channel vector).
 template <class TD>
 __attribute__((noinline)) void wino_outputs(ConvRange const& r, Operand6<TD> const& dst, std::int64_t n, std::int64_t o0, std::int64_t g,
                                             WinoGrid const& grid, std::int64_t t0, std::size_t nt, float const* M, std::size_t tb,
                                             std::size_t CP, bool load) noexcept {
   using B = batch<float>;
+  constexpr std::size_t ts = wino_tile_stride;
   std::int64_t const nc = r.c1 - r.c0;
   for (std::size_t v = 0; v < CP / lanes; ++v) {
     auto const cnt = static_cast<std::size_t>(std::min<std::int64_t>(lanes, nc - static_cast<std::int64_t>(v * lanes)));
     TD* const base = dst.at(n, o0, 0, 0, g, r.c0 + static_cast<std::int64_t>(v * lanes));
     bool const direct = std::is_same_v<TD, float> && dst.stride[5] == 1 && cnt == lanes && !load;
-    for (std::size_t t = 0; t < nt; ++t) {
-      std::int64_t const ty = grid.y(t0 + static_cast<std::int64_t>(t)), tx = grid.x(t0 + static_cast<std::int64_t>(t));
+    std::int64_t ty = grid.y(t0), tx = grid.x(t0);
+    for (std::size_t t = 0; t < nt; ++t, grid.next(ty, tx)) {
+      float const* const mt = M + (v * tb + t) * ts;
       B m[4][4];
       TILEBSP_UNROLL
       for (std::size_t i = 0; i < 4; ++i)
         TILEBSP_UNROLL
-        for (std::size_t k = 0; k < 4; ++k) m[i][k] = B::load_aligned(M + ((i * 4 + k) * tb + t) * CP + v * lanes);
+        for (std::size_t k = 0; k < 4; ++k) m[i][k] = B::load_aligned(mt + (i * 4 + k) * lanes);
       B a[2][4];
       TILEBSP_UNROLL
       for (std::size_t k = 0; k < 4; ++k) {
@@ -318,8 +354,12 @@ void winograd_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> 
   WinoGrid grid{r.lo[1] & ~std::int64_t{1}, r.lo[2] & ~std::int64_t{1}, 0, 0};
   grid.nx = (r.hi[2] - grid.x0 + 1) / 2;
   grid.tiles = (r.hi[1] - grid.y0 + 1) / 2 * grid.nx;
-  // Tiles per batch: V and M of a batch within about 192 KiB, at least two register blocks.
-  auto const batch_tiles = static_cast<std::int64_t>(std::max<std::size_t>(2 * wino_rows(2), (192u << 10) / (sizeof(float) * P * (JP + CP))));
+  constexpr std::size_t ts = wino_tile_stride;
+  // Tiles per batch: whole register blocks, as many as keep V and M of a batch within 32 KiB (with a point's
+  // weights, in L1), at least one. At 14² with 16 channels per group: one block of 14 tiles instead of all 49
+  // (the 192 KiB this used to allow), so that the outputs transform no longer waits for products evicted to L2.
+  std::size_t const rows1 = wino_rows(1);  // a multiple of wino_rows(2)
+  auto const batch_tiles = static_cast<std::int64_t>(rows1 * std::max<std::size_t>(1, (32u << 10) / (rows1 * sizeof(float) * ts * (JP + CP) / lanes)));
   auto const tb = static_cast<std::size_t>(std::min(grid.tiles, batch_tiles));
   if (pre && r.c0 % static_cast<std::int64_t>(lanes) != 0) pre = nullptr;
   float* const U = pre ? nullptr : wino_scratch(0).get(P * static_cast<std::size_t>(cj) * CP);
@@ -330,8 +370,8 @@ void winograd_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> 
     return pre->data + static_cast<std::size_t>(g) * pre->group_stride + (p * pre->J + static_cast<std::size_t>(r.j0)) * us +
            static_cast<std::size_t>(r.c0);
   };
-  float* const V = wino_scratch(1).get(P * tb * JP);
-  float* const M = wino_scratch(2).get(P * tb * CP);
+  float* const V = wino_scratch(1).get(JP / lanes * tb * ts);
+  float* const M = wino_scratch(2).get(CP / lanes * tb * ts);
   for (std::int64_t g = r.g0; g < r.g1; ++g) {
     if (!pre) wino_weights(w, g, r.j0, cj, r.c0, nc, U, CP);
     for (std::int64_t n = r.n0; n < r.n1; ++n)
@@ -347,11 +387,11 @@ void winograd_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> 
               std::size_t const R = wino_rows(two ? 2 : 1);
               float const* up = weights(g, p) + c;
               for (std::size_t t = 0; t < nt; t += R) {
-                float const* vp = V + (p * tb + t) * JP;
-                float* mp = M + (p * tb + t) * CP + c;
+                float const* vp = V + t * ts + p * lanes;
+                float* mp = M + (c / lanes * tb + t) * ts + p * lanes;
                 std::size_t const rows = std::min(R, nt - t);
-                if (two) wino_block_rows<2>(rows, static_cast<std::size_t>(cj), vp, JP, up, us, mp, CP);
-                else wino_block_rows<1>(rows, static_cast<std::size_t>(cj), vp, JP, up, us, mp, CP);
+                if (two) wino_block_rows<2>(rows, static_cast<std::size_t>(cj), vp, tb * ts, up, us, mp, tb * ts);
+                else wino_block_rows<1>(rows, static_cast<std::size_t>(cj), vp, tb * ts, up, us, mp, tb * ts);
               }
             }
           wino_outputs(r, dst, n, o0, g, grid, t0, nt, M, tb, CP, load);
