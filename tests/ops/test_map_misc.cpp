@@ -197,3 +197,71 @@ TEST_CASE("maps: host kernels and vertices agree on broadcast, scalar, strided a
       CHECK(all == first);  // bitwise, with and without host kernels, for any thread count
     }
 }
+
+TEST_CASE("maps over runs of one length at one stride: a few row vertices per tile, the bits of single runs") {
+  // x [60 positions, 12 channels], tile t holding channels 3t..3t+2 of every position (as a conv output mapped in
+  // blocks of channels): 60 runs of 3 per tile, 12 apart. A vertex takes up to a worker's share of them as rows.
+  std::vector<std::vector<float>> first;
+  for (bool host : {true, false})
+    for (std::size_t threads : {1u, 3u}) {
+      tb::Graph g{tb::targets::tiny(4)};
+      auto x = g.add_variable<float>({60, 12}, "x"), bias = g.add_variable<float>({12}, "bias");
+      auto u = g.add_variable<float>({720, 2}, "u");
+      for (std::size_t p = 0; p < 60; ++p)
+        for (std::size_t t = 0; t < 4; ++t) g.set_tile_mapping(x[p].slice(3 * t, 3 * t + 3), t);
+      tb::map_linearly(g, bias);
+      tb::map_linearly(g, u);
+      tb::Sequence relu_prog, sum_prog;
+      tb::ops::map_in_place(g, relu_prog, relu(_1 + _2), x, bias);
+      // An operand read in place at a stride (every other element of u): its rows are not contiguous, so
+      // those pieces become single runs again.
+      tb::Tensor const y = tb::ops::map(g, sum_prog, _1 * 2.0f - _2, x, u.transpose()[0].reshape({60, 12}));
+      CHECK(g.tile_mapping(y).regions_on(0).size() == 60);  // mapped like x
+      std::size_t const relu_vertices = tb::compile(g, relu_prog).schedule().compute_sets.at(0).vertices.size();
+      std::size_t const sum_vertices = tb::compile(g, sum_prog).schedule().compute_sets.at(0).vertices.size();
+      // Per tile 180 elements, a worker's share 32: 10 rows per vertex, 4 x 6 vertices instead of 240.
+      CHECK(relu_vertices == 24);
+      CHECK(sum_vertices == 240);
+      tb::Sequence prog;
+      prog.add(relu_prog);
+      prog.add(sum_prog);
+      tb::Engine e{tb::compile(g, prog), {.host_threads = threads, .host_kernels = host}};
+      auto const xv = tbt::values<float>(720, false, 11), bv = tbt::values<float>(12, false, 12);
+      auto const uv = tbt::values<float>(1440, false, 13);
+      e.write(x, xv), e.write(bias, bv), e.write(u, uv);
+      e.run();
+      auto const xo = e.read<float>(x), yo = e.read<float>(y);
+      for (std::size_t i = 0; i < 720; ++i) {
+        float const r = std::max(xv[i] + bv[i % 12], 0.0f);
+        CHECK(xo[i] == r);
+        CHECK(yo[i] == r * 2.0f - uv[2 * i]);
+      }
+      std::vector<std::vector<float>> const all{xo, yo};
+      if (first.empty()) first = all;
+      CHECK(all == first);  // bitwise, with and without host kernels, for any thread count
+    }
+}
+
+TEST_CASE("map rows: a series of runs that spans the whole tensor keeps its last run apart") {
+  // x [4, 12], tile t holding channels 3t..3t+2: one piece of rows per tile takes all 4 runs where a [4, 12]
+  // reshape reaches them from the first run (tile 0) or back from the last (tile 3); tiles 1 and 2 take 3 rows
+  // and a single run.
+  tb::Graph g{tb::targets::tiny(4)};
+  auto x = g.add_variable<float>({4, 12}, "x"), bias = g.add_variable<float>({12}, "bias");
+  for (std::size_t p = 0; p < 4; ++p)
+    for (std::size_t t = 0; t < 4; ++t) g.set_tile_mapping(x[p].slice(3 * t, 3 * t + 3), t);
+  tb::map_linearly(g, bias);
+  tb::Sequence prog;
+  tb::ops::map_in_place(g, prog, _1 * _2, x, bias);
+  auto exe = tb::compile(g, prog);
+  auto const& vertices = exe.schedule().compute_sets.at(0).vertices;
+  CHECK(vertices.size() == 6);
+  for (bool host : {true, false}) {
+    tb::Engine e{tb::compile(g, prog), {.host_threads = 2, .host_kernels = host}};
+    auto const xv = tbt::values<float>(48, false, 21), bv = tbt::values<float>(12, false, 22);
+    e.write(x, xv), e.write(bias, bv);
+    e.run();
+    auto const xo = e.read<float>(x);
+    for (std::size_t i = 0; i < 48; ++i) CHECK(xo[i] == xv[i] * bv[i % 12]);
+  }
+}

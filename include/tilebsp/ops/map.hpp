@@ -37,15 +37,19 @@ using expr::VT;
 
 /// The vertex of a map: N operands of the value types In, an output of type Out, the expression (which carries
 /// its constants) and which operands are scalars broadcast to every element. Its fields are reflected through a
-/// hand-written Hana accessor list, since their number depends on N.
-template <class E, Types In, VT Out, std::size_t N>
+/// hand-written Hana accessor list, since their number depends on N. With Rows, the operands and the output are
+/// [rows, length] views whose rows are contiguous (a scalar operand: one element): one vertex for many equal runs
+/// of a tile's output, as a conv output mapped in blocks of channels has one run per position.
+template <class E, Types In, VT Out, std::size_t N, bool Rows = false>
 struct MapVertex {
+  template <class T>
+  using In_t = std::conditional_t<Rows, input_view<T, 2>, input<T>>;
   template <std::size_t... I>
-  static auto make_inputs(std::index_sequence<I...>) -> std::tuple<input<expr::storage_t<In[I]>>...>;
+  static auto make_inputs(std::index_sequence<I...>) -> std::tuple<In_t<expr::storage_t<In[I]>>...>;
   using Inputs = decltype(make_inputs(std::make_index_sequence<N>{}));
 
   Inputs ins;
-  output<expr::storage_t<Out>> out;
+  std::conditional_t<Rows, output_view<expr::storage_t<Out>, 2>, output<expr::storage_t<Out>>> out;
   param<std::uint32_t> scalars;
   param<bool> stream;
   param<E> e;
@@ -68,15 +72,27 @@ struct MapVertex {
   void compute() {
     expr::Operands o;
     o.scalar = scalars;
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      ((o.ptr[I] = std::get<I>(ins).data()), ...);
-    }(std::make_index_sequence<N>{});
-    expr::evaluate<In, Out>(e.get(), o, N, out.data(), out.size(), stream);
+    if constexpr (Rows) {
+      for (std::size_t r = 0; r < out.dim(0); ++r) {
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+          ((o.ptr[I] = std::get<I>(ins).data() +
+                       (scalars >> I & 1u ? 0 : std::ptrdiff_t(r) * std::get<I>(ins).stride(0))), ...);
+        }(std::make_index_sequence<N>{});
+        expr::evaluate<In, Out>(e.get(), o, N, out.data() + std::ptrdiff_t(r) * out.stride(0), out.dim(1), stream);
+      }
+    } else {
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        ((o.ptr[I] = std::get<I>(ins).data()), ...);
+      }(std::make_index_sequence<N>{});
+      expr::evaluate<In, Out>(e.get(), o, N, out.data(), out.size(), stream);
+    }
   }
-  /// IPU estimate: 64-bit vectors (2 f32 or 4 f16 lanes), one cycle per node and vector, plus setup.
+  /// IPU estimate: 64-bit vectors (2 f32 or 4 f16 lanes), one cycle per node and vector, plus setup; a row of a
+  /// Rows vertex costs 6 more cycles (loading its pointers and count: our assumption, as for the setup).
   std::uint64_t cycle_estimate() const {
-    std::uint64_t const w = Out == VT::f16 ? 4 : 2;
-    return 20 + (out.size() + w - 1) / w * std::max<std::uint64_t>(1, E::nodes);
+    std::uint64_t const w = Out == VT::f16 ? 4 : 2, nodes = std::max<std::uint64_t>(1, E::nodes);
+    if constexpr (Rows) return 20 + out.dim(0) * (6 + (out.dim(1) + w - 1) / w * nodes);
+    else return 20 + (out.size() + w - 1) / w * nodes;
   }
 };
 
@@ -140,21 +156,72 @@ void dispatch_out(VT t, F& leaf) {
   }
 }
 
-/// Pieces of `out`'s flattened elements, per tile, cut so that each tile's work goes to at most `workers`
-/// vertices in chunks that are multiples of 16 elements (whole SIMD batches).
-inline std::vector<std::pair<std::size_t, Interval>> pieces(Graph const& g, Tensor const& out) {
+/// A piece of a map's work on one tile: `rows` runs of `length` elements of the flattened output, `stride`
+/// elements apart from `begin` (one run when rows is 1).
+struct MapPiece {
+  std::size_t tile = 0, begin = 0, length = 0, stride = 0, rows = 1;
+};
+
+/// Whether piece p's rows can be cut from a [rows, stride] reshape of `total` elements: starting at its first
+/// row, or ending with its last.
+inline bool rows_fit(MapPiece const& p, std::size_t total) {
+  return p.begin + p.rows * p.stride <= total || p.begin + p.length >= p.stride;
+}
+
+/// Pieces of `out`'s flattened elements (`out` is 1-D), per tile, cut so that each tile's work goes to at most
+/// about `workers` vertices in chunks of whole SIMD batches (multiples of 16 elements): a long run in chunks, a
+/// series of short runs of one length at one stride (a run per position of a block of channels) as pieces of
+/// several rows, each of which rows_fit.
+inline std::vector<MapPiece> pieces(Graph const& g, Tensor const& out) {
   std::map<std::size_t, std::vector<Interval>> by_tile;
   for (auto const& [tile, r] : g.tile_mapping(out)) by_tile[tile].push_back(r);
-  std::vector<std::pair<std::size_t, Interval>> r;
-  std::size_t const workers = std::max<std::size_t>(1, g.target().workers_per_tile);
-  for (auto const& [tile, regions] : by_tile) {
-    std::size_t total = 0;
-    for (auto const& iv : regions) total += iv.size();
-    std::size_t const chunk = std::max<std::size_t>(16, ((total + workers - 1) / workers + 15) / 16 * 16);
-    for (auto const& iv : regions)
-      for (std::size_t b = iv.begin; b < iv.end; b += chunk) r.emplace_back(tile, Interval{b, std::min(iv.end, b + chunk)});
+  std::vector<MapPiece> r;
+  std::size_t const workers = std::max<std::size_t>(1, g.target().workers_per_tile), total = out.num_elements();
+  for (auto& [tile, regions] : by_tile) {
+    std::sort(regions.begin(), regions.end(), [](Interval const& x, Interval const& y) { return x.begin < y.begin; });
+    std::size_t elements = 0;
+    for (auto const& iv : regions) elements += iv.size();
+    std::size_t const chunk = std::max<std::size_t>(16, ((elements + workers - 1) / workers + 15) / 16 * 16);
+    auto const single = [&](Interval const& iv) {
+      for (std::size_t b = iv.begin; b < iv.end; b += chunk)
+        r.push_back({tile, b, std::min(iv.end, b + chunk) - b, 0, 1});
+    };
+    for (std::size_t i = 0; i < regions.size();) {
+      Interval const a = regions[i];
+      std::size_t const len = a.size();
+      std::size_t n = 1;
+      if (len < chunk && i + 1 < regions.size() && regions[i + 1].size() == len) {
+        std::size_t const stride = regions[i + 1].begin - a.begin;
+        auto const continues = [&](std::size_t j) {
+          return regions[j].size() == len && regions[j].begin - regions[j - 1].begin == stride;
+        };
+        for (n = 2; i + n < regions.size() && continues(i + n);) ++n;
+        // As many vertices as the series' elements fill worker shares, its rows dealt out evenly over them.
+        std::size_t const vertices = (n * len + chunk - 1) / chunk;
+        std::size_t const per = std::max<std::size_t>(2, (n + vertices - 1) / vertices);
+        for (std::size_t k = 0; k < n; k += per) {
+          MapPiece p{tile, a.begin + k * stride, len, stride, std::min(per, n - k)};
+          if (!rows_fit(p, total)) --p.rows;  // the series spans all of out: its last row on its own
+          if (p.rows >= 2) r.push_back(p);
+          for (std::size_t j = k + (p.rows >= 2 ? p.rows : 0); j < std::min(n, k + per); ++j) single(regions[i + j]);
+        }
+      } else {
+        single(a);
+      }
+      i += n;
+    }
   }
   return r;
+}
+
+/// The elements of flat (1-D, `total` elements) that piece p covers: [length] for one run, else [rows, length].
+inline Tensor piece_of(Tensor const& flat, MapPiece const& p) {
+  if (p.rows == 1) return flat.slice(p.begin, p.begin + p.length);
+  std::size_t const span = p.rows * p.stride, total = flat.num_elements();
+  if (p.begin + span <= total)
+    return flat.slice(p.begin, p.begin + span).reshape({p.rows, p.stride}).slice({0, 0}, {p.rows, p.length});
+  std::size_t const end = p.begin + span - p.stride + p.length;  // ends with the last row
+  return flat.slice(end - span, end).reshape({p.rows, p.stride}).slice({0, p.stride - p.length}, {p.rows, p.stride});
 }
 
 /// True when every element of `t` lives on `tile` (a tile of g's view).
@@ -358,28 +425,49 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
   ComputeSet const cs = g.add_compute_set(op);
   std::array<bool, N> copied{};
   for (std::size_t k = 0; k < N; ++k) copied[k] = mode != Mode::new_output && overlaps_elsewhere(ins[k], out);
-  std::vector<std::pair<std::size_t, Interval>> const work = pieces(g, out_flat);
+  std::vector<MapPiece> work = pieces(g, out_flat);
+  // A piece of several rows needs every operand's rows contiguous where they are read in place (not so an
+  // operand read at a stride, such as every other element of a variable): otherwise its rows become single runs.
+  for (std::size_t w = 0, n = work.size(); w < n; ++w) {
+    MapPiece const p = work[w];
+    if (p.rows == 1) continue;
+    auto const rows_contiguous = [&](Tensor const& t) {
+      auto const a = piece_of(t, p).affine();
+      return !a || a->strides[1] == 1;  // not affine: gathered into a contiguous buffer
+    };
+    bool contiguous = rows_contiguous(out_flat);
+    for (std::size_t k = 0; k < N && contiguous; ++k)
+      if (!(scalar_mask >> k & 1u) && !copied[k]) contiguous = rows_contiguous(flat[k]);
+    if (contiguous) continue;
+    work[w] = {p.tile, p.begin, p.length, 0, 1};
+    for (std::size_t i = 1; i < p.rows; ++i) work.push_back({p.tile, p.begin + i * p.stride, p.length, 0, 1});
+  }
 
   auto leaf_out = [&]<Types In, VT Out>() {
-    using Vertex = MapVertex<E, In, Out, N>;
-    for (auto const& [tile, r] : work) {
+    for (MapPiece const& p : work) {
       std::array<Fetch, N> conn;
       if constexpr (N > 0) {
         for (std::size_t k = 0; k < N; ++k) {
-          Tensor view = scalar_mask >> k & 1u ? flat[k] : flat[k].slice(r);
+          bool const scalar = scalar_mask >> k & 1u;
+          Tensor view = !scalar ? piece_of(flat[k], p) : p.rows == 1 ? flat[k] : flat[k].reshape({1, 1});
           if (copied[k]) {
-            Tensor copy = g.add_variable(view.element_type(), {view.num_elements()}, std::string(op) + "/operand",
-                                         {.temporary = true});
-            g.set_tile_mapping(copy, tile);
+            Tensor copy =
+                g.add_variable(view.element_type(), view.shape(), std::string(op) + "/operand", {.temporary = true});
+            g.set_tile_mapping(copy, p.tile);
             exchange.add(tilebsp::copy(view, copy));
             view = copy;
           }
           conn[k] = fetch(view);
         }
       }
-      [&]<std::size_t... I>(std::index_sequence<I...>) {
-        g.add_vertex<Vertex>(cs, tile, conn[I]..., out_flat.slice(r), scalar_mask, stream, e);
-      }(std::make_index_sequence<N>{});
+      auto const add = [&]<bool Rows>() {
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+          g.add_vertex<MapVertex<E, In, Out, N, Rows>>(cs, p.tile, conn[I]..., piece_of(out_flat, p), scalar_mask,
+                                                       stream, e);
+        }(std::make_index_sequence<N>{});
+      };
+      if (p.rows == 1) add.template operator()<false>();
+      else add.template operator()<true>();
     }
     bool const any_copied = std::find(copied.begin(), copied.end(), true) != copied.end();
     if (!any_copied) g.set_host_kernel(cs, MapHostKernel<In, Out, E, N>(e, ins, out, shape, scalar_mask, stream).kernel());

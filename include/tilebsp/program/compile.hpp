@@ -78,14 +78,14 @@ inline std::vector<std::pair<std::uint32_t, std::uint64_t>> bytes_per_tile(Graph
   return r;
 }
 
-/// Device-side vertex state: a 4-byte header, 8 bytes (pointer, size) per tensor field, 8 per list plus 8 per
-/// entry, and params rounded up to 4 bytes.
+/// Device-side vertex state: a 4-byte header, 8 bytes (pointer, size) per tensor field and 8 more per dimension
+/// of a view field (its extent and stride), 8 per list plus 8 per entry, and params rounded up to 4 bytes.
 inline std::uint64_t vertex_state_bytes(VertexRecord const& rec) {
   std::uint64_t b = 4;
   for (auto const& f : rec.fields) {
     if (f.kind == FieldKind::param) b += (f.param_bytes + 3) / 4 * 4;
     else if (f.kind == FieldKind::input_list) b += 8 + 8 * f.tensors.size();
-    else b += 8;
+    else b += 8 + 8 * std::uint64_t{f.rank};
   }
   return b;
 }
