@@ -168,8 +168,8 @@ inline bool rows_fit(MapPiece const& p, std::size_t total) {
   return p.begin + p.rows * p.stride <= total || p.begin + p.length >= p.stride;
 }
 
-/// Pieces of `out`'s flattened elements (`out` is 1-D), per tile, cut so that each tile's work goes to at most
-/// about `workers` vertices in chunks of whole SIMD batches (multiples of 16 elements): a long run in chunks, a
+/// Pieces of `out`'s flattened elements (`out` is 1-D), per tile, cut so that each tile's work goes to about
+/// `workers` vertices in chunks of whole SIMD batches (multiples of 16 elements): a long run in chunks, a
 /// series of short runs of one length at one stride (a run per position of a block of channels) as pieces of
 /// several rows, each of which rows_fit.
 inline std::vector<MapPiece> pieces(Graph const& g, Tensor const& out) {

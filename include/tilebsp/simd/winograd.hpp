@@ -47,8 +47,8 @@ constexpr std::size_t wino_rows(std::size_t CV) noexcept { return lanes >= 16 ? 
 /// m[t * wino_tile_stride + c * mb] (CV vectors) = sum over j < J (one FMA chain from zero, j in order) of
 /// v[t * wino_tile_stride + (j / lanes) * vb + j % lanes] * u[j * us + c * lanes], for R tiles t.
 template <std::size_t R, std::size_t CV>
-__attribute__((noinline)) void wino_block(std::size_t J, float const* v, std::size_t vb, float const* u, std::size_t us, float* m,
-                                          std::size_t mb) noexcept {
+__attribute__((noinline)) void wino_block(std::size_t J, float const* v, std::size_t vb, float const* u, std::size_t us,
+                                          float* m, std::size_t mb) noexcept {
   using B = batch<float>;
   constexpr std::size_t ts = wino_tile_stride;
   B acc[R][CV];
@@ -83,8 +83,8 @@ __attribute__((noinline)) void wino_block(std::size_t J, float const* v, std::si
 
 /// wino_block for `rows` (1 to wino_rows(CV)) tiles.
 template <std::size_t CV, std::size_t R = 1>
-void wino_block_rows(std::size_t rows, std::size_t J, float const* v, std::size_t vb, float const* u, std::size_t us, float* m,
-                     std::size_t mb) noexcept {
+void wino_block_rows(std::size_t rows, std::size_t J, float const* v, std::size_t vb, float const* u, std::size_t us,
+                     float* m, std::size_t mb) noexcept {
   if constexpr (R < wino_rows(CV)) {
     if (rows != R) return wino_block_rows<CV, R + 1>(rows, J, v, vb, u, us, m, mb);
   }
@@ -215,7 +215,7 @@ __attribute__((noinline)) void wino_inputs(ConvLoop const& L, ConvRange const& r
     TS const* const base = s0 < 0 ? nullptr : src.at(n, s0, 0, 0, g, j0 + static_cast<std::int64_t>(jv * lanes));
     std::int64_t ty = grid.y(t0), tx = grid.x(t0);
     // f32 channels in a row: every element one vector load (padding from a row of zeros), no branch per element;
-    // a tile whose inputs all lie in the source and the block reads them at fixed offsets from its corner.
+    // a tile whose inputs all lie inside the source and the block reads them at fixed offsets from its corner.
     auto const rows = [&]<bool Full>() __attribute__((always_inline)) {
       float const* const b = reinterpret_cast<float const*>(base);
       std::ptrdiff_t const s2 = src.stride[2], s3 = src.stride[3];
@@ -359,7 +359,8 @@ void winograd_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> 
   // weights, in L1), at least one. At 14² with 16 channels per group: one block of 14 tiles instead of all 49
   // (the 192 KiB this used to allow), so that the outputs transform no longer waits for products evicted to L2.
   std::size_t const rows1 = wino_rows(1);  // a multiple of wino_rows(2)
-  auto const batch_tiles = static_cast<std::int64_t>(rows1 * std::max<std::size_t>(1, (32u << 10) / (rows1 * sizeof(float) * ts * (JP + CP) / lanes)));
+  std::size_t const block_bytes = rows1 * sizeof(float) * ts * (JP + CP) / lanes;
+  auto const batch_tiles = static_cast<std::int64_t>(rows1 * std::max<std::size_t>(1, (32u << 10) / block_bytes));
   auto const tb = static_cast<std::size_t>(std::min(grid.tiles, batch_tiles));
   if (pre && r.c0 % static_cast<std::int64_t>(lanes) != 0) pre = nullptr;
   float* const U = pre ? nullptr : wino_scratch(0).get(P * static_cast<std::size_t>(cj) * CP);
