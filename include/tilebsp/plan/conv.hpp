@@ -6,7 +6,7 @@
 
 #include <tilebsp/plan/conv_params.hpp>
 #include <tilebsp/plan/matmul.hpp>
-#include <tilebsp/simd/conv.hpp>
+#include <tilebsp/simd/conv_loop.hpp>
 
 #include <array>
 #include <cmath>

@@ -7,7 +7,7 @@
 #include <tilebsp/core/target.hpp>
 #include <tilebsp/core/types.hpp>
 #include <tilebsp/core/warning.hpp>
-#include <tilebsp/program/cost.hpp>
+#include <tilebsp/plan/cost.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -3,7 +3,7 @@
 
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
-#include <tilebsp/program/cost.hpp>
+#include <tilebsp/plan/cost.hpp>
 #include <tilebsp/program/lower.hpp>
 #include <tilebsp/program/programs.hpp>
 #include <tilebsp/program/schedule.hpp>

@@ -4,7 +4,7 @@
 
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
-#include <tilebsp/program/cost.hpp>
+#include <tilebsp/plan/cost.hpp>
 #include <tilebsp/program/schedule.hpp>
 
 #include <algorithm>

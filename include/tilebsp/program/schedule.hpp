@@ -3,6 +3,7 @@
 
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/core/tensor.hpp>
+#include <tilebsp/plan/cost.hpp>
 #include <tilebsp/program/host_context.hpp>
 
 #include <cstdint>
@@ -30,14 +31,6 @@ struct Instr {
   std::int32_t a = -1;
   std::int32_t b = -1;
   std::int64_t n = 0;
-};
-
-/// One element-wise copy between two variables, inside one (source tile, destination tile) pair.
-struct Transfer {
-  std::uint32_t src_var = 0, dst_var = 0;
-  std::int64_t src_start = 0, src_stride = 1, dst_start = 0, dst_stride = 1, count = 0;
-  std::uint32_t src_tile = 0, dst_tile = 0;
-  std::uint32_t elem_bytes = 4;
 };
 
 /// The copies of one exchange phase; `staged` when a source overlaps a destination (read all, then write).

@@ -1,8 +1,8 @@
-// Cost model v1: estimated IPU cycles of compute sets, exchanges, syncs and host streams on a Target.
+// Cost model: estimated IPU cycles of compute sets, exchanges and syncs on a Target. A leaf: the planners (plan/)
+// and the lowering (program/) both use it.
 #pragma once
 
 #include <tilebsp/core/target.hpp>
-#include <tilebsp/program/schedule.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +12,14 @@
 #include <vector>
 
 namespace tilebsp::detail {
+
+/// One element-wise copy between two variables, inside one (source tile, destination tile) pair.
+struct Transfer {
+  std::uint32_t src_var = 0, dst_var = 0;
+  std::int64_t src_start = 0, src_stride = 1, dst_start = 0, dst_stride = 1, count = 0;
+  std::uint32_t src_tile = 0, dst_tile = 0;
+  std::uint32_t elem_bytes = 4;
+};
 
 /// Fixed supervisor cost of starting a compute set on a tile.
 inline constexpr std::uint64_t compute_set_overhead_cycles = 100;
