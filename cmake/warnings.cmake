@@ -11,3 +11,24 @@ endif()
 # Native code generation for samples and benchmarks only.
 add_library(tilebsp_native INTERFACE)
 target_compile_options(tilebsp_native INTERFACE -march=native)
+
+# What our own samples, tests and benchmarks link for the operators: tilebsp::compiled when it is built, else the
+# header-only target. tilebsp_ops_native is the same for code built with -march=native (samples, benchmarks): its
+# own copy of the library, so that no kernel is linked from a build for another instruction set.
+add_library(tilebsp_ops INTERFACE)
+add_library(tilebsp_ops_native INTERFACE)
+target_link_libraries(tilebsp_ops_native INTERFACE tilebsp_native)
+if(TILEBSP_COMPILED_LIBRARY)
+  target_link_libraries(tilebsp_ops INTERFACE tilebsp_compiled)
+  add_library(tilebsp_compiled_native STATIC ${_tilebsp_compiled_sources})
+  target_link_libraries(tilebsp_compiled_native PUBLIC tilebsp::tilebsp PRIVATE tilebsp_native)
+  target_compile_definitions(tilebsp_compiled_native PUBLIC TILEBSP_COMPILED)
+  target_link_libraries(tilebsp_ops_native INTERFACE tilebsp_compiled_native)
+else()
+  target_link_libraries(tilebsp_ops INTERFACE tilebsp::tilebsp)
+  target_link_libraries(tilebsp_ops_native INTERFACE tilebsp::tilebsp)
+endif()
+if(TILEBSP_COMPILED_LIBRARY)
+  target_link_libraries(tilebsp_compiled PRIVATE tilebsp_warnings)
+  target_link_libraries(tilebsp_compiled_native PRIVATE tilebsp_warnings)
+endif()

@@ -5,6 +5,7 @@
 // stride, no padding and no dilation are matmuls and take the matmul path.
 #pragma once
 
+#include <tilebsp/ops/detail/instances.hpp>
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/core/mapping.hpp>
@@ -596,9 +597,11 @@ inline Tensor as_matrices(Tensor const& t, std::size_t groups) {
   return t.reshape({m, groups, ch / groups}).dimshuffle({1, 0, 2});
 }
 
-/// Builds a pointwise pass as a matmul a3 x b3 into c3 (c3 += alpha * a3 x b3 when accumulating).
-inline void pointwise(Graph& g, Sequence& prog, Tensor const& a3, Tensor const& b3, Tensor const& c3, bool map_out,
-                      bool accumulate, float alpha, ConvOptions const& o, std::string const& name) {
+/// Builds a pointwise pass as a matmul a3 x b3 into c3 (c3 += alpha * a3 x b3 when accumulating). A template, as
+/// the operators are, so that only a caller instantiates the matmul kernels.
+template <std::same_as<Tensor> T>
+void pointwise(Graph& g, Sequence& prog, T const& a3, T const& b3, T const& c3, bool map_out, bool accumulate, float alpha,
+               ConvOptions const& o, std::string const& name) {
   MatmulProblem q;
   q.groups = a3.dim(0), q.m = a3.dim(1), q.k = a3.dim(2), q.n = b3.dim(2);
   q.input = a3.element_type();
@@ -704,8 +707,9 @@ inline Tensor create_conv_weights(Graph& g, ConvParams const& params, ElementTyp
 /// The convolution of `in` ([N, field..., G * C_in], f32 or f16) with `weights` ([G, kernel..., C_in, C_out], the
 /// same type), per `params`; returns [N, out_field..., G * C_out] mapped per plan. Throws shape_error (bad
 /// parameters, operands of the wrong shape), type_error and option_error (AMP outside [0, 1]).
-inline Tensor conv(Graph& g, Sequence& prog, Tensor const& in, Tensor const& weights, ConvParams const& params,
-                   ConvOptions const& options = {}, std::string const& name = "conv") {
+template <std::same_as<Tensor> T>
+T conv(Graph& g, Sequence& prog, T const& in, T const& weights, ConvParams const& params, ConvOptions const& options = {},
+       std::string const& name = "conv") {
   detail::check_params("conv", params);
   detail::check_conv_tensor("conv", g, in, "inputs", params.input_shape());
   detail::check_conv_tensor("conv", g, weights, "weights", params.weights_shape());
@@ -733,9 +737,9 @@ inline Tensor conv(Graph& g, Sequence& prog, Tensor const& in, Tensor const& wei
 /// Input gradients of the convolution: from `grad_out` ([N, out_field..., G * C_out]) and the forward weights,
 /// returns [N, field..., G * C_in] — a forward-like pass over the flipped, transposed weights with the input
 /// dilated by the stride. Same errors as conv.
-inline Tensor conv_backward_input(Graph& g, Sequence& prog, Tensor const& grad_out, Tensor const& weights,
-                                  ConvParams const& params, ConvOptions const& options = {},
-                                  std::string const& name = "conv/backward_input") {
+template <std::same_as<Tensor> T>
+T conv_backward_input(Graph& g, Sequence& prog, T const& grad_out, T const& weights, ConvParams const& params,
+                      ConvOptions const& options = {}, std::string const& name = "conv/backward_input") {
   char const* op = "conv_backward_input";
   detail::check_params(op, params);
   detail::check_conv_tensor(op, g, grad_out, "output gradients", params.output_shape());
@@ -764,9 +768,9 @@ inline Tensor conv_backward_input(Graph& g, Sequence& prog, Tensor const& grad_o
 }
 
 namespace detail {
-inline void weight_pass(Graph& g, Sequence& prog, Tensor const& grad_out, Tensor const& acts, Tensor const& dst,
-                        bool accumulate, float scale, ConvParams const& params, ConvOptions const& options,
-                        std::string const& name, char const* op) {
+template <std::same_as<Tensor> T>
+void weight_pass(Graph& g, Sequence& prog, T const& grad_out, T const& acts, T const& dst, bool accumulate, float scale,
+                 ConvParams const& params, ConvOptions const& options, std::string const& name, char const* op) {
   ConvProblem q = conv_problem_of(op, params, ConvPass::weight_update, acts.element_type(), options, dst.element_type());
   q.accumulate = accumulate;
   std::size_t const G = q.groups, r = params.rank();
@@ -796,9 +800,9 @@ inline void check_weight_pass(char const* op, Graph const& g, Tensor const& grad
 
 /// Weight gradients: sum over the batch and output positions of activations x output gradients, as a new tensor
 /// of params.weights_shape() (type options.output_type, else the operands'). Same errors as conv.
-inline Tensor conv_weight_gradients(Graph& g, Sequence& prog, Tensor const& grad_out, Tensor const& acts,
-                                    ConvParams const& params, ConvOptions const& options = {},
-                                    std::string const& name = "conv/weight_gradients") {
+template <std::same_as<Tensor> T>
+T conv_weight_gradients(Graph& g, Sequence& prog, T const& grad_out, T const& acts, ConvParams const& params,
+                        ConvOptions const& options = {}, std::string const& name = "conv/weight_gradients") {
   char const* op = "conv_weight_gradients";
   detail::check_weight_pass(op, g, grad_out, acts, params);
   Tensor dw = g.add_variable(options.output_type.value_or(acts.element_type()), params.weights_shape(), name);
@@ -808,9 +812,10 @@ inline Tensor conv_weight_gradients(Graph& g, Sequence& prog, Tensor const& grad
 
 /// weights += scale * (weight gradients): the SGD step of PopLibs' convolutionWeightUpdate (scale = -learning
 /// rate). The weights keep their mapping. Same errors as conv.
-inline void conv_weight_update(Graph& g, Sequence& prog, Tensor const& grad_out, Tensor const& acts,
-                               Tensor const& weights, float scale, ConvParams const& params,
-                               ConvOptions const& options = {}, std::string const& name = "conv/weight_update") {
+template <std::same_as<Tensor> T>
+void conv_weight_update(Graph& g, Sequence& prog, T const& grad_out, T const& acts, T const& weights, float scale,
+                        ConvParams const& params, ConvOptions const& options = {},
+                        std::string const& name = "conv/weight_update") {
   char const* op = "conv_weight_update";
   detail::check_weight_pass(op, g, grad_out, acts, params);
   detail::check_conv_tensor(op, g, weights, "weights", params.weights_shape());
@@ -820,7 +825,8 @@ inline void conv_weight_update(Graph& g, Sequence& prog, Tensor const& grad_out,
 }
 
 /// acts += bias along the last (channel) dimension: acts [..., C], bias [C] of the same type.
-inline void add_bias(Graph& g, Sequence& prog, Tensor const& acts, Tensor const& bias) {
+template <std::same_as<Tensor> T>
+void add_bias(Graph& g, Sequence& prog, T const& acts, T const& bias) {
   g.check_tensor("add_bias", acts);
   g.check_tensor("add_bias", bias);
   if (acts.rank() == 0 || bias.rank() != 1 || bias.dim(0) != acts.dim(acts.rank() - 1))
@@ -831,6 +837,18 @@ inline void add_bias(Graph& g, Sequence& prog, Tensor const& acts, Tensor const&
                      std::string(name_of(acts.element_type())));
   map_in_place(g, prog, expr::_1 + expr::_2, acts, bias.broadcast(acts.shape()));
 }
+
+#define TILEBSP_OPS_CONV_INSTANCES(X)                                                                                \
+  X(Tensor conv(Graph&, Sequence&, Tensor const&, Tensor const&, ConvParams const&, ConvOptions const&,             \
+                std::string const&))                                                                                \
+  X(Tensor conv_backward_input(Graph&, Sequence&, Tensor const&, Tensor const&, ConvParams const&, ConvOptions const&, \
+                               std::string const&))                                                                 \
+  X(Tensor conv_weight_gradients(Graph&, Sequence&, Tensor const&, Tensor const&, ConvParams const&,                \
+                                 ConvOptions const&, std::string const&))                                           \
+  X(void conv_weight_update(Graph&, Sequence&, Tensor const&, Tensor const&, Tensor const&, float, ConvParams const&, \
+                            ConvOptions const&, std::string const&))                                                \
+  X(void add_bias(Graph&, Sequence&, Tensor const&, Tensor const&))
+TILEBSP_DECLARE_INSTANCES(TILEBSP_OPS_CONV_INSTANCES)
 
 }  // namespace ops
 }  // namespace tilebsp

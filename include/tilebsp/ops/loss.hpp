@@ -2,6 +2,7 @@
 // to the logits, and whether each example's largest logit is its label (for accuracy), in one compute set.
 #pragma once
 
+#include <tilebsp/ops/detail/instances.hpp>
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/core/half.hpp>
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -69,8 +71,9 @@ struct SoftmaxCrossEntropyVertex {
 /// [0, classes)); the gradient is scaled by `grad_scale` (1 / batch gives the gradient of the mean loss). Each
 /// tile holding rows of the logits computes them; the totals are reduced in a fixed order. A label outside
 /// [0, classes) yields a NaN loss and gradient for its example. Throws shape_error and type_error.
-inline SoftmaxCrossEntropy softmax_cross_entropy(Graph& g, Sequence& prog, Tensor const& logits, Tensor const& labels,
-                                                 float grad_scale, std::string const& name = "softmax_cross_entropy") {
+template <std::same_as<Tensor> Tn>
+SoftmaxCrossEntropy softmax_cross_entropy(Graph& g, Sequence& prog, Tn const& logits, Tn const& labels, float grad_scale,
+                                          std::string const& name = "softmax_cross_entropy") {
   char const* op = "softmax_cross_entropy";
   g.check_tensor(op, logits);
   g.check_tensor(op, labels);
@@ -108,4 +111,7 @@ inline SoftmaxCrossEntropy softmax_cross_entropy(Graph& g, Sequence& prog, Tenso
   return r;
 }
 
+#define TILEBSP_OPS_LOSS_INSTANCES(X) \
+  X(SoftmaxCrossEntropy softmax_cross_entropy(Graph&, Sequence&, Tensor const&, Tensor const&, float, std::string const&))
+TILEBSP_DECLARE_INSTANCES(TILEBSP_OPS_LOSS_INSTANCES)
 }  // namespace tilebsp::ops

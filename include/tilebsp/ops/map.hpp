@@ -1,6 +1,7 @@
 // ops::map: fused elementwise expressions over tensors, one vectorised vertex per piece of each tile's work.
 #pragma once
 
+#include <tilebsp/ops/detail/instances.hpp>
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/core/host_kernel.hpp>
@@ -553,5 +554,14 @@ T cast(Graph& g, Sequence& prog, T const& t, ElementType type) {
   throw type_error("cast: u8 is not a supported target type");
 }
 
+#define TILEBSP_OPS_MAP_INSTANCES(X)                                   \
+  X(Tensor add(Graph&, Sequence&, Tensor const&, Tensor const&))       \
+  X(Tensor sub(Graph&, Sequence&, Tensor const&, Tensor const&))       \
+  X(Tensor mul(Graph&, Sequence&, Tensor const&, Tensor const&))       \
+  X(Tensor relu(Graph&, Sequence&, Tensor const&))                     \
+  X(void scaled_add(Graph&, Sequence&, Tensor const&, Tensor const&, double)) \
+  X(void fill(Graph&, Sequence&, Tensor const&, double))               \
+  X(Tensor cast(Graph&, Sequence&, Tensor const&, ElementType))
+TILEBSP_DECLARE_INSTANCES(TILEBSP_OPS_MAP_INSTANCES)
 }  // namespace ops
 }  // namespace tilebsp

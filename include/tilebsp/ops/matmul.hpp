@@ -3,6 +3,7 @@
 // cross-tile reduction of partials when K is split.
 #pragma once
 
+#include <tilebsp/ops/detail/instances.hpp>
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/ops/map.hpp>
@@ -512,6 +513,13 @@ void matmul_acc(Graph& g, Sequence& prog, T const& c, float k, T const& a, T con
                               k, name);
   });
 }
+
+#define TILEBSP_OPS_MATMUL_INSTANCES(X)                                                                   \
+  X(MatmulPlan plan_matmul(Graph const&, Tensor const&, Tensor const&, MatmulOptions const&))             \
+  X(Tensor matmul(Graph&, Sequence&, Tensor const&, Tensor const&, MatmulOptions const&, std::string const&)) \
+  X(void matmul_acc(Graph&, Sequence&, Tensor const&, float, Tensor const&, Tensor const&, MatmulOptions const&, \
+                    std::string const&))
+TILEBSP_DECLARE_INSTANCES(TILEBSP_OPS_MATMUL_INSTANCES)
 
 }  // namespace ops
 }  // namespace tilebsp

@@ -2,6 +2,7 @@
 // tile piece (batch x output rows x channel chunk) reading its input window, padding never selected.
 #pragma once
 
+#include <tilebsp/ops/detail/instances.hpp>
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/core/half.hpp>
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -418,8 +420,8 @@ class MaxPoolGradHostKernel {
 /// `params`; returns [N, out_field..., C] of the same type, out = (in + padding_lower + padding_upper - kernel) /
 /// stride + 1 per dimension, mapped in (batch, output rows, channel chunk) pieces over the graph's tiles. NaN
 /// propagates. Throws shape_error (bad rank, sizes, padding outside [0, kernel)) and type_error (not f32/f16).
-inline Tensor max_pool(Graph& g, Sequence& prog, Tensor const& in, PoolParams const& params,
-                       std::string const& name = "max_pool") {
+template <std::same_as<Tensor> Tn>
+Tn max_pool(Graph& g, Sequence& prog, Tn const& in, PoolParams const& params, std::string const& name = "max_pool") {
   g.check_tensor("max_pool", in);
   if (in.element_type() != ElementType::f32 && in.element_type() != ElementType::f16)
     throw type_error("max_pool: input must be f32 or f16, not " + std::string(name_of(in.element_type())));
@@ -484,8 +486,9 @@ inline Tensor max_pool(Graph& g, Sequence& prog, Tensor const& in, PoolParams co
 /// and result. Returns [N, field..., C] of the same type, one vertex per image and channel chunk. Throws the
 /// errors of max_pool, shape_error when `out` or `grad_out` do not have the pooled shape, and type_error when the
 /// types differ.
-inline Tensor max_pool_backward(Graph& g, Sequence& prog, Tensor const& in, Tensor const& out, Tensor const& grad_out,
-                                PoolParams const& params, std::string const& name = "max_pool_backward") {
+template <std::same_as<Tensor> Tn>
+Tn max_pool_backward(Graph& g, Sequence& prog, Tn const& in, Tn const& out, Tn const& grad_out, PoolParams const& params,
+                    std::string const& name = "max_pool_backward") {
   char const* op = "max_pool_backward";
   g.check_tensor(op, in);
   g.check_tensor(op, out);
@@ -557,5 +560,10 @@ inline Tensor max_pool_backward(Graph& g, Sequence& prog, Tensor const& in, Tens
   return grad_in;
 }
 
+#define TILEBSP_OPS_POOL_INSTANCES(X)                                                                      \
+  X(Tensor max_pool(Graph&, Sequence&, Tensor const&, PoolParams const&, std::string const&))              \
+  X(Tensor max_pool_backward(Graph&, Sequence&, Tensor const&, Tensor const&, Tensor const&, PoolParams const&, \
+                             std::string const&))
+TILEBSP_DECLARE_INSTANCES(TILEBSP_OPS_POOL_INSTANCES)
 }  // namespace ops
 }  // namespace tilebsp

@@ -1,6 +1,7 @@
 // ops::reduce: reductions over any set of dimensions, in f32 partials, with a fixed-order cross-tile stage.
 #pragma once
 
+#include <tilebsp/ops/detail/instances.hpp>
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/core/mapping.hpp>
@@ -280,4 +281,7 @@ T reduce(Graph& g, Sequence& prog, T const& t, std::vector<std::size_t> const& d
   throw option_error("reduce: unknown operation");
 }
 
+#define TILEBSP_OPS_REDUCE_INSTANCES(X) \
+  X(Tensor reduce(Graph&, Sequence&, Tensor const&, std::vector<std::size_t> const&, ReduceOp, std::string const&))
+TILEBSP_DECLARE_INSTANCES(TILEBSP_OPS_REDUCE_INSTANCES)
 }  // namespace tilebsp::ops

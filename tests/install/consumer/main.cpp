@@ -24,8 +24,11 @@ int main() {
   g.add_vertex<Add>(first, 0, a, b, o1);
   g.add_vertex<Add>(first, 0, a, c, o2);
   g.add_vertex<Add>(second, 0, o1, o2, out);
-  tb::Engine engine{tb::compile(g, tb::seq(tb::execute(first), tb::execute(second)))};
+  // An operator too, header-only as a user gets it: instantiated in this file.
+  tb::Sequence prog{tb::execute(first), tb::execute(second)};
+  auto sum = tb::ops::add(g, prog, o1, o2);
+  tb::Engine engine{tb::compile(g, prog)};
   engine.run();
-  auto r = engine.read<float>(out);
-  std::cout << "[" << r[0] << ", " << r[1] << "]\n";
+  auto r = engine.read<float>(out), s = engine.read<float>(sum);
+  std::cout << "[" << r[0] << ", " << r[1] << "] [" << s[0] << ", " << s[1] << "]\n";
 }

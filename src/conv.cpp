@@ -1,0 +1,6 @@
+// tilebsp::compiled: the Tensor instances of <tilebsp/ops/conv.hpp>, built once for every target that links the library.
+#include <tilebsp/ops/conv.hpp>
+
+namespace tilebsp::ops {
+TILEBSP_OPS_CONV_INSTANCES(TILEBSP_DETAIL_INSTANCE)
+}  // namespace tilebsp::ops
