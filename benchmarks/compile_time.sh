@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Compile-time probes beside their Eigen counterparts: seconds and peak resident memory of one g++ -O2 compile
+# of each probe file (benchmarks/compile_time/), and the ratio to its peer, in one run. Not a test: timings vary
+# with the host. Usage: benchmarks/compile_time.sh [CXX]   (Eigen from Debian's libeigen3-dev)
+# Each tilebsp probe is compiled twice: header-only (the default) and against the compiled library
+# (-DTILEBSP_COMPILED: what tilebsp::compiled consumers see; the library's own build is not timed here).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cxx=${1:-g++}
+probes=benchmarks/compile_time
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+flags=(-std=c++20 -O2 -Iinclude -I/usr/include/eigen3)
+
+measure() {  # file [extra flags...] -> "seconds peak_MB"
+  local file=$1
+  shift
+  /usr/bin/time -f '%e %M' -o "$out/time" "$cxx" "${flags[@]}" "$@" -c "$probes/$file" -o "$out/probe.o"
+  awk '{printf "%.2f %.0f\n", $1, $2 / 1024}' "$out/time"
+}
+
+read -r eigen_bare_s eigen_bare_mb < <(measure eigen_bare.cpp)
+read -r eigen_product_s eigen_product_mb < <(measure eigen_product.cpp)
+printf '%-34s %8s %8s %8s\n' probe seconds peak_MB ratio
+printf '%-34s %8s %8s %8s\n' 'Eigen: #include <Eigen/Dense>' "$eigen_bare_s" "$eigen_bare_mb" 1.00
+printf '%-34s %8s %8s %8s\n' 'Eigen: 256x256 product' "$eigen_product_s" "$eigen_product_mb" 1.00
+for mode in header-only compiled; do
+  extra=()
+  [ "$mode" = compiled ] && extra=(-DTILEBSP_COMPILED)
+  for probe in "bare bare.cpp $eigen_bare_s (target 2x)" "readme readme.cpp $eigen_bare_s (target 3x)" \
+               "matmul matmul.cpp $eigen_product_s (target 3x)" "conv_step conv_step.cpp $eigen_product_s (target 5x)"; do
+    read -r name file peer target <<<"$probe"
+    read -r s mb < <(measure "$file" "${extra[@]}")
+    printf '%-34s %8s %8s %8s %s\n' "$mode: $name" "$s" "$mb" "$(awk -v a="$s" -v b="$peer" 'BEGIN{printf "%.2f", a / b}')" \
+      "$target"
+  done
+done
