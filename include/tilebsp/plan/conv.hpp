@@ -144,6 +144,8 @@ struct ConvPlan : PlanCosts {
   std::size_t n_tile = 0, r_tile = 0, g_tile = 0, c_tile = 0, j_tile = 0;
   std::size_t steps = 1, step = 0;
   bool reduce = false;
+  /// The serial steps over a piece's reduction channels (forward, backward input) or rows (weight update).
+  SerialSteps serial() const noexcept { return {steps, step}; }
   std::size_t tiles = 0;
 
   /// Rows of the split dimension in the loop.

@@ -8,6 +8,7 @@
 #include <tilebsp/core/types.hpp>
 #include <tilebsp/core/warning.hpp>
 #include <tilebsp/plan/cost.hpp>
+#include <tilebsp/plan/serial_steps.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -92,6 +93,7 @@ struct MatmulPlan : PlanCosts {
   std::size_t g_tile = 0, m_tile = 0, n_tile = 0, k_tile = 0;
   /// Serial steps over each tile's K range, of k_step elements each.
   std::size_t k_steps = 1, k_step = 0;
+  SerialSteps serial() const noexcept { return {k_steps, k_step}; }
   /// Partial results are reduced across tiles (or added to the accumulator) in a final stage.
   bool reduce = false;
   std::size_t tiles = 0;
