@@ -139,7 +139,7 @@ value_t<T> convert(value_t<F> const& x) {
 // ---- evaluation of each node kind ----------------------------------------------------------------------
 
 template <Types In, VT Want, std::size_t I, class O>
-value_t<resolve(In[I - 1], Want)> eval(Placeholder<I> const&, O const& o) {
+value_t<detail::resolve(In[I - 1], Want)> eval(Placeholder<I> const&, O const& o) {
   constexpr VT T = In[I - 1];
   if constexpr (O::scalars)
     if (o.scalar >> (I - 1) & 1u) return detail::splat<T>(o.ptr[I - 1]);
@@ -154,18 +154,18 @@ value_t<Want> eval(Constant const& c, O const&) {
 
 template <Types In, VT Want, VT T, class A, class O>
 value_t<T> eval(Cast<T, A> const& e, O const& o) {
-  constexpr VT F = resolve(A::infer(In).type, T);
+  constexpr VT F = detail::resolve(A::infer(In).type, T);
   return detail::convert<T, F>(eval<In, F>(e.a, o));
 }
 
 template <Types In, VT Want, class C, class A, class B, class O>
 auto eval(Select<C, A, B> const& e, O const& o) {
-  constexpr VT T = resolve(Select<C, A, B>::infer(In).type, Want);
+  constexpr VT T = detail::resolve(Select<C, A, B>::infer(In).type, Want);
   auto const c = eval<In, VT::boolean>(e.c, o);
   auto const a = eval<In, T>(e.a, o);
   auto const b = eval<In, T>(e.b, o);
   if constexpr (T == VT::boolean) return (c & a) | (~c & b);
-  else if constexpr (is_float(T)) return xsimd::select(c, a, b);
+  else if constexpr (detail::is_float(T)) return xsimd::select(c, a, b);
   else if constexpr (T == VT::i32) return xsimd::select(detail::int_mask(c), a, b);
   else
     return simd::reinterpret<std::uint32_t>(
@@ -174,7 +174,7 @@ auto eval(Select<C, A, B> const& e, O const& o) {
 
 template <Types In, VT Want, class Op, class A, class O>
 auto eval(Unary<Op, A> const& e, O const& o) {
-  constexpr VT T = resolve(Unary<Op, A>::infer(In).type, Want);
+  constexpr VT T = detail::resolve(Unary<Op, A>::infer(In).type, Want);
   if constexpr (std::is_same_v<Op, op::Not>) {
     return ~eval<In, VT::boolean>(e.a, o);
   } else {
@@ -200,7 +200,7 @@ auto eval(Unary<Op, A> const& e, O const& o) {
     else if constexpr (std::is_same_v<Op, op::Log>) return xsimd::log(x);
     else if constexpr (std::is_same_v<Op, op::Tanh>) return xsimd::tanh(x);
     else if constexpr (std::is_same_v<Op, op::Sigmoid>) return B(1) / (B(1) + xsimd::exp(-x));
-    else static_assert(sizeof(Op) == 0, "eval: unknown unary operator");
+    else static_assert(sizeof(Op) == 0, "eval: unknown detail::unary operator");
   }
 }
 
@@ -215,7 +215,7 @@ auto eval(Binary<Op, A, B> const& e, O const& o) {
     if constexpr (std::is_same_v<Op, op::And>) return x & y;
     else return x | y;
   } else if constexpr (compare) {
-    constexpr VT T = resolve(unify("", A::infer(In), B::infer(In)).type, VT::f32);
+    constexpr VT T = detail::resolve(detail::unify("", A::infer(In), B::infer(In)).type, VT::f32);
     auto x = eval<In, T>(e.a, o);
     auto y = eval<In, T>(e.b, o);
     if constexpr (T == VT::boolean) {
@@ -234,7 +234,7 @@ auto eval(Binary<Op, A, B> const& e, O const& o) {
       else return cmp(x, y);
     }
   } else {
-    constexpr VT T = resolve(Binary<Op, A, B>::infer(In).type, Want);
+    constexpr VT T = detail::resolve(Binary<Op, A, B>::infer(In).type, Want);
     auto const x = eval<In, T>(e.a, o);
     auto const y = eval<In, T>(e.b, o);
     constexpr bool i32 = T == VT::i32;  // signed overflow wraps instead of being undefined
@@ -252,7 +252,7 @@ auto eval(Binary<Op, A, B> const& e, O const& o) {
     else if constexpr (std::is_same_v<Op, op::Max>) return xsimd::max(x, y);
     else if constexpr (std::is_same_v<Op, op::Pow>) return xsimd::pow(x, y);
     else if constexpr (std::is_same_v<Op, op::Div>) {
-      if constexpr (is_float(T)) {
+      if constexpr (detail::is_float(T)) {
         return x / y;
       } else {
         // Integer division never traps: x / 0 is 0, and INT_MIN / -1 wraps to INT_MIN.
@@ -265,7 +265,7 @@ auto eval(Binary<Op, A, B> const& e, O const& o) {
         });
       }
     } else {
-      static_assert(sizeof(Op) == 0, "eval: unknown binary operator");
+      static_assert(sizeof(Op) == 0, "eval: unknown detail::binary operator");
     }
   }
 }

@@ -20,6 +20,7 @@ enum class VT : std::uint8_t { f32, f16, i32, u32, boolean, weak, any, error };
 using Types = std::array<VT, 8>;
 inline constexpr std::size_t max_operands = 8;
 
+namespace detail {
 constexpr VT vt_of(ElementType t) noexcept {
   switch (t) {
     case ElementType::f32: return VT::f32;
@@ -91,6 +92,7 @@ inline std::string describe(Inferred const& r) {
            name_of(r.b) + " operands (use cast<T>)";
   return std::string("operator '") + r.op + "' does not accept a " + name_of(r.a) + " operand";
 }
+}  // namespace detail
 
 // ---- nodes ----------------------------------------------------------------------------------------------
 
@@ -105,7 +107,7 @@ struct Placeholder {
   using is_expr = void;
   static constexpr std::size_t max_index = I;
   static constexpr std::size_t nodes = 0;
-  static constexpr Inferred infer(Types const& t) noexcept { return {t[I - 1]}; }
+  static constexpr detail::Inferred infer(Types const& t) noexcept { return {t[I - 1]}; }
 };
 inline constexpr Placeholder<1> _1{};
 inline constexpr Placeholder<2> _2{};
@@ -122,7 +124,7 @@ struct Constant {
   static constexpr std::size_t max_index = 0;
   static constexpr std::size_t nodes = 0;
   double value = 0;
-  static constexpr Inferred infer(Types const&) noexcept { return {VT::weak}; }
+  static constexpr detail::Inferred infer(Types const&) noexcept { return {VT::weak}; }
 };
 
 template <class Op, class A>
@@ -131,7 +133,7 @@ struct Unary {
   static constexpr std::size_t max_index = A::max_index;
   static constexpr std::size_t nodes = A::nodes + 1;
   A a;
-  static constexpr Inferred infer(Types const& t) noexcept { return Op::infer(A::infer(t)); }
+  static constexpr detail::Inferred infer(Types const& t) noexcept { return Op::infer(A::infer(t)); }
 };
 
 template <class Op, class A, class B>
@@ -141,7 +143,7 @@ struct Binary {
   static constexpr std::size_t nodes = A::nodes + B::nodes + 1;
   A a;
   B b;
-  static constexpr Inferred infer(Types const& t) noexcept { return Op::infer(A::infer(t), B::infer(t)); }
+  static constexpr detail::Inferred infer(Types const& t) noexcept { return Op::infer(A::infer(t), B::infer(t)); }
 };
 
 template <class C, class A, class B>
@@ -153,10 +155,10 @@ struct Select {
   C c;
   A a;
   B b;
-  static constexpr Inferred infer(Types const& t) noexcept {
-    Inferred const c = require("select", C::infer(t), [](VT v) { return v == VT::boolean; });
+  static constexpr detail::Inferred infer(Types const& t) noexcept {
+    detail::Inferred const c = detail::require("select", C::infer(t), [](VT v) { return v == VT::boolean; });
     if (c.type == VT::error) return c;
-    return unify("select", A::infer(t), B::infer(t));
+    return detail::unify("select", A::infer(t), B::infer(t));
   }
 };
 
@@ -166,15 +168,20 @@ struct Cast {
   static constexpr std::size_t max_index = A::max_index;
   static constexpr std::size_t nodes = A::nodes + 1;
   A a;
-  static constexpr Inferred infer(Types const& t) noexcept {
-    Inferred const r = A::infer(t);
-    return r.type == VT::error ? r : Inferred{T};
+  static constexpr detail::Inferred infer(Types const& t) noexcept {
+    detail::Inferred const r = A::infer(t);
+    return r.type == VT::error ? r : detail::Inferred{T};
   }
 };
 
 // ---- operator tags: type rules (evaluation lives in expr/eval.hpp) ---------------------------------------
 
 namespace op {
+using detail::Inferred;
+using detail::is_float;
+using detail::is_numeric;
+using detail::require;
+using detail::unify;
 #define TILEBSP_ARITH(Name, sym)                                                          \
   struct Name {                                                                           \
     static constexpr char const* name = sym;                                              \
@@ -255,6 +262,7 @@ concept Scalar = std::is_arithmetic_v<std::remove_cvref_t<T>>;
 template <class T>
 concept Operand = ExprLike<T> || Scalar<T>;
 
+namespace detail {
 template <class T>
 constexpr auto as_expr(T const& x) {
   if constexpr (ExprLike<T>) return x;
@@ -271,12 +279,13 @@ template <class Op, class A>
 constexpr auto unary(A const& a) {
   return Unary<Op, as_expr_t<A>>{as_expr(a)};
 }
+}  // namespace detail
 
 #define TILEBSP_BINARY_OPERATOR(sym, Op)                                      \
   template <Operand A, Operand B>                                             \
     requires(ExprLike<A> || ExprLike<B>)                                      \
   constexpr auto operator sym(A const& a, B const& b) {                       \
-    return binary<op::Op>(a, b);                                              \
+    return detail::binary<op::Op>(a, b);                                      \
   }
 TILEBSP_BINARY_OPERATOR(+, Add)
 TILEBSP_BINARY_OPERATOR(-, Sub)
@@ -294,17 +303,17 @@ TILEBSP_BINARY_OPERATOR(||, Or)
 
 template <ExprLike A>
 constexpr auto operator-(A const& a) {
-  return unary<op::Neg>(a);
+  return detail::unary<op::Neg>(a);
 }
 template <ExprLike A>
 constexpr auto operator!(A const& a) {
-  return unary<op::Not>(a);
+  return detail::unary<op::Not>(a);
 }
 
 #define TILEBSP_FUNCTION1(fn, Op)                 \
   template <ExprLike A>                           \
   constexpr auto fn(A const& a) {                 \
-    return unary<op::Op>(a);                      \
+    return detail::unary<op::Op>(a);              \
   }
 TILEBSP_FUNCTION1(abs, Abs)
 TILEBSP_FUNCTION1(relu, Relu)
@@ -321,7 +330,7 @@ TILEBSP_FUNCTION1(sigmoid, Sigmoid)
   template <Operand A, Operand B>                 \
     requires(ExprLike<A> || ExprLike<B>)          \
   constexpr auto fn(A const& a, B const& b) {     \
-    return binary<op::Op>(a, b);                  \
+    return detail::binary<op::Op>(a, b);          \
   }
 TILEBSP_FUNCTION2(min, Min)
 TILEBSP_FUNCTION2(max, Max)
@@ -332,14 +341,15 @@ TILEBSP_FUNCTION2(pow, Pow)
 template <Operand C, Operand A, Operand B>
   requires(ExprLike<C> || ExprLike<A> || ExprLike<B>)
 constexpr auto select(C const& c, A const& a, B const& b) {
-  return Select<as_expr_t<C>, as_expr_t<A>, as_expr_t<B>>{as_expr(c), as_expr(a), as_expr(b)};
+  return Select<detail::as_expr_t<C>, detail::as_expr_t<A>, detail::as_expr_t<B>>{detail::as_expr(c), detail::as_expr(a),
+                                                                                  detail::as_expr(b)};
 }
 
 /// Converts to element type T (float to integer truncates toward zero; to bool tests != 0).
 template <ElementLike T, Operand A>
 constexpr auto cast(A const& a) {
   static_assert(!std::is_same_v<T, std::uint8_t>, "cast: u8 is not an expression type");
-  return Cast<vt_of(element_type_v<T>), as_expr_t<A>>{as_expr(a)};
+  return Cast<detail::vt_of(element_type_v<T>), detail::as_expr_t<A>>{detail::as_expr(a)};
 }
 
 /// A constant of the type its context needs.

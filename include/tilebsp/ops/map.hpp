@@ -367,7 +367,7 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
   for (std::size_t k = 0; k < N; ++k) {
     g.check_tensor(op, ins[k]);
     shapes.push_back(ins[k].shape());
-    rt[k] = types[k] = expr::vt_of(ins[k].element_type());
+    rt[k] = types[k] = expr::detail::vt_of(ins[k].element_type());
     if (rt[k] == VT::error)
       throw type_error(std::string(op) + ": operand _" + std::to_string(k + 1) + " is u8, which expressions do not "
                        "support (use an i32 or u32 tensor)");
@@ -380,19 +380,19 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
   if (mode != Mode::new_output && out.shape() != shape)
     throw shape_error(std::string(op) + ": the output " + to_string(out.shape()) + " would have to be broadcast to " +
                       to_string(shape) + (mode == Mode::in_place ? "; a broadcast tensor cannot be written in place" : ""));
-  expr::Inferred const inferred = E::infer(types);
-  if (inferred.type == VT::error) throw type_error(std::string(op) + ": " + expr::describe(inferred));
+  expr::detail::Inferred const inferred = E::infer(types);
+  if (inferred.type == VT::error) throw type_error(std::string(op) + ": " + expr::detail::describe(inferred));
   VT result = inferred.type == VT::weak || inferred.type == VT::any ? VT::f32 : inferred.type;
   if (mode != Mode::new_output) {
-    VT const want = expr::vt_of(out.element_type());
+    VT const want = expr::detail::vt_of(out.element_type());
     if (inferred.type == VT::weak || inferred.type == VT::any) result = want;
     else if (want != result)
-      throw type_error(std::string(op) + ": the expression gives " + expr::name_of(result) + " but the output holds " +
-                       std::string(name_of(out.element_type())) + " (use cast<T>)");
+      throw type_error(std::string(op) + ": the expression gives " + expr::detail::name_of(result) +
+                       " but the output holds " + std::string(name_of(out.element_type())) + " (use cast<T>)");
     if (want == VT::error) throw type_error(std::string(op) + ": u8 outputs are not supported");
   }
   if (mode == Mode::new_output) {
-    out = g.add_variable(expr::element_of(result), shape, op);
+    out = g.add_variable(expr::detail::element_of(result), shape, op);
     std::size_t largest = N;
     for (std::size_t k = 0; k < N; ++k)
       if (ins[k].shape() == shape && (largest == N || ins[k].num_elements() > ins[largest].num_elements())) largest = k;
