@@ -20,6 +20,8 @@
 
 #include <tilebsp/program/compile.hpp>
 #include <tilebsp/program/host_context.hpp>
+#include <tilebsp/program/host_path.hpp>
+#include <tilebsp/program/host_task.hpp>
 #include <tilebsp/program/programs.hpp>
 
 #include <tilebsp/exec/engine.hpp>

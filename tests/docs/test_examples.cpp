@@ -231,3 +231,32 @@ TEST_CASE("sgd example") {
   CHECK(e.read<float>(b) == std::vector<float>{-1.5f, -3});                          // b - 0.5 (1, 6)
   CHECK(e.read<float>(w) == std::vector<float>{0.5f, 0, -1, -1, -0.5f, -5});  // w - 0.5 x^T dz
 }
+
+// [program-node-example]
+template <tb::ProgramLike P>
+struct Twice {  // a user's program node: its body lowered twice in a row, no loop counter
+  P body;
+  void lower(tb::Lowering& l) const {
+    body.lower(l);
+    body.lower(l);
+  }
+};
+
+std::vector<float> program_node_example() {
+  tb::Graph g{tb::targets::tiny(2)};
+  tb::Tensor x = g.add_variable<float>({8}, "x");
+  tb::Tensor one = g.add_constant<float>({8}, 1.0f, "one");
+  tb::map_linearly(g, x);
+  tb::map_linearly(g, one);
+  tb::ComputeSet cs = g.add_compute_set("inc");
+  for (auto const& [tile, region] : g.tile_mapping(x))
+    g.add_vertex<Axpy>(cs, tile, one.slice(region), x.slice(region), 1.0f);
+  tb::Engine engine{tb::compile(g, Twice<tb::Execute>{tb::execute(cs)})};
+  engine.run();
+  return engine.read<float>(x);  // 2 everywhere
+}
+// [program-node-example]
+
+TEST_CASE("program node example") {
+  CHECK(program_node_example() == std::vector<float>(8, 2.0f));
+}

@@ -207,87 +207,103 @@ TEST_CASE("profile: summary text and JSON") {
   CHECK_THROWS_AS(p.write_json("/nonexistent-dir/x.json"), tb::error);
 }
 
-TEST_CASE("host kernels run in place of a compute set's vertices, which still define the model") {
-  tb::Graph g{tb::targets::tiny(2)};
-  auto x = g.add_variable<float>({8}, "x"), one = g.add_constant<float>({8}, 1.0f, "one");
-  tb::map_linearly(g, x);
-  tb::map_linearly(g, one);
-  auto cs = g.add_compute_set("inc");
-  for (auto const& [tile, iv] : g.tile_mapping(x))
-    g.add_vertex<tbt::Axpy>(cs, tile, one.slice(iv.begin, iv.end), x.slice(iv.begin, iv.end), 1.0f);
-  // The same increment, computed by the host: each thread takes its share of the elements.
+namespace {
+/// How often the profile says the steps labelled `label` (or, with `prefix`, starting with it) ran.
+std::size_t executions(tb::Profile const& p, std::string const& label, bool prefix = false) {
+  std::size_t n = 0;
+  for (auto const& step : p.programs[0])
+    n += (prefix ? step.label.rfind(label, 0) == 0 : step.label == label) ? step.executions : 0;
+  return n;
+}
+/// A host kernel adding `by` to every element of x (8 floats), each thread its share.
+tb::HostKernel add_on_host(tb::Tensor const& x, float by) {
   auto const var = x.affine()->var;
-  g.set_host_kernel(cs, {[var](tb::HostBinding const& at) -> tb::HostTask {
-                      auto* p = reinterpret_cast<float*>(at(var));
-                      return [p](unsigned t, unsigned threads) {
-                        for (std::size_t i = 8 * t / threads; i < 8 * (t + 1) / threads; ++i) p[i] += 1.0f;
-                      };
-                    }});
-  auto const exe = tb::compile(g, tb::repeat(3, tb::execute(cs)));
-  for (std::size_t threads : {1, 2, 3})
+  return {[var, by](tb::HostBinding const& at) -> tb::HostTask {
+    auto* p = reinterpret_cast<float*>(at(var));
+    return [p, by](unsigned t, unsigned threads) {
+      for (std::size_t i = 8 * t / threads; i < 8 * (t + 1) / threads; ++i) p[i] += by;
+    };
+  }};
+}
+}  // namespace
+
+TEST_CASE("a host path runs its task in place of its body, which still defines the model") {
+  tb::Graph g{tb::targets::tiny(2)};
+  auto x = g.add_variable<float>({8}, "x"), y = g.add_variable<float>({8}, "y");
+  auto one = g.add_constant<float>({8}, 1.0f, "one");
+  for (auto const& t : {x, y, one}) tb::map_linearly(g, t);
+  auto inc = g.add_compute_set("inc"), again = g.add_compute_set("again");
+  for (auto const& cs : {inc, again})
+    for (auto const& [tile, iv] : g.tile_mapping(x))
+      g.add_vertex<tbt::Axpy>(cs, tile, one.slice(iv.begin, iv.end), x.slice(iv.begin, iv.end), 1.0f);
+  // A body of two compute sets and a copy into a temporary-like variable; the task does what the body does to x.
+  auto const body = tb::seq(tb::execute(inc), tb::copy(x, y), tb::execute(again));
+  // The copy after the span reads x as the body left it: it must not join the body's last superstep (skipped when
+  // the task runs).
+  auto const prog = tb::seq(tb::repeat(3, tb::host_path("add two", add_on_host(x, 2.0f), body)), tb::copy(x, y));
+  auto const exe = tb::compile(g, prog);
+  for (std::size_t threads : {1, 2, 3, 7})
     for (bool host : {true, false}) {
-      tb::Engine e{exe, {.host_threads = threads, .host_kernels = host}};
+      CAPTURE(threads);
+      CAPTURE(host);
+      tb::Engine e{exe, {.host_threads = threads, .profiling = true, .host_kernels = host}};
       e.run();
-      CHECK(e.read<float>(x) == std::vector<float>(8, 3.0f));
-      std::uint64_t cycles = 0;  // still estimated from the vertices
+      CHECK(e.read<float>(x) == std::vector<float>(8, 6.0f));
+      CHECK(e.read<float>(y) == std::vector<float>(8, 6.0f));
       auto const profile = e.profile();
+      std::uint64_t cycles = 0;  // estimated from the body either way
       for (auto const& step : profile.programs[0]) cycles += step.kind == "superstep" ? step.est_cycles : 0;
       CHECK(cycles > 0);
+      // The task runs on the span's own step (its host time goes there); the body's steps do not run.
+      CHECK(executions(profile, "host path 'add two'") == (host ? 3 : 0));
+      CHECK(executions(profile, "host path 'add two' (body runs)") == (host ? 0 : 3));
+      CHECK(executions(profile, "compute set 'inc'", true) == (host ? 0 : 3));
     }
-  // A covered compute set is skipped: its work was done by an earlier host kernel.
-  auto again = g.add_compute_set("covered");
-  for (auto const& [tile, iv] : g.tile_mapping(x))
-    g.add_vertex<tbt::Axpy>(again, tile, one.slice(iv.begin, iv.end), x.slice(iv.begin, iv.end), 1.0f);
-  g.set_host_kernel(again, {{}, true});
-  for (bool host : {true, false}) {
-    tb::Engine e{tb::compile(g, tb::seq(tb::execute(cs), tb::execute(again))), {.host_threads = 2, .host_kernels = host}};
-    e.run();
-    CHECK(e.read<float>(x) == std::vector<float>(8, host ? 1.0f : 2.0f));
-  }
-  // A kernel whose bind() gives no task leaves the vertices to run.
-  g.set_host_kernel(cs, {[](tb::HostBinding const&) { return tb::HostTask{}; }});
-  tb::Engine e{tb::compile(g, tb::execute(cs)), {.host_threads = 2}};
-  e.run();
-  CHECK(e.read<float>(x) == std::vector<float>(8, 1.0f));
+  // A kernel whose bind() gives no task leaves the body to run; an empty kernel lowers to the body alone.
+  tb::Engine none{tb::compile(g, tb::host_path("none", {[](tb::HostBinding const&) { return tb::HostTask{}; }},
+                                               tb::execute(inc))),
+                  {.host_threads = 2}};
+  none.run();
+  CHECK(none.read<float>(x) == std::vector<float>(8, 1.0f));
+  auto const plain = tb::compile(g, tb::host_path("empty", {}, tb::execute(inc)));
+  CHECK(plain.schedule().programs[0].code.size() == 1);
+  CHECK(plain.schedule().host_paths.empty());
+}
+
+TEST_CASE("host kernels see a write counter for each variable only the host writes") {
   // host_writes: a counter for each variable only the host writes, bumped by Engine::write and host callbacks;
   // none for what a step writes (compute sets, copies, input streams).
-  {
-    tb::Graph h{tb::targets::tiny(2)};
-    auto w = h.add_variable<float>({8}, "w"), y = h.add_variable<float>({8}, "y"), s = h.add_variable<float>({8}, "s");
-    auto z = h.add_variable<float>({8}, "z"), k = h.add_constant<float>({8}, 2.0f, "k");
-    for (auto const& v : {w, y, s, z}) tb::map_linearly(h, v);
-    tb::map_linearly(h, k);
-    auto in = h.add_host_to_device_fifo<float>("in", 8);
-    auto acs = h.add_compute_set("axpy");
-    for (auto const& [tile, iv] : h.tile_mapping(y))
-      h.add_vertex<tbt::Axpy>(acs, tile, w.slice(iv.begin, iv.end), y.slice(iv.begin, iv.end), 1.0f);
-    std::vector<std::uint64_t const*> counters;
-    h.set_host_kernel(acs, {[&](tb::HostBinding const& at) -> tb::HostTask {
-                        for (auto const& v : {w, y, s, z, k}) counters.push_back(at.host_writes(v.affine()->var));
-                        return {};  // the vertices run
-                      }});
-    auto prog = tb::seq(tb::execute(acs), tb::copy(w, s), tb::stream_in(in, z),
-                        tb::host([&](tb::HostContext& c) { c.write(w, std::vector<float>(8, 1.0f)); }));
-    tb::Engine he{tb::compile(h, prog), {.host_threads = 2}};
-    REQUIRE(counters.size() == 5);
-    CHECK(counters[1] == nullptr);  // y: the compute set
-    CHECK(counters[2] == nullptr);  // s: a copy
-    CHECK(counters[3] == nullptr);  // z: an input stream
-    REQUIRE(counters[0] != nullptr);
-    REQUIRE(counters[4] != nullptr);
-    std::uint64_t const w0 = *counters[0], k0 = *counters[4];
-    he.write(w, std::vector<float>(8, 0.5f));
-    CHECK(*counters[0] == w0 + 1);
-    std::vector<float> feed(8, 3.0f);
-    he.connect(in, feed);
-    he.write(y, std::vector<float>(8, 0.0f));
-    he.run();  // the callback writes w once more
-    CHECK(*counters[0] == w0 + 2);
-    CHECK(*counters[4] == k0);  // a constant never changes
-    CHECK(he.read<float>(y) == std::vector<float>(8, 0.5f));
-  }
-  tb::Graph other{tb::targets::tiny(2)};
-  auto const foreign = other.add_compute_set("foreign");
-  CHECK_THROWS_WITH_AS(g.set_host_kernel(foreign, {}), "set_host_kernel: the compute set belongs to another graph",
-                       tb::error);
+  tb::Graph h{tb::targets::tiny(2)};
+  auto w = h.add_variable<float>({8}, "w"), y = h.add_variable<float>({8}, "y"), s = h.add_variable<float>({8}, "s");
+  auto z = h.add_variable<float>({8}, "z"), k = h.add_constant<float>({8}, 2.0f, "k");
+  for (auto const& v : {w, y, s, z}) tb::map_linearly(h, v);
+  tb::map_linearly(h, k);
+  auto in = h.add_host_to_device_fifo<float>("in", 8);
+  auto acs = h.add_compute_set("axpy");
+  for (auto const& [tile, iv] : h.tile_mapping(y))
+    h.add_vertex<tbt::Axpy>(acs, tile, w.slice(iv.begin, iv.end), y.slice(iv.begin, iv.end), 1.0f);
+  std::vector<std::uint64_t const*> counters;
+  tb::HostKernel const probe{[&](tb::HostBinding const& at) -> tb::HostTask {
+    for (auto const& v : {w, y, s, z, k}) counters.push_back(at.host_writes(v.affine()->var));
+    return {};  // the body runs
+  }};
+  auto prog = tb::seq(tb::host_path("probe", probe, tb::execute(acs)), tb::copy(w, s), tb::stream_in(in, z),
+                      tb::host([&](tb::HostContext& c) { c.write(w, std::vector<float>(8, 1.0f)); }));
+  tb::Engine he{tb::compile(h, prog), {.host_threads = 2}};
+  REQUIRE(counters.size() == 5);
+  CHECK(counters[1] == nullptr);  // y: the compute set
+  CHECK(counters[2] == nullptr);  // s: a copy
+  CHECK(counters[3] == nullptr);  // z: an input stream
+  REQUIRE(counters[0] != nullptr);
+  REQUIRE(counters[4] != nullptr);
+  std::uint64_t const w0 = *counters[0], k0 = *counters[4];
+  he.write(w, std::vector<float>(8, 0.5f));
+  CHECK(*counters[0] == w0 + 1);
+  std::vector<float> feed(8, 3.0f);
+  he.connect(in, feed);
+  he.write(y, std::vector<float>(8, 0.0f));
+  he.run();  // the callback writes w once more
+  CHECK(*counters[0] == w0 + 2);
+  CHECK(*counters[4] == k0);  // a constant never changes
+  CHECK(he.read<float>(y) == std::vector<float>(8, 0.5f));
 }

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <tilebsp/core/error.hpp>
-#include <tilebsp/core/host_kernel.hpp>
 #include <tilebsp/core/target.hpp>
 #include <tilebsp/core/tensor.hpp>
 #include <tilebsp/core/tile_mapping.hpp>
@@ -160,7 +159,6 @@ struct GraphImpl {
   std::uint32_t id = 0;
   std::vector<Variable> variables;
   std::vector<std::string> compute_sets;
-  std::vector<HostKernel> host_kernels;  ///< per compute set (empty bind: none)
   std::vector<VertexRecord> vertices;
   std::vector<FifoInfo> fifos;
 
@@ -299,16 +297,7 @@ class Graph {
 
   ComputeSet add_compute_set(std::string name) {
     impl().compute_sets.push_back(std::move(name));
-    impl().host_kernels.emplace_back();
     return {static_cast<std::uint32_t>(impl().compute_sets.size() - 1), impl().id};
-  }
-
-  /// Gives compute set `cs` a host kernel (see <tilebsp/core/host_kernel.hpp>): the engine runs it instead of the
-  /// compute set's vertices, which still define mapping, memory and cycles.
-  void set_host_kernel(ComputeSet cs, HostKernel kernel) {
-    if (cs.graph != impl().id || cs.id >= impl().compute_sets.size())
-      throw error("set_host_kernel: the compute set belongs to another graph");
-    impl().host_kernels[cs.id] = std::move(kernel);
   }
 
   /// Adds a vertex of type V on `tile` of this view; connections match V's fields in declaration order.

@@ -34,8 +34,8 @@ struct EngineOptions {
   std::size_t host_threads = 0;
   /// Measure host time per schedule step (adds two clock reads per step on thread 0).
   bool profiling = false;
-  /// Run operators' host kernels in place of their compute sets' vertices (same results, bitwise; see
-  /// <tilebsp/core/host_kernel.hpp>). Off: every vertex runs, for checking or debugging a kernel.
+  /// Run the host task of each host path (host_path(): an operator's faster host implementation) in place of its
+  /// body (same results, bitwise). Off: every body runs, vertex by vertex, for checking or debugging a kernel.
   bool host_kernels = true;
 };
 
@@ -130,8 +130,6 @@ struct ComputeSetExec {
   std::vector<WorkItem> items;
   std::vector<CopyOp> gathers, scatters;
   std::vector<std::size_t> split;  ///< thread t runs items [split[t], split[t + 1])
-  HostTask task;                   ///< when set, runs instead of the items
-  bool skip = false;               ///< covered by an earlier compute set's host kernel
 };
 
 struct ExchangeExec {
@@ -199,8 +197,24 @@ class Engine : public HostContext {
       if (v.constant && !v.initial.empty()) std::memcpy(data_.back().get(), v.initial.data(), v.initial.size());
     }
     mark_program_writes();
-    for (auto const& cs : s_.compute_sets) cs_.push_back(bind_compute_set(cs));
-    for (auto const& ex : s_.exchanges) ex_.push_back(bind_exchange(ex));
+    bind_host_paths();
+    // Compute sets and exchanges that only a bound host path's body reaches are never run: not bound either (no
+    // vertex objects, staging or copy lists).
+    std::vector<char> cs_runs(s_.compute_sets.size(), 0), ex_runs(s_.exchanges.size(), 0);
+    for (auto const& p : s_.programs)
+      for (std::size_t pc = 0; pc < p.code.size(); ++pc) {
+        auto const& in = p.code[pc];
+        if (in.op == detail::Op::host_path && paths_[static_cast<std::size_t>(in.a)]) {
+          pc = static_cast<std::size_t>(in.b) - 1;
+        } else if (in.op == detail::Op::superstep) {
+          if (in.a >= 0) cs_runs[static_cast<std::size_t>(in.a)] = 1;
+          if (in.b >= 0) ex_runs[static_cast<std::size_t>(in.b)] = 1;
+        }
+      }
+    for (std::size_t i = 0; i < cs_runs.size(); ++i)
+      cs_.push_back(cs_runs[i] ? bind_compute_set(s_.compute_sets[i]) : detail::ComputeSetExec{});
+    for (std::size_t i = 0; i < ex_runs.size(); ++i)
+      ex_.push_back(ex_runs[i] ? bind_exchange(s_.exchanges[i]) : detail::ExchangeExec{});
     fifos_.resize(g_.fifos.size());
     // Flags of repeat_while / if_ are single elements: resolve their host addresses once.
     for (auto const& t : s_.slots) {
@@ -338,6 +352,11 @@ class Engine : public HostContext {
           case detail::Op::host: sp.kind = "host"; sp.label = "host callback"; break;
           case detail::Op::sync: sp.kind = "sync"; sp.label = "sync"; break;
           case detail::Op::branch_if_false: sp.kind = "branch"; sp.label = "branch on flag"; break;
+          case detail::Op::host_path:
+            sp.kind = "host_path";
+            sp.label = "host path '" + s_.host_paths[static_cast<std::size_t>(in.a)].name + "'" +
+                       (paths_[static_cast<std::size_t>(in.a)] ? "" : " (body runs)");
+            break;
           default: sp.kind = "control"; sp.label = "loop control"; break;
         }
         steps.push_back(std::move(sp));
@@ -370,6 +389,12 @@ class Engine : public HostContext {
   }
 
  private:
+  /// Binds each host path's kernel to this engine's memory (host kernels on); an empty task runs the body.
+  void bind_host_paths() {
+    HostBinding const at{[this](std::uint32_t var) { return data_.at(var).get(); },
+                         [this](std::uint32_t var) { return host_writes_.at(var) ? &*host_writes_[var] : nullptr; }};
+    for (auto const& hp : s_.host_paths) paths_.push_back(host_kernels_ && hp.kernel ? hp.kernel.bind(at) : HostTask{});
+  }
   /// Variables no step writes get a host-write counter (HostBinding::host_writes); the others none.
   void mark_program_writes() {
     std::vector<bool> written(g_.variables.size(), false);
@@ -424,15 +449,6 @@ class Engine : public HostContext {
 
   detail::ComputeSetExec bind_compute_set(detail::ComputeSetPlan const& plan) {
     detail::ComputeSetExec e;
-    // A compute set run by a host kernel needs none of its vertices' objects or staging buffers.
-    if (auto const& k = g_.host_kernels[plan.id]; host_kernels_ && k.covered) {
-      e.skip = true;
-      return e;
-    } else if (host_kernels_ && k.bind) {
-      e.task = k.bind({[this](std::uint32_t var) { return data_.at(var).get(); },
-                       [this](std::uint32_t var) { return host_writes_.at(var) ? &*host_writes_[var] : nullptr; }});
-      if (e.task) return e;
-    }
     std::size_t arena = 0;
     for (auto const& pv : plan.vertices) {
       auto const* ops = g_.vertices[pv.record].ops;
@@ -574,10 +590,6 @@ class Engine : public HostContext {
   }
 
   void run_compute(detail::ComputeSetExec const& e, unsigned tid) const {
-    if (e.task) {
-      e.task(tid, threads_);
-      return;
-    }
     for (std::size_t i = e.split[tid]; i < e.split[tid + 1]; ++i) {
       auto const& it = e.items[i];
       for (auto g = it.gather_begin; g < it.gather_end; ++g) detail::run_copy(e.gathers[g]);
@@ -639,7 +651,7 @@ class Engine : public HostContext {
       std::size_t next = pc + 1;
       switch (in.op) {
         case detail::Op::superstep:
-          if (in.a >= 0 && !cs_[static_cast<std::size_t>(in.a)].skip) {
+          if (in.a >= 0) {
             guarded([&] { run_compute(cs_[static_cast<std::size_t>(in.a)], tid); });
             if (barrier_.arrive_and_wait(failed)) return;
           }
@@ -680,6 +692,14 @@ class Engine : public HostContext {
           break;
         }
         case detail::Op::jump: next = static_cast<std::size_t>(in.b); break;
+        case detail::Op::host_path:
+          // The one place that chooses between a span's host task and its body.
+          if (auto const& task = paths_[static_cast<std::size_t>(in.a)]) {
+            guarded([&] { task(tid, threads_); });
+            if (barrier_.arrive_and_wait(failed)) return;
+            next = static_cast<std::size_t>(in.b);
+          }
+          break;
       }
       if (tid == 0) {
         ++counts[pc];
@@ -707,6 +727,7 @@ class Engine : public HostContext {
   std::vector<std::pair<detail::VertexOps const*, void*>> objects_;
   std::vector<detail::ComputeSetExec> cs_;
   std::vector<detail::ExchangeExec> ex_;
+  std::vector<HostTask> paths_;  ///< per host path: its bound task, or empty (the body runs)
   std::vector<detail::FifoConnection> fifos_;
   std::vector<std::byte const*> flags_;  ///< per slot: host address of a one-element tensor
   std::vector<std::vector<std::int64_t>> counters_;

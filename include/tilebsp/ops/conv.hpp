@@ -5,13 +5,15 @@
 // stride, no padding and no dilation are matmuls and take the matmul path.
 #pragma once
 
-#include <tilebsp/ops/detail/instances.hpp>
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/core/mapping.hpp>
+#include <tilebsp/ops/detail/host_task.hpp>
+#include <tilebsp/ops/detail/instances.hpp>
 #include <tilebsp/ops/map.hpp>
 #include <tilebsp/ops/matmul.hpp>
 #include <tilebsp/plan/conv.hpp>
+#include <tilebsp/program/host_path.hpp>
 #include <tilebsp/program/programs.hpp>
 #include <tilebsp/simd/conv.hpp>
 #include <tilebsp/vertex/add_vertex.hpp>
@@ -137,10 +139,7 @@ void each_piece(ConvPlan const& p, std::size_t step, F&& f) {
             // The serial step's share of the reduction channels (or rows).
             auto& a = wu ? r.lo[rd] : r.j0;
             auto& b = wu ? r.hi[rd] : r.j1;
-            if (step != whole_piece) {
-              std::int64_t const s0 = std::min(b, a + static_cast<std::int64_t>(step * p.step));
-              a = s0, b = std::min(b, s0 + static_cast<std::int64_t>(p.step));
-            }
+            if (step != whole_piece) std::tie(a, b) = p.serial().range(a, b, step);
             if (a >= b || r.g0 >= r.g1 || r.c0 >= r.c1 || r.n0 >= r.n1 || r.lo[rd] >= r.hi[rd] || r.j0 >= r.j1) continue;
             f(p.tile_of(ig, ij, ic, in, ir), wu ? in * p.r_split + ir : ij, r);
           }
@@ -167,7 +166,7 @@ inline ConvGeometry geometry(ConvProblem const& q, simd::ConvRange const& r) {
   return g;
 }
 
-/// The host kernel of a convolution plan: the first compute set's task computes every serial step and the final
+/// The host kernel of a convolution plan, the task of its host path: computes every serial step and the final
 /// reduction bitwise as the vertices do — the same reduction pieces and steps, the same kernel, the same
 /// summation order — dividing the work by output blocks, whose values do not depend on the division.
 template <class TS, class TW, class TP, class TO>
@@ -177,21 +176,20 @@ class ConvHostKernel {
     auto s = std::make_shared<State>(State{p, v.src.affine(), v.other.affine(), v.out.affine(), alpha});
     if (one_variable_each(s->src, s->other, s->out)) s_ = std::move(s);
   }
-  HostKernel first() const { return tilebsp::detail::whole_operator_first(s_); }
-  HostKernel rest() const { return tilebsp::detail::whole_operator_rest(s_); }
+  HostKernel kernel() const { return host_kernel_of(s_); }
 
  private:
   /// Winograd weights transformed once per host write of the weights (inference: the weights outlive many runs),
   /// one cache piece per group.
   struct PreparedWeights {
-    tilebsp::detail::HostWriteCache cache;
+    HostWriteCache cache;
     simd::detail::Scratch storage;  ///< 64-byte aligned
     float* data = nullptr;
     simd::WinoWeights layout;
   };
   struct Bound {
     std::byte *src, *other, *out;
-    std::shared_ptr<tilebsp::detail::UnitQueue> queue;
+    std::shared_ptr<UnitQueue> queue;
     std::shared_ptr<PreparedWeights> wino;  ///< null: each unit transforms the weights it reads
   };
   struct State {
@@ -200,12 +198,12 @@ class ConvHostKernel {
     float alpha;
 
     Bound bind(HostBinding const& at) const {
-      Bound r{at(src->var), at(other->var), at(out->var), std::make_shared<tilebsp::detail::UnitQueue>(), nullptr};
+      Bound r{at(src->var), at(other->var), at(out->var), std::make_shared<UnitQueue>(), nullptr};
       auto const& q = plan.problem;
       // Only the host writes the weights (not a training step's update): transform them once per write (the same
       // bits as each unit transforming its own).
       if (std::uint64_t const* writes = at.host_writes ? at.host_writes(other->var) : nullptr; writes && q.loop.winograd) {
-        r.wino = std::make_shared<PreparedWeights>(tilebsp::detail::HostWriteCache(writes, q.groups));
+        r.wino = std::make_shared<PreparedWeights>(HostWriteCache(writes, q.groups));
         r.wino->layout = simd::wino_weights_layout(nullptr, q.j, q.c);
         r.wino->data = r.wino->storage.get(q.groups * r.wino->layout.group_stride);
         r.wino->layout.data = r.wino->data;
@@ -309,12 +307,10 @@ class ConvHostKernel {
         wino = &w.layout;
       }
       auto const steps = [&](std::int64_t j0, std::int64_t j1, auto const& dst) {
-        for (std::size_t s = 0; s < p.steps; ++s) {
-          r.j0 = std::min(j1, j0 + static_cast<std::int64_t>(s * p.step));
-          r.j1 = std::min(j1, r.j0 + static_cast<std::int64_t>(p.step));
-          if (r.j0 >= r.j1) break;
+        p.serial().each(j0, j1, [&](std::size_t s, std::int64_t s0, std::int64_t s1) {
+          r.j0 = s0, r.j1 = s1;
           simd::conv_forward(p.problem.loop, r, s6, o6, dst, s > 0, wino);
-        }
+        });
       };
       if (!p.reduce) {
         steps(0, J, d6);
@@ -338,12 +334,10 @@ class ConvHostKernel {
       auto const rows = static_cast<std::int64_t>(p.rows());
       auto const steps = [&](std::int64_t n0, std::int64_t n1, std::int64_t r0, std::int64_t r1, auto const& dst) {
         r.n0 = n0, r.n1 = n1;
-        for (std::size_t s = 0; s < p.steps; ++s) {
-          r.lo[rd] = std::min(r1, r0 + static_cast<std::int64_t>(s * p.step));
-          r.hi[rd] = std::min(r1, r.lo[rd] + static_cast<std::int64_t>(p.step));
-          if (r.lo[rd] >= r.hi[rd]) break;
+        p.serial().each(r0, r1, [&](std::size_t s, std::int64_t s0, std::int64_t s1) {
+          r.lo[rd] = s0, r.hi[rd] = s1;
           simd::conv_weight_gradient(q.loop, r, s6, o6, dst, s > 0);
-        }
+        });
       };
       if (!p.reduce) {
         steps(0, static_cast<std::int64_t>(q.batch), 0, rows, d6);
@@ -440,7 +434,32 @@ inline Tensor weights6(Tensor const& w, std::size_t rank) {
   return v;
 }
 
-/// Adds the plan's compute sets: serial steps into `out` (or partials), then the final stage into `out`.
+/// The final stage of a plan with partials, where the result lives: row segments of the result as a matrix
+/// [rows, innermost dimension], each summing its partials in part order.
+template <class TP, class TO>
+Execute conv_reduce_stage(Graph& g, ConvPlan const& p, Tensor const& parts, Tensor const& out_user, float alpha,
+                          std::string const& name) {
+  auto const& q = p.problem;
+  ComputeSet const cs = g.add_compute_set(name + "/reduce");
+  std::size_t const cols = out_user.dim(out_user.rank() - 1), rows = out_user.num_elements() / cols;
+  Tensor const out2 = out_user.reshape({rows, cols});
+  Tensor const parts3 = parts.reshape({p.parts(), rows, cols});
+  for (auto const& [tile, iv] : g.tile_mapping(out2.flatten()))
+    for (std::size_t b = iv.begin; b < iv.end;) {
+      std::size_t const i = b / cols, j = b % cols, left = iv.end - b;
+      std::size_t r1 = i + 1, c0 = j, c1 = std::min(cols, j + left);
+      if (j == 0 && left >= cols) r1 = i + left / cols, c1 = cols;
+      Tensor const src = parts3.slice({0, i, c0}, {p.parts(), r1, c1});
+      Tensor const dst = out2.slice({i, c0}, {r1, c1});
+      if (q.accumulate) g.add_vertex<MatmulReduce<TP, TO, true>>(cs, tile, fetch(src), dst, alpha);
+      else g.add_vertex<MatmulReduce<TP, TO, false>>(cs, tile, fetch(src), dst, alpha);
+      b += (r1 - i - 1) * cols + (c1 - c0);
+    }
+  return execute(cs);
+}
+
+/// Adds the plan's compute sets to `prog` as one host path: serial steps into `out` (or partials), then the final
+/// stage into `out`; the host kernel computes the same values in one task.
 template <class TS, class TW, class TP, class TO>
 void build_conv(Graph& g, Sequence& prog, ConvPlan const& p, ConvViews const& v, Tensor const& out_user, float alpha,
                 std::string const& name) {
@@ -458,10 +477,9 @@ void build_conv(Graph& g, Sequence& prog, ConvPlan const& p, ConvViews const& v,
     });
   }
   auto const rate = static_cast<float>(tilebsp::detail::macs_per_cycle(g.target(), q.input));
-  ConvHostKernel<TS, TW, TP, TO> const host(p, v, alpha);
+  Sequence body;
   for (std::size_t s = 0; s < p.steps; ++s) {
     ComputeSet const cs = g.add_compute_set(name + (p.steps > 1 ? "/step" + std::to_string(s) : ""));
-    g.set_host_kernel(cs, s == 0 ? host.first() : host.rest());
     each_piece(p, s, [&](std::size_t tile, std::size_t part, simd::ConvRange const& r) {
       ConvGeometry const geo = geometry(q, r);
       Tensor const src = geo.src.of(v.src), other = geo.other.of(v.other);
@@ -479,28 +497,12 @@ void build_conv(Graph& g, Sequence& prog, ConvPlan const& p, ConvViews const& v,
         else add.template operator()<TO, true>(dst);
       }
     });
-    prog.add(execute(cs));
+    body.add(execute(cs));
   }
-  if (!p.reduce) return;
-  // Final stage, where the result lives: row segments of the result as a matrix [rows, innermost dimension].
-  ComputeSet const cs = g.add_compute_set(name + "/reduce");
-  g.set_host_kernel(cs, host.rest());
-  std::size_t const cols = out_user.dim(out_user.rank() - 1), rows = out_user.num_elements() / cols;
-  Tensor const out2 = out_user.reshape({rows, cols});
-  Tensor const parts3 = parts.reshape({p.parts(), rows, cols});
-  for (auto const& [tile, iv] : g.tile_mapping(out2.flatten()))
-    for (std::size_t b = iv.begin; b < iv.end;) {
-      std::size_t const i = b / cols, j = b % cols, left = iv.end - b;
-      std::size_t r1 = i + 1, c0 = j, c1 = std::min(cols, j + left);
-      if (j == 0 && left >= cols) r1 = i + left / cols, c1 = cols;
-      Tensor const src = parts3.slice({0, i, c0}, {p.parts(), r1, c1});
-      Tensor const dst = out2.slice({i, c0}, {r1, c1});
-      if (q.accumulate) g.add_vertex<MatmulReduce<TP, TO, true>>(cs, tile, fetch(src), dst, alpha);
-      else g.add_vertex<MatmulReduce<TP, TO, false>>(cs, tile, fetch(src), dst, alpha);
-      b += (r1 - i - 1) * cols + (c1 - c0);
-    }
-  prog.add(execute(cs));
+  if (p.reduce) body.add(conv_reduce_stage<TP, TO>(g, p, parts, out_user, alpha, name));
+  prog.add(host_path(name, ConvHostKernel<TS, TW, TP, TO>(p, v, alpha).kernel(), std::move(body)));
 }
+
 
 /// Maps a new result of a forward-like plan: each (n, rows, groups, channels) block on its tile, its rows dealt
 /// out to the reduction tiles when they reduce it.

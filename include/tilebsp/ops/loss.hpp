@@ -2,10 +2,10 @@
 // to the logits, and whether each example's largest logit is its label (for accuracy), in one compute set.
 #pragma once
 
-#include <tilebsp/ops/detail/instances.hpp>
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/core/half.hpp>
+#include <tilebsp/ops/detail/instances.hpp>
 #include <tilebsp/ops/matmul.hpp>
 #include <tilebsp/ops/reduce.hpp>
 #include <tilebsp/program/programs.hpp>

@@ -1,13 +1,14 @@
 // ops::map: fused elementwise expressions over tensors, one vectorised vertex per piece of each tile's work.
 #pragma once
 
-#include <tilebsp/ops/detail/instances.hpp>
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
-#include <tilebsp/core/host_kernel.hpp>
 #include <tilebsp/core/mapping.hpp>
 #include <tilebsp/expr/eval.hpp>
 #include <tilebsp/expr/expr.hpp>
+#include <tilebsp/ops/detail/host_task.hpp>
+#include <tilebsp/ops/detail/instances.hpp>
+#include <tilebsp/program/host_path.hpp>
 #include <tilebsp/program/programs.hpp>
 #include <tilebsp/vertex/add_vertex.hpp>
 
@@ -289,7 +290,7 @@ class MapHostKernel {
       if (mode[k] == 2) st->segment_scalars |= 1u << k;
     s_ = std::move(st);
   }
-  HostKernel kernel() const { return tilebsp::detail::whole_operator_first(s_); }
+  HostKernel kernel() const { return host_kernel_of(s_); }
 
  private:
   struct State {
@@ -444,6 +445,7 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
     for (std::size_t i = 1; i < p.rows; ++i) work.push_back({p.tile, p.begin + i * p.stride, p.length, 0, 1});
   }
 
+  HostKernel host;  // empty where an operand is copied to its tile first (the vertices run)
   auto leaf_out = [&]<Types In, VT Out>() {
     for (MapPiece const& p : work) {
       std::array<Fetch, N> conn;
@@ -471,7 +473,7 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
       else add.template operator()<true>();
     }
     bool const any_copied = std::find(copied.begin(), copied.end(), true) != copied.end();
-    if (!any_copied) g.set_host_kernel(cs, MapHostKernel<In, Out, E, N>(e, ins, out, shape, scalar_mask, stream).kernel());
+    if (!any_copied) host = MapHostKernel<In, Out, E, N>(e, ins, out, shape, scalar_mask, stream).kernel();
   };
   auto leaf = [&]<Types In>() {
     constexpr VT R = E::infer(In).type;
@@ -484,7 +486,7 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
   };
   if constexpr (E::max_index <= N) dispatch<E>(rt, leaf);  // otherwise the index_error above was thrown
   if (exchange.size() > 0) prog.add(std::move(exchange));
-  prog.add(execute(cs));
+  prog.add(host_path(std::string(op), std::move(host), execute(cs)));
   return out;
 }
 

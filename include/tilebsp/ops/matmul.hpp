@@ -3,11 +3,13 @@
 // cross-tile reduction of partials when K is split.
 #pragma once
 
-#include <tilebsp/ops/detail/instances.hpp>
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
+#include <tilebsp/ops/detail/host_task.hpp>
+#include <tilebsp/ops/detail/instances.hpp>
 #include <tilebsp/ops/map.hpp>
 #include <tilebsp/plan/matmul.hpp>
+#include <tilebsp/program/host_path.hpp>
 #include <tilebsp/program/programs.hpp>
 #include <tilebsp/simd/gemm.hpp>
 #include <tilebsp/vertex/add_vertex.hpp>
@@ -115,9 +117,9 @@ inline bool one_variable_each(std::optional<tilebsp::detail::Affine> const& in0,
   return in0 && in1 && out && out->var != in0->var && out->var != in1->var;
 }
 
-/// The host kernel of a matmul plan: the first compute set's task computes the whole product (every serial step
-/// and the final reduction) bitwise as the vertices do — same K ranges, same kernel, same summation order —
-/// without materialising partials; the later compute sets are covered (skipped). Work is divided by output blocks,
+/// The host kernel of a matmul plan, the task of its host path: computes the whole product (every serial step and
+/// the final reduction) bitwise as the vertices do — same K ranges, same kernel, same summation order — without
+/// materialising partials. Work is divided by output blocks,
 /// whose values do not depend on the division. Needs each operand to be one strided variable and the result not
 /// to share a variable with an operand (else the vertices run).
 template <class TA, class TP, class TO>
@@ -127,16 +129,14 @@ class MatmulHostKernel {
     auto s = std::make_shared<State>(State{p, a3.affine(), b3.affine(), c3.affine(), alpha});
     if (one_variable_each(s->a, s->b, s->c)) s_ = std::move(s);
   }
-  /// The kernel for the first compute set (computes everything; it always binds) and for the others (covered).
-  HostKernel first() const { return tilebsp::detail::whole_operator_first(s_); }
-  HostKernel rest() const { return tilebsp::detail::whole_operator_rest(s_); }
+  HostKernel kernel() const { return host_kernel_of(s_); }
 
  private:
   /// B packed for the micro-kernel (simd::PackedB, ld floats per row of K, k rows per group) once per host write
   /// when no step writes it — weights, which oneDNN likewise packs once. Pieces are a group's column blocks, packed
   /// by the first unit that needs them into storage allocated at bind.
   struct PackedOperand {
-    tilebsp::detail::HostWriteCache cache;
+    HostWriteCache cache;
     std::size_t ld, per_group, pieces_per_group;
     simd::detail::Scratch storage;  ///< 64-byte aligned
     float* data = nullptr;
@@ -145,7 +145,7 @@ class MatmulHostKernel {
   };
   struct Bound {
     std::byte *a, *b, *c;
-    std::shared_ptr<tilebsp::detail::UnitQueue> queue;
+    std::shared_ptr<UnitQueue> queue;
     std::shared_ptr<PackedOperand> packed;  ///< null: B is written by the program (packed per call if at all)
   };
   struct State {
@@ -154,12 +154,12 @@ class MatmulHostKernel {
     float alpha;
 
     Bound bind(HostBinding const& at) const {
-      Bound r{at(a->var), at(b->var), at(c->var), std::make_shared<tilebsp::detail::UnitQueue>(), nullptr};
+      Bound r{at(a->var), at(b->var), at(c->var), std::make_shared<UnitQueue>(), nullptr};
       auto const& q = plan.problem;
       bool const packable = !plan.reduce || (std::is_same_v<TP, float> && plan.k_step <= simd::gemm_kc);
       if (std::uint64_t const* writes = at.host_writes ? at.host_writes(b->var) : nullptr; writes && packable && q.k > 0) {
         std::size_t const pieces = (q.n + simd::gemm_nr - 1) / simd::gemm_nr, ld = pieces * simd::gemm_nr;
-        r.packed = std::make_shared<PackedOperand>(tilebsp::detail::HostWriteCache(writes, q.groups * pieces), ld, q.k * ld, pieces);
+        r.packed = std::make_shared<PackedOperand>(HostWriteCache(writes, q.groups * pieces), ld, q.k * ld, pieces);
         r.packed->data = r.packed->storage.get(q.groups * q.k * ld);
       }
       return r;
@@ -202,14 +202,8 @@ class MatmulHostKernel {
       auto const av = [&](std::size_t k0) { return simd::Matrix<TA>{pa + i(k0) * sa[2], sa[1], sa[2]}; };
       auto const bv = [&](std::size_t k0) { return simd::Matrix<TA>{pb + i(k0) * sb[1], sb[1], sb[2]}; };
       simd::MatrixOut<TO> const out{pc, sc[1], sc[2]};
-      // The tile steps over K range [k0, k1): each step's gemm accumulates onto the previous.
-      auto const for_steps = [&](std::size_t k0, std::size_t k1, auto&& f) {
-        for (std::size_t s = 0; s < plan.k_steps; ++s) {
-          std::size_t const s0 = std::min(k1, k0 + s * plan.k_step), s1 = std::min(k1, s0 + plan.k_step);
-          if (s > 0 && s0 == s1) break;
-          f(s, s0, s1);
-        }
-      };
+      // The tile steps over K range [k0, k1) as the vertices do: each step's gemm accumulates onto the previous.
+      auto const for_steps = [&](std::size_t k0, std::size_t k1, auto&& f) { plan.serial().each(k0, k1, f); };
       // B packed once per host write (bitwise the same products): the layout of the calls below — the serial
       // steps' K ranges in gemm blocks, or the tiles' K ranges as gemm_ksum groups. Also where a call would read B
       // in place: contiguous panels stream better than rows far apart (4x1000x2048: +10-25%, 32x10x784: +10%).
@@ -335,60 +329,13 @@ inline MatmulProblem problem_of(char const* op, Graph const& g, Tensor const& a,
   return q;
 }
 
-/// Adds the plan's compute sets to `prog`: serial steps into c3 (or partials), then the final stage into c3.
-template <class TA, class TP, class TO>
-void build(Graph& g, Sequence& prog, MatmulPlan const& p, Tensor const& a3, Tensor const& b3, Tensor const& c3,
-           float alpha, std::string const& name) {
+/// The final stage of a plan that splits K, where the result lives: each rectangle of a tile's region inside one
+/// plan block sums that block's partials (fetched from the K-split tiles) in K-block order.
+template <class TP, class TO>
+Execute reduce_stage(Graph& g, MatmulPlan const& p, Tensor const& parts, Tensor const& c3, float alpha,
+                     std::string const& name) {
   auto const& q = p.problem;
-  Tensor parts;
-  if (p.reduce) {
-    parts = g.add_variable(q.partials, {p.k_split, q.groups, q.m, q.n}, name + "/partials", {.temporary = true});
-  }
-  auto const each_block = [&](auto&& f) {
-    for (std::size_t ig = 0; ig < p.g_split; ++ig)
-      for (std::size_t ik = 0; ik < p.k_split; ++ik)
-        for (std::size_t in = 0; in < p.n_split; ++in)
-          for (std::size_t im = 0; im < p.m_split; ++im) {
-            std::size_t const g0 = ig * p.g_tile, m0 = im * p.m_tile, n0 = in * p.n_tile, k0 = ik * p.k_tile;
-            f(p.tile_of(ig, ik, in, im), ik, g0, std::min(q.groups, g0 + p.g_tile), m0, std::min(q.m, m0 + p.m_tile), n0,
-              std::min(q.n, n0 + p.n_tile), k0, std::min(q.k, k0 + p.k_tile));
-          }
-  };
-  if (p.reduce)
-    each_block([&](std::size_t tile, std::size_t ik, std::size_t g0, std::size_t g1, std::size_t m0, std::size_t m1,
-                   std::size_t n0, std::size_t n1, std::size_t, std::size_t) {
-      g.set_tile_mapping(parts.slice({ik, g0, m0, n0}, {ik + 1, g1, m1, n1}), tile);
-    });
-  auto const rate = static_cast<float>(tilebsp::detail::macs_per_cycle(g.target(), q.input));
-  MatmulHostKernel<TA, TP, TO> const host(p, a3, b3, c3, alpha);
-  for (std::size_t s = 0; s < p.k_steps; ++s) {
-    ComputeSet const cs = g.add_compute_set(name + (p.k_steps > 1 ? "/step" + std::to_string(s) : ""));
-    g.set_host_kernel(cs, s == 0 ? host.first() : host.rest());
-    auto const add = [&]<class TW, bool Acc>(Tensor const& w, std::size_t tile, Tensor const& av, Tensor const& bv) {
-      g.add_vertex<MatmulVertex<TA, TW, Acc>>(cs, tile, fetch(av), fetch(bv), w, rate);
-    };
-    each_block([&](std::size_t tile, std::size_t ik, std::size_t g0, std::size_t g1, std::size_t m0, std::size_t m1,
-                   std::size_t n0, std::size_t n1, std::size_t kb, std::size_t ke) {
-      std::size_t const k0 = std::min(ke, kb + s * p.k_step), k1 = std::min(ke, k0 + p.k_step);
-      if (s > 0 && k0 == k1) return;  // this tile's K range is done
-      Tensor const av = a3.slice({g0, m0, k0}, {g1, m1, k1}), bv = b3.slice({g0, k0, n0}, {g1, k1, n1});
-      Tensor const w = p.reduce ? parts.slice({ik, g0, m0, n0}, {ik + 1, g1, m1, n1}).index(0)
-                                : c3.slice({g0, m0, n0}, {g1, m1, n1});
-      if (p.reduce) {
-        if (s == 0) add.template operator()<TP, false>(w, tile, av, bv);
-        else add.template operator()<TP, true>(w, tile, av, bv);
-      } else {
-        if (s == 0) add.template operator()<TO, false>(w, tile, av, bv);
-        else add.template operator()<TO, true>(w, tile, av, bv);
-      }
-    });
-    prog.add(execute(cs));
-  }
-  if (!p.reduce) return;
-  // Final stage, where the result lives: each rectangle of a tile's region inside one plan block sums that
-  // block's partials (fetched from the K-split tiles) in K-block order.
   ComputeSet const cs = g.add_compute_set(name + "/reduce");
-  g.set_host_kernel(cs, host.rest());
   Tensor const by_group = parts.dimshuffle({1, 0, 2, 3});  // [G, k_split, M, N]
   auto const rect = [&](std::size_t tile, std::size_t gi, std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) {
     for (std::size_t i = r0; i < r1;) {
@@ -420,8 +367,62 @@ void build(Graph& g, Sequence& prog, MatmulPlan const& p, Tensor const& a3, Tens
       }
     }
   }
-  prog.add(execute(cs));
+  return execute(cs);
 }
+
+/// Adds the plan's compute sets to `prog` as one host path: serial steps into c3 (or partials), then the final stage
+/// into c3; the host kernel computes the same values in one task.
+template <class TA, class TP, class TO>
+void build(Graph& g, Sequence& prog, MatmulPlan const& p, Tensor const& a3, Tensor const& b3, Tensor const& c3,
+           float alpha, std::string const& name) {
+  auto const& q = p.problem;
+  Tensor parts;
+  if (p.reduce) {
+    parts = g.add_variable(q.partials, {p.k_split, q.groups, q.m, q.n}, name + "/partials", {.temporary = true});
+  }
+  auto const each_block = [&](auto&& f) {
+    for (std::size_t ig = 0; ig < p.g_split; ++ig)
+      for (std::size_t ik = 0; ik < p.k_split; ++ik)
+        for (std::size_t in = 0; in < p.n_split; ++in)
+          for (std::size_t im = 0; im < p.m_split; ++im) {
+            std::size_t const g0 = ig * p.g_tile, m0 = im * p.m_tile, n0 = in * p.n_tile, k0 = ik * p.k_tile;
+            f(p.tile_of(ig, ik, in, im), ik, g0, std::min(q.groups, g0 + p.g_tile), m0, std::min(q.m, m0 + p.m_tile), n0,
+              std::min(q.n, n0 + p.n_tile), k0, std::min(q.k, k0 + p.k_tile));
+          }
+  };
+  if (p.reduce)
+    each_block([&](std::size_t tile, std::size_t ik, std::size_t g0, std::size_t g1, std::size_t m0, std::size_t m1,
+                   std::size_t n0, std::size_t n1, std::size_t, std::size_t) {
+      g.set_tile_mapping(parts.slice({ik, g0, m0, n0}, {ik + 1, g1, m1, n1}), tile);
+    });
+  auto const rate = static_cast<float>(tilebsp::detail::macs_per_cycle(g.target(), q.input));
+  Sequence body;
+  for (std::size_t s = 0; s < p.k_steps; ++s) {
+    ComputeSet const cs = g.add_compute_set(name + (p.k_steps > 1 ? "/step" + std::to_string(s) : ""));
+    auto const add = [&]<class TW, bool Acc>(Tensor const& w, std::size_t tile, Tensor const& av, Tensor const& bv) {
+      g.add_vertex<MatmulVertex<TA, TW, Acc>>(cs, tile, fetch(av), fetch(bv), w, rate);
+    };
+    each_block([&](std::size_t tile, std::size_t ik, std::size_t g0, std::size_t g1, std::size_t m0, std::size_t m1,
+                   std::size_t n0, std::size_t n1, std::size_t kb, std::size_t ke) {
+      auto const [k0, k1] = p.serial().range(kb, ke, s);
+      if (k0 >= k1) return;  // this tile's K range is done
+      Tensor const av = a3.slice({g0, m0, k0}, {g1, m1, k1}), bv = b3.slice({g0, k0, n0}, {g1, k1, n1});
+      Tensor const w = p.reduce ? parts.slice({ik, g0, m0, n0}, {ik + 1, g1, m1, n1}).index(0)
+                                : c3.slice({g0, m0, n0}, {g1, m1, n1});
+      if (p.reduce) {
+        if (s == 0) add.template operator()<TP, false>(w, tile, av, bv);
+        else add.template operator()<TP, true>(w, tile, av, bv);
+      } else {
+        if (s == 0) add.template operator()<TO, false>(w, tile, av, bv);
+        else add.template operator()<TO, true>(w, tile, av, bv);
+      }
+    });
+    body.add(execute(cs));
+  }
+  if (p.reduce) body.add(reduce_stage<TP, TO>(g, p, parts, c3, alpha, name));
+  prog.add(host_path(name, MatmulHostKernel<TA, TP, TO>(p, a3, b3, c3, alpha).kernel(), std::move(body)));
+}
+
 
 /// Maps a new result per plan: each block on its tile, split between the K-split tiles when they reduce it.
 inline void map_result(Graph& g, MatmulPlan const& p, Tensor const& c3) {

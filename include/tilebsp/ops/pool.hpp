@@ -2,11 +2,13 @@
 // tile piece (batch x output rows x channel chunk) reading its input window, padding never selected.
 #pragma once
 
-#include <tilebsp/ops/detail/instances.hpp>
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/core/half.hpp>
 #include <tilebsp/ops/conv.hpp>
+#include <tilebsp/ops/detail/host_task.hpp>
+#include <tilebsp/ops/detail/instances.hpp>
+#include <tilebsp/program/host_path.hpp>
 #include <tilebsp/program/programs.hpp>
 #include <tilebsp/simd/arch.hpp>
 #include <tilebsp/vertex/add_vertex.hpp>
@@ -306,12 +308,12 @@ class MaxPoolHostKernel {
     auto const ok = [&](auto const& a) { return a && (s->channels <= 1 || a->strides[5] == 1); };
     if (ok(s->src) && ok(s->dst) && s->src->var != s->dst->var) s_ = std::move(s);
   }
-  HostKernel kernel() const { return tilebsp::detail::whole_operator_first(s_); }
+  HostKernel kernel() const { return host_kernel_of(s_); }
 
  private:
   struct Bound {
     std::byte *src, *dst;
-    std::shared_ptr<tilebsp::detail::UnitQueue> queue;
+    std::shared_ptr<UnitQueue> queue;
   };
   struct State {
     simd::ConvLoop loop;
@@ -319,7 +321,7 @@ class MaxPoolHostKernel {
     std::int64_t batch, channels;
     std::optional<tilebsp::detail::Affine> src, dst;
 
-    Bound bind(HostBinding const& at) const { return {at(src->var), at(dst->var), std::make_shared<tilebsp::detail::UnitQueue>()}; }
+    Bound bind(HostBinding const& at) const { return {at(src->var), at(dst->var), std::make_shared<UnitQueue>()}; }
     void run(Bound const& at, unsigned /*t*/, unsigned threads) const {
       auto const s6 = affine_operand6<T const>(*src, at.src);
       auto const d6 = affine_operand6<T>(*dst, at.dst);
@@ -364,12 +366,12 @@ class MaxPoolGradHostKernel {
       if (s->t[k].var == s->t[3].var) return;
     s_ = std::move(s);
   }
-  HostKernel kernel() const { return tilebsp::detail::whole_operator_first(s_); }
+  HostKernel kernel() const { return host_kernel_of(s_); }
 
  private:
   struct Bound {
     std::byte* p[4];
-    std::shared_ptr<tilebsp::detail::UnitQueue> queue;
+    std::shared_ptr<UnitQueue> queue;
   };
   struct State {
     simd::ConvLoop loop;
@@ -378,7 +380,7 @@ class MaxPoolGradHostKernel {
     tilebsp::detail::Affine t[4];  // in, out, grad_out, grad_in
 
     Bound bind(HostBinding const& at) const {
-      return {{at(t[0].var), at(t[1].var), at(t[2].var), at(t[3].var)}, std::make_shared<tilebsp::detail::UnitQueue>()};
+      return {{at(t[0].var), at(t[1].var), at(t[2].var), at(t[3].var)}, std::make_shared<UnitQueue>()};
     }
     void run(Bound const& at, unsigned /*t*/, unsigned threads) const {
       std::int64_t constexpr block = 64;
@@ -442,9 +444,9 @@ Tn max_pool(Graph& g, Sequence& prog, Tn const& in, PoolParams const& params, st
   std::size_t const r_split = std::min(units, tiles / c_split == 0 ? 1 : tiles / c_split);
   std::size_t const pieces = r_split * c_split;
   ComputeSet const cs = g.add_compute_set(name);
-  prog.add(execute(cs));
+  HostKernel host;
   detail::with_float_type(in.element_type(), [&]<class T>() {
-    g.set_host_kernel(cs, detail::MaxPoolHostKernel<T>(L, rd, in6, out6).kernel());
+    host = detail::MaxPoolHostKernel<T>(L, rd, in6, out6).kernel();
     for (std::size_t i = 0; i < pieces; ++i) {
       std::size_t const ir = i / c_split, ic = i % c_split;
       std::size_t const u0 = ir * units / r_split, u1 = (ir + 1) * units / r_split;
@@ -477,6 +479,7 @@ Tn max_pool(Graph& g, Sequence& prog, Tn const& in, PoolParams const& params, st
       }
     }
   });
+  prog.add(host_path(name, std::move(host), execute(cs)));
   return out;
 }
 
@@ -523,8 +526,9 @@ Tn max_pool_backward(Graph& g, Sequence& prog, Tn const& in, Tn const& out, Tn c
   Tensor const in6 = detail::activations6(in, r, 1), out6 = detail::activations6(out, r, 1),
                dy6 = detail::activations6(grad_out, r, 1), dx6 = detail::activations6(grad_in, r, 1);
   ComputeSet const cs = g.add_compute_set(name);
+  HostKernel host;
   detail::with_float_type(in.element_type(), [&]<class T>() {
-    g.set_host_kernel(cs, detail::MaxPoolGradHostKernel<T>(L, rd, in6, out6, dy6, dx6).kernel());
+    host = detail::MaxPoolGradHostKernel<T>(L, rd, in6, out6, dy6, dx6).kernel();
     for (std::size_t i = 0; i < pieces; ++i) {
       std::size_t const n = i / (c_split * bands), ic = i / bands % c_split, ib = i % bands;
       std::size_t const c0 = ic * c_tile, c1 = std::min(C, c0 + c_tile);
@@ -556,7 +560,7 @@ Tn max_pool_backward(Graph& g, Sequence& prog, Tn const& in, Tn const& out, Tn c
                                                  geo);
     }
   });
-  prog.add(execute(cs));
+  prog.add(host_path(name, std::move(host), execute(cs)));
   return grad_in;
 }
 

@@ -1,10 +1,10 @@
 // ops::reduce: reductions over any set of dimensions, in f32 partials, with a fixed-order cross-tile stage.
 #pragma once
 
-#include <tilebsp/ops/detail/instances.hpp>
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/core/mapping.hpp>
+#include <tilebsp/ops/detail/instances.hpp>
 #include <tilebsp/program/programs.hpp>
 #include <tilebsp/simd/reduce.hpp>
 #include <tilebsp/vertex/add_vertex.hpp>

@@ -322,7 +322,7 @@ Executable compile(Graph const& g, CompileOptions const& options, P const&... pr
   detail::check_mapped(g.impl());
   auto s = std::make_shared<detail::Schedule>();
   s->graph = g.snapshot();
-  detail::Lowering l(*s->graph, *s);
+  Lowering l(*s->graph, *s);
   ((l.begin_program(), programs.lower(l), l.end_program()), ...);
   detail::estimate_cycles(*s);
   Executable e;

@@ -238,6 +238,17 @@ class Lowering {
     flush();
     return prog_->code.size();
   }
+  /// host_path(name, kernel, body): begin, lower the body, end. Nothing merges across the span's edges (a copy
+  /// after it never joins the body's last superstep), so the body is exactly what the host task replaces.
+  std::size_t begin_host_path(HostKernel kernel, std::string name) {
+    flush();
+    s_.host_paths.push_back({std::move(kernel), std::move(name)});
+    return emit({Op::host_path, static_cast<std::int32_t>(s_.host_paths.size() - 1), -1, 0});
+  }
+  void end_host_path(std::size_t begin_pc) {
+    flush();
+    patch(begin_pc, prog_->code.size());
+  }
   void patch(std::size_t pc, std::size_t target) { prog_->code[pc].b = static_cast<std::int32_t>(target); }
   void add_loop(std::size_t begin_pc, std::size_t end_pc) { prog_->loops.push_back({begin_pc, end_pc}); }
 
@@ -524,3 +535,11 @@ class Lowering {
 };
 
 }  // namespace tilebsp::detail
+
+namespace tilebsp {
+/// What a program's lower() receives (ProgramLike): the schedule being built. A program node lowers itself by
+/// calling execute(cs), copy(src, dst), sync(), stream(fifo, tensor, to_device), host(fn), begin_repeat(n) /
+/// end_repeat(begin), branch_if_false(flag) / jump() / here() / patch(), begin_host_path() / end_host_path(), or the
+/// lower() of the programs it holds. Users write program nodes against this name; its class is an internal.
+using Lowering = detail::Lowering;
+}  // namespace tilebsp

@@ -21,19 +21,19 @@ namespace tilebsp {
 
 /// A program: a value that knows how to lower itself into a flat schedule.
 template <class P>
-concept ProgramLike = requires(P const& p, detail::Lowering& l) { p.lower(l); };
+concept ProgramLike = requires(P const& p, Lowering& l) { p.lower(l); };
 
 /// Runs the vertices of a compute set (one BSP compute phase).
 struct Execute {
   ComputeSet cs;
-  void lower(detail::Lowering& l) const { l.execute(cs); }
+  void lower(Lowering& l) const { l.execute(cs); }
 };
 inline Execute execute(ComputeSet cs) { return {cs}; }
 
 /// Copies `src` to `dst` (same shape and element type) in an exchange phase.
 struct Copy {
   Tensor src, dst;
-  void lower(detail::Lowering& l) const { l.copy(src, dst); }
+  void lower(Lowering& l) const { l.copy(src, dst); }
 };
 inline Copy copy(Tensor const& src, Tensor const& dst) {
   if (!src.valid() || !dst.valid()) throw error("copy: a tensor is empty (default-constructed)");
@@ -49,7 +49,7 @@ inline Copy copy(Tensor const& src, Tensor const& dst) {
 
 /// A global barrier on its own (a superstep with no compute and no exchange).
 struct Sync {
-  void lower(detail::Lowering& l) const { l.sync(); }
+  void lower(Lowering& l) const { l.sync(); }
 };
 inline Sync sync() { return {}; }
 
@@ -57,7 +57,7 @@ inline Sync sync() { return {}; }
 template <ProgramLike... P>
 struct Seq {
   std::tuple<P...> parts;
-  void lower(detail::Lowering& l) const {
+  void lower(Lowering& l) const {
     std::apply([&](auto const&... p) { (p.lower(l), ...); }, parts);
   }
 };
@@ -71,7 +71,7 @@ template <ProgramLike B>
 struct Repeat {
   std::size_t count;
   B body;
-  void lower(detail::Lowering& l) const {
+  void lower(Lowering& l) const {
     auto const begin = l.begin_repeat(count);
     body.lower(l);
     l.end_repeat(begin);
@@ -87,7 +87,7 @@ template <ProgramLike B>
 struct RepeatWhile {
   Tensor flag;
   B body;
-  void lower(detail::Lowering& l) const {
+  void lower(Lowering& l) const {
     auto const test = l.branch_if_false(flag);
     body.lower(l);
     auto const back = l.jump(test);
@@ -119,7 +119,7 @@ struct If {
   Tensor flag;
   T then_;
   E else_;
-  void lower(detail::Lowering& l) const {
+  void lower(Lowering& l) const {
     auto const test = l.branch_if_false(flag);
     then_.lower(l);
     auto const skip = l.jump();
@@ -138,13 +138,13 @@ If<std::decay_t<T>, std::decay_t<E>> if_(Tensor const& flag, T&& then_, E&& else
 struct StreamIn {
   Fifo fifo;
   Tensor dst;
-  void lower(detail::Lowering& l) const { l.stream(fifo, dst, true); }
+  void lower(Lowering& l) const { l.stream(fifo, dst, true); }
 };
 /// Moves `src` into a device-to-host FIFO.
 struct StreamOut {
   Tensor src;
   Fifo fifo;
-  void lower(detail::Lowering& l) const { l.stream(fifo, src, false); }
+  void lower(Lowering& l) const { l.stream(fifo, src, false); }
 };
 namespace detail {
 inline void check_stream(char const* op, Fifo const& f, Tensor const& t, bool to_device) {
@@ -172,7 +172,7 @@ inline StreamOut stream_out(Tensor const& src, Fifo const& fifo) {
 /// Calls a host function between supersteps; it may read and write tensors through HostContext.
 struct Host {
   std::function<void(HostContext&)> fn;
-  void lower(detail::Lowering& l) const { l.host(fn); }
+  void lower(Lowering& l) const { l.host(fn); }
 };
 template <class F>
 Host host(F&& fn) {
@@ -191,19 +191,19 @@ class Program {
   template <ProgramLike P>
     requires(!std::same_as<std::decay_t<P>, Program>)
   Program(P&& p) : self_(std::make_shared<Model<std::decay_t<P>>>(std::forward<P>(p))) {}  // NOLINT: implicit
-  void lower(detail::Lowering& l) const {
+  void lower(Lowering& l) const {
     if (self_) self_->lower(l);
   }
 
  private:
   struct Concept {
     virtual ~Concept() = default;
-    virtual void lower(detail::Lowering& l) const = 0;
+    virtual void lower(Lowering& l) const = 0;
   };
   template <class P>
   struct Model final : Concept {
     explicit Model(P p) : p_(std::move(p)) {}
-    void lower(detail::Lowering& l) const override { p_.lower(l); }
+    void lower(Lowering& l) const override { p_.lower(l); }
     P p_;
   };
   std::shared_ptr<Concept const> self_;
@@ -223,7 +223,7 @@ class Sequence {
     return *this;
   }
   std::size_t size() const noexcept { return parts_.size(); }
-  void lower(detail::Lowering& l) const {
+  void lower(Lowering& l) const {
     for (auto const& p : parts_) p.lower(l);
   }
 

@@ -5,6 +5,7 @@
 #include <tilebsp/core/tensor.hpp>
 #include <tilebsp/plan/cost.hpp>
 #include <tilebsp/program/host_context.hpp>
+#include <tilebsp/program/host_task.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -24,6 +25,7 @@ enum class Op : std::uint8_t {
   repeat_end,       ///< a: counter, b: pc of the body's first instruction
   branch_if_false,  ///< a: flag slot, b: target pc; reading the flag costs a sync
   jump,             ///< b: target pc
+  host_path,        ///< a: host path; b: pc after its body. Runs the bound task and jumps to b, or runs the body
 };
 
 struct Instr {
@@ -85,6 +87,12 @@ struct ProgramCode {
   std::vector<std::uint32_t> fifos;   ///< FIFOs the program uses
 };
 
+/// A span of program with a host implementation (host_path()): its body follows the host_path instruction.
+struct HostPathPlan {
+  HostKernel kernel;
+  std::string name;
+};
+
 /// Everything compile() produced, shared by all programs of one Executable.
 struct Schedule {
   std::shared_ptr<GraphImpl const> graph;
@@ -93,6 +101,7 @@ struct Schedule {
   std::vector<ExchangePlan> exchanges;
   std::vector<Tensor> slots;
   std::vector<std::function<void(HostContext&)>> callbacks;
+  std::vector<HostPathPlan> host_paths;
   std::size_t counters = 0;
 };
 
