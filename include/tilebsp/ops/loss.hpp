@@ -5,8 +5,8 @@
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/core/half.hpp>
+#include <tilebsp/ops/detail/common.hpp>
 #include <tilebsp/ops/detail/instances.hpp>
-#include <tilebsp/ops/matmul.hpp>
 #include <tilebsp/ops/reduce.hpp>
 #include <tilebsp/program/programs.hpp>
 #include <tilebsp/vertex/add_vertex.hpp>

@@ -5,6 +5,7 @@
 
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
+#include <tilebsp/ops/detail/common.hpp>
 #include <tilebsp/ops/detail/host_task.hpp>
 #include <tilebsp/ops/detail/instances.hpp>
 #include <tilebsp/ops/map.hpp>
@@ -109,13 +110,6 @@ struct MatmulReduce {
   }
 };
 
-/// True when each operand is one strided variable and the result shares a variable with neither input: what the
-/// whole-operator host kernels need (else the vertices run).
-inline bool one_variable_each(std::optional<tilebsp::detail::Affine> const& in0,
-                              std::optional<tilebsp::detail::Affine> const& in1,
-                              std::optional<tilebsp::detail::Affine> const& out) {
-  return in0 && in1 && out && out->var != in0->var && out->var != in1->var;
-}
 
 /// The host kernel of a matmul plan, the task of its host path: computes the whole product (every serial step and
 /// the final reduction) bitwise as the vertices do — same K ranges, same kernel, same summation order — without
@@ -274,26 +268,8 @@ class MatmulHostKernel {
   std::shared_ptr<State const> s_;
 };
 
-/// The machine a graph view plans for: its own tiles (a shard is one IPU of a multi-IPU target).
-inline Target view_target(Graph const& g) {
-  Target t = g.target();
-  if (g.num_tiles() != t.num_tiles()) {
-    t.ipus = std::max<std::size_t>(1, g.num_tiles() / t.tiles_per_ipu);
-    t.tiles_per_ipu = g.num_tiles() / t.ipus;
-  }
-  return t;
-}
 
-template <class F>
-void with_float_type(ElementType t, F&& f) {
-  if (t == ElementType::f16) f.template operator()<half>();
-  else f.template operator()<float>();
-}
 
-inline void check_float(char const* op, char const* what, ElementType t) {
-  if (t != ElementType::f32 && t != ElementType::f16)
-    throw type_error(std::string(op) + ": " + what + " must be f32 or f16, not " + std::string(name_of(t)));
-}
 
 /// Validates operands ([M, K] x [K, N] or [G, M, K] x [G, K, N]) and options; returns the problem.
 inline MatmulProblem problem_of(char const* op, Graph const& g, Tensor const& a, Tensor const& b,

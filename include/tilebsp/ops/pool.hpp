@@ -5,9 +5,11 @@
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/core/half.hpp>
-#include <tilebsp/ops/conv.hpp>
+#include <tilebsp/ops/detail/common.hpp>
 #include <tilebsp/ops/detail/host_task.hpp>
 #include <tilebsp/ops/detail/instances.hpp>
+#include <tilebsp/ops/detail/rank6.hpp>
+#include <tilebsp/plan/conv.hpp>
 #include <tilebsp/program/host_path.hpp>
 #include <tilebsp/program/programs.hpp>
 #include <tilebsp/simd/arch.hpp>

@@ -1,0 +1,47 @@
+// Plumbing the operators share: element-type dispatch and checks, the machine a graph view plans for, and when an
+// operator's host path can run in place.
+#pragma once
+
+#include <tilebsp/core/error.hpp>
+#include <tilebsp/core/graph.hpp>
+#include <tilebsp/core/half.hpp>
+#include <tilebsp/core/target.hpp>
+#include <tilebsp/core/tensor.hpp>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+namespace tilebsp::ops::detail {
+
+/// The machine a graph view plans for: its own tiles (a shard is one IPU of a multi-IPU target).
+inline Target view_target(Graph const& g) {
+  Target t = g.target();
+  if (g.num_tiles() != t.num_tiles()) {
+    t.ipus = std::max<std::size_t>(1, g.num_tiles() / t.tiles_per_ipu);
+    t.tiles_per_ipu = g.num_tiles() / t.ipus;
+  }
+  return t;
+}
+
+/// Calls f<T>() with T = half for f16 and float otherwise (the operators check the type first).
+template <class F>
+void with_float_type(ElementType t, F&& f) {
+  if (t == ElementType::f16) f.template operator()<half>();
+  else f.template operator()<float>();
+}
+
+inline void check_float(char const* op, char const* what, ElementType t) {
+  if (t != ElementType::f32 && t != ElementType::f16)
+    throw type_error(std::string(op) + ": " + what + " must be f32 or f16, not " + std::string(name_of(t)));
+}
+
+/// True when each operand is one strided variable and the result shares a variable with neither input: what the
+/// whole-operator host kernels need (else the vertices run).
+inline bool one_variable_each(std::optional<tilebsp::detail::Affine> const& in0,
+                              std::optional<tilebsp::detail::Affine> const& in1,
+                              std::optional<tilebsp::detail::Affine> const& out) {
+  return in0 && in1 && out && out->var != in0->var && out->var != in1->var;
+}
+
+}  // namespace tilebsp::ops::detail
