@@ -372,8 +372,8 @@ class ConvHostKernel {
           for (std::size_t c = 0; c < inner; ++c) gathered[c] = row[static_cast<std::ptrdiff_t>(c) * op.stride[5]];
           from = gathered.data();
         }
-        if (plan.problem.accumulate) matmul_finish<TO, true>(from, o, d6.stride[5], inner, alpha);
-        else matmul_finish<TO, false>(from, o, d6.stride[5], inner, alpha);
+        if (plan.problem.accumulate) simd::scale_into<TO, true>(from, o, d6.stride[5], inner, alpha);
+        else simd::scale_into<TO, false>(from, o, d6.stride[5], inner, alpha);
         for (std::size_t d = 5; d-- > 0;) {
           o += d6.stride[d], row += op.stride[d];
           if (++idx[d] < origin[d] + shape[d]) break;

@@ -13,6 +13,7 @@
 #include <tilebsp/program/host_path.hpp>
 #include <tilebsp/program/programs.hpp>
 #include <tilebsp/simd/gemm.hpp>
+#include <tilebsp/simd/partials.hpp>
 #include <tilebsp/vertex/add_vertex.hpp>
 
 #include <boost/hana/define_struct.hpp>
@@ -51,27 +52,6 @@ struct MatmulVertex {
   }
 };
 
-/// The last step of a reduction, shared by the vertices and the host kernel so both round alike:
-/// out = alpha * s, or out + alpha * s (one fused multiply-add) when accumulating.
-template <class TO, bool Acc>
-void matmul_finish(float const* s, TO* out, std::ptrdiff_t stride, std::size_t n, float alpha) noexcept {
-  std::size_t j = 0;
-  if constexpr (std::is_same_v<TO, float>) {
-    if (stride == 1) {
-      using B = simd::batch<float>;
-      for (; j + simd::lanes <= n; j += simd::lanes) {
-        B const v = B::load_unaligned(s + j);
-        B const r = Acc ? simd::fma(B(alpha), v, B::load_unaligned(out + j)) : v * B(alpha);
-        r.store_unaligned(out + j);
-      }
-    }
-  }
-  for (; j < n; ++j) {
-    TO& o = out[static_cast<std::ptrdiff_t>(j) * stride];
-    o = TO(Acc ? std::fma(alpha, s[j], static_cast<float>(o)) : alpha * s[j]);
-  }
-}
-
 /// out (=|+=) alpha * (parts[0] + parts[1] + ...), summed in f32 in that order.
 template <class TP, class TO, bool Acc>
 struct MatmulReduce {
@@ -81,28 +61,12 @@ struct MatmulReduce {
   void compute() {
     std::size_t const rows = out.dim(0), cols = out.dim(1), np = parts.dim(0);
     constexpr std::size_t L = simd::lanes;
-    using B = simd::batch<float>;
     alignas(64) float acc[L];
     for (std::size_t i = 0; i < rows; ++i)
       for (std::size_t j0 = 0; j0 < cols; j0 += L) {
         std::size_t const w = std::min(L, cols - j0);
-        bool done = false;
-        if constexpr (std::is_same_v<TP, float>) {
-          if (w == L && parts.stride(2) == 1) {
-            TP const* src = &parts(std::size_t{0}, i, j0);
-            B s = B::load_unaligned(src);
-            for (std::size_t p = 1; p < np; ++p) s += B::load_unaligned(src + static_cast<std::ptrdiff_t>(p) * parts.stride(0));
-            s.store_aligned(acc);
-            done = true;
-          }
-        }
-        if (!done)
-          for (std::size_t j = 0; j < w; ++j) {
-            float s = static_cast<float>(parts(std::size_t{0}, i, j0 + j));
-            for (std::size_t p = 1; p < np; ++p) s += static_cast<float>(parts(p, i, j0 + j));
-            acc[j] = s;
-          }
-        matmul_finish<TO, Acc>(acc, &out(i, j0), out.stride(1), w, alpha);
+        simd::sum_partials<TP>(&parts(std::size_t{0}, i, j0), parts.stride(0), parts.stride(2), np, w, acc);
+        simd::scale_into<TO, Acc>(acc, &out(i, j0), out.stride(1), w, alpha);
       }
   }
   std::uint64_t cycle_estimate() const {
@@ -256,8 +220,8 @@ class MatmulHostKernel {
       }
       if (in_place) return;
       for (std::size_t r = 0; r < m; ++r) {
-        if (q.accumulate) matmul_finish<TO, true>(sum + r * n, pc + i(r) * sc[1], sc[2], n, alpha);
-        else matmul_finish<TO, false>(sum + r * n, pc + i(r) * sc[1], sc[2], n, alpha);
+        if (q.accumulate) simd::scale_into<TO, true>(sum + r * n, pc + i(r) * sc[1], sc[2], n, alpha);
+        else simd::scale_into<TO, false>(sum + r * n, pc + i(r) * sc[1], sc[2], n, alpha);
       }
     }
     static simd::detail::Scratch& scratch(int which) {
