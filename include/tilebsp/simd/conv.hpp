@@ -131,68 +131,13 @@ float to_f32(T v) noexcept {
   return static_cast<float>(v);
 }
 
-/// A lane permutation of the first `span` floats at p: out[l] = p[idx[l]], zero where idx[l] < 0. `in` is
-/// load_partial(p, span), loaded once by the caller for several permutations of the same floats (x86);
-/// other targets read p.
-struct LanePermuter {
-  float const* p;
-  batch<float> in;
-  LanePermuter(float const* p_, [[maybe_unused]] std::size_t span) noexcept : p(p_) {
-#if defined(__AVX512F__) || defined(__AVX2__)
-    in = load_partial(p, span);
-#endif
-  }
-  batch<float> operator()(std::int32_t const* idx) const noexcept {
-#if defined(__AVX512F__)
-    __m512i const ix = _mm512_loadu_si512(idx);
-    __mmask16 const used = _mm512_cmpge_epi32_mask(ix, _mm512_setzero_si512());
-    return _mm512_maskz_permutexvar_ps(used, ix, in);
-#elif defined(__AVX2__)
-    __m256i const ix = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(idx));
-    __m256 const used = _mm256_castsi256_ps(_mm256_cmpgt_epi32(ix, _mm256_set1_epi32(-1)));
-    return _mm256_and_ps(_mm256_permutevar8x32_ps(in, ix), used);
-#else
-    alignas(64) float tmp[lanes];
-    for (std::size_t l = 0; l < lanes; ++l) tmp[l] = idx[l] >= 0 ? p[idx[l]] : 0.0f;
-    return batch<float>::load_aligned(tmp);
-#endif
-  }
-};
+/// A lane permutation of the first `span` floats at p: out[l] = p[idx[l]], zero where idx[l] < 0, the floats
+/// loaded once for several permutations where the instruction set has a permute (simd/isa/).
+using LanePermuter = isa::LanePermuter<arch>;
 
 /// The lanes of a source column's step: lane l takes the float at p + idx[l] (0 <= idx[l] < lanes) — one load of
 /// the vector at p and one permutation, the indices held in a register across a step's loads.
-class LaneIndex {
- public:
-  explicit LaneIndex(std::int32_t const* idx) noexcept {
-#if defined(__AVX512F__)
-    ix_ = _mm512_loadu_si512(idx);
-#elif defined(__AVX2__)
-    ix_ = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(idx));
-#else
-    ix_ = idx;
-#endif
-  }
-  [[gnu::always_inline]] batch<float> load(float const* p) const noexcept {
-#if defined(__AVX512F__)
-    return _mm512_permutexvar_ps(ix_, _mm512_loadu_ps(p));
-#elif defined(__AVX2__)
-    return _mm256_permutevar8x32_ps(_mm256_loadu_ps(p), ix_);
-#else
-    alignas(64) float tmp[lanes];
-    for (std::size_t l = 0; l < lanes; ++l) tmp[l] = p[ix_[l]];
-    return batch<float>::load_aligned(tmp);
-#endif
-  }
-
- private:
-#if defined(__AVX512F__)
-  __m512i ix_;
-#elif defined(__AVX2__)
-  __m256i ix_;
-#else
-  std::int32_t const* ix_;
-#endif
-};
+using LaneIndex = isa::LaneIndex<arch>;
 
 /// Copies the n floats at p to out (one position of a box: a call to memcpy costs more than the copy).
 inline void copy_floats(float* out, float const* p, std::size_t n) noexcept {
@@ -425,13 +370,12 @@ void pack_weights(ConvLoop const& L, Operand6<TW const> const& w, ConvColumn con
     std::int64_t const q = j_first ? ((t0 * T1 + t1) * cj + jj) * T2 + t2 : ((t0 * T1 + t1) * T2 + t2) * cj + jj;
     return wp + q * static_cast<std::ptrdiff_t>(VL);
   };
-#if defined(__SSE2__)
   if constexpr (std::is_same_v<TW, float>) {
     // Every lane at a constant stride st, reduction channels consecutive (the weights of a backward-input pass:
     // its lanes are the forward pass's reduction channels): per tap, a transpose in 4 x 4 blocks instead of a
     // gather per row (a scalar loop over the lanes was 14% of the 7² backward-input pass, a gather as slow).
     std::ptrdiff_t const st = used > 1 ? off[1] : 0;
-    bool strided = !contiguous && used == VL && st > 0 && w.stride[4] == 1 && cj >= 4;
+    bool strided = !contiguous && used == VL && st > 0 && w.stride[4] == 1 && cj >= 4 && VL % 4 == 0;
     for (std::size_t l = 0; strided && l < VL; ++l) strided = off[l] == static_cast<std::ptrdiff_t>(l) * st;
     if (strided) {
       for (std::int64_t t0 = 0; t0 < L.dim[0].taps; ++t0)
@@ -440,22 +384,16 @@ void pack_weights(ConvLoop const& L, Operand6<TW const> const& w, ConvColumn con
             float const* base = w.at(col.g[0], t0, t1, t2, j0, col.c[0]);
             std::int64_t jj = 0;
             for (; jj + 4 <= cj; jj += 4)
-              for (std::size_t l = 0; l < VL; l += 4) {
-                float const* p = base + jj + static_cast<std::ptrdiff_t>(l) * st;
-                __m128 r0 = _mm_loadu_ps(p), r1 = _mm_loadu_ps(p + st), r2 = _mm_loadu_ps(p + 2 * st), r3 = _mm_loadu_ps(p + 3 * st);
-                _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-                _mm_storeu_ps(row_of(t0, t1, t2, jj) + l, r0);
-                _mm_storeu_ps(row_of(t0, t1, t2, jj + 1) + l, r1);
-                _mm_storeu_ps(row_of(t0, t1, t2, jj + 2) + l, r2);
-                _mm_storeu_ps(row_of(t0, t1, t2, jj + 3) + l, r3);
-              }
+              for (std::size_t l = 0; l < VL; l += 4)
+                isa::transpose4<arch>(base + jj + static_cast<std::ptrdiff_t>(l) * st, st, row_of(t0, t1, t2, jj) + l,
+                                      row_of(t0, t1, t2, jj + 1) + l, row_of(t0, t1, t2, jj + 2) + l,
+                                      row_of(t0, t1, t2, jj + 3) + l, arch{});
             for (; jj < cj; ++jj)
               for (std::size_t l = 0; l < VL; ++l) row_of(t0, t1, t2, jj)[l] = base[jj + static_cast<std::ptrdiff_t>(l) * st];
           }
       return;
     }
   }
-#endif
   for (std::int64_t t0 = 0; t0 < L.dim[0].taps; ++t0)
     for (std::int64_t t1 = 0; t1 < T1; ++t1)
       for (std::int64_t t2 = 0; t2 < T2; ++t2)
@@ -477,47 +415,12 @@ void pack_weights(ConvLoop const& L, Operand6<TW const> const& w, ConvColumn con
 template <std::size_t XL>
 [[gnu::always_inline]] inline batch<float> load_repeated(float const* p) noexcept {
   static_assert(XL > 1 && XL < lanes && lanes % XL == 0);
-#if defined(__AVX512F__)
-  if constexpr (XL == 2) {
-    double d;
-    std::memcpy(&d, p, sizeof d);
-    return _mm512_castpd_ps(_mm512_set1_pd(d));
-  } else if constexpr (XL == 4) {
-    return _mm512_broadcast_f32x4(_mm_loadu_ps(p));
-  } else {
-    return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<double const*>(p))));
-  }
-#elif defined(__AVX__)
-  if constexpr (XL == 2) {
-    double d;
-    std::memcpy(&d, p, sizeof d);
-    return _mm256_castpd_ps(_mm256_set1_pd(d));
-  } else {
-    return _mm256_broadcast_ps(reinterpret_cast<__m128 const*>(p));
-  }
-#elif defined(__SSE2__)
-  double d;
-  std::memcpy(&d, p, sizeof d);
-  return _mm_castpd_ps(_mm_set1_pd(d));
-#else
-  alignas(64) float tmp[lanes];
-  for (std::size_t l = 0; l < lanes; ++l) tmp[l] = p[l % XL];
-  return batch<float>::load_aligned(tmp);
-#endif
+  return isa::load_repeated<XL, arch>(p, arch{});
 }
 
 /// x permuted: lane m takes lane idx[m].
 inline batch<float> permute_lanes(batch<float> const& x, std::int32_t const* idx) noexcept {
-#if defined(__AVX512F__)
-  return _mm512_permutexvar_ps(_mm512_loadu_si512(idx), x);
-#elif defined(__AVX2__)
-  return _mm256_permutevar8x32_ps(x, _mm256_loadu_si256(reinterpret_cast<__m256i const*>(idx)));
-#else
-  alignas(64) float in[lanes], out[lanes];
-  x.store_aligned(in);
-  for (std::size_t l = 0; l < lanes; ++l) out[l] = in[idx[l]];
-  return batch<float>::load_aligned(out);
-#endif
+  return isa::permute_lanes<arch>(x, idx, arch{});
 }
 
 /// The input of one step for a vector of lanes: the float at x broadcast (XL = 1: a vector of output channels
