@@ -16,6 +16,12 @@
 namespace tbt {
 namespace tb = tilebsp;
 
+/// x computed in float like the kernels, rounded to T (a float reference of the map tables).
+template <class T>
+double rounded(float x) {
+  return static_cast<double>(static_cast<float>(T(x)));
+}
+
 /// The lengths the issue asks for: 0, 1, 15, 16, 17, 1000 and 2^20 + 3.
 inline std::vector<std::size_t> const& lengths() {
   static std::vector<std::size_t> const l{0, 1, 15, 16, 17, 1000, (1u << 20) + 3};
