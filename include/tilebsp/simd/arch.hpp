@@ -14,8 +14,8 @@
 
 /// Put before a loop whose trip count is a template constant (a register block's rows, vectors or taps): it is
 /// unrolled at every optimisation level. GCC unrolls such loops completely only from -O3 on, and a block whose
-/// accumulators are indexed by a rolled loop lives in memory: the conv kernels ran 2.5x slower at -O2 without it
-/// (the optimisation level of CMake's RelWithDebInfo and of many projects).
+/// accumulators are indexed by a rolled loop lives in memory: the conv kernels ran several times slower at -O2
+/// without it (the optimisation level of CMake's RelWithDebInfo and of many projects).
 #define TILEBSP_UNROLL _Pragma("GCC unroll 64")
 
 namespace tilebsp::simd {

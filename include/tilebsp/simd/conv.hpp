@@ -148,8 +148,8 @@ inline void copy_floats(float* out, float const* p, std::size_t n) noexcept {
 
 /// `count` positions of a box row, `ps` floats apart at p, each permuted by idx into one vector at o (a vector
 /// apart), prefetching pf_span bytes at pf (when not null) and `pfs` bytes on per position. Out of build_box's
-/// general loop, whose state lived on the stack: the loop-carried pointers went through memory, 14 cycles a
-/// position (28² grouped forward: the box was 17% of the time).
+/// general loop, whose state lived on the stack: the loop-carried pointers went through memory on every
+/// position.
 inline void permute_positions(float* o, float const* p, std::ptrdiff_t ps, std::int64_t count, std::int32_t const* idx,
                               std::size_t span, char const* pf, std::ptrdiff_t pfs, std::ptrdiff_t pf_span) noexcept {
   for (std::int64_t i = 0; i < count; ++i, p += ps, o += lanes) {
@@ -227,10 +227,9 @@ void build_box(ConvLoop const& L, Operand6<TS const> const& src, ConvColumn cons
   // Source positions are prefetched (into L2) two box rows ahead when they are a cache line or more apart (one
   // group's channels per position, which hardware prefetchers do not follow; contiguous runs they do): a short
   // row's lines (up to 16) all at its start, a longer row's one position's lines with each position filled. All
-  // of a long row's lines at once (58 at 56²) fill the miss queue and stall the fills behind them: the box was
-  // 30-34% of the 56² grouped forward and 50% of its weight update that way, 10% and 20% spread. At power-of-two
-  // position strides (512 channels: 2 KiB) a box's positions share a few cache sets, so prefetching a whole box
-  // ahead evicts itself before use (measured: no gain).
+  // of a long row's lines at once (58 at 56²) fill the miss queue and stall the fills behind them. At
+  // power-of-two position strides (512 channels: 2 KiB) a box's positions share a few cache sets, so prefetching
+  // a whole box ahead evicts itself before use.
   constexpr std::int64_t ahead = 2;
   bool const far = std::abs(src.stride[3]) * static_cast<std::ptrdiff_t>(sizeof(TS)) >= 64 && D2.div == 1;
   std::int64_t glast = g;
@@ -373,7 +372,7 @@ void pack_weights(ConvLoop const& L, Operand6<TW const> const& w, ConvColumn con
   if constexpr (std::is_same_v<TW, float>) {
     // Every lane at a constant stride st, reduction channels consecutive (the weights of a backward-input pass:
     // its lanes are the forward pass's reduction channels): per tap, a transpose in 4 x 4 blocks instead of a
-    // gather per row (a scalar loop over the lanes was 14% of the 7² backward-input pass, a gather as slow).
+    // gather per row (a scalar loop over the lanes, or a gather, costs a load per lane).
     std::ptrdiff_t const st = used > 1 ? off[1] : 0;
     bool strided = !contiguous && used == VL && st > 0 && w.stride[4] == 1 && cj >= 4 && VL % 4 == 0;
     for (std::size_t l = 0; strided && l < VL; ++l) strided = off[l] == static_cast<std::ptrdiff_t>(l) * st;
@@ -465,8 +464,7 @@ void forward_block(std::size_t T, std::size_t K, std::ptrdiff_t const* toff, std
     TILEBSP_UNROLL
     for (std::size_t r = 0; r < R; ++r) p[r] = xp[r] + toff[t];
     // The next outer step reads other box rows (a kernel row further down): their lines come from L2, and
-    // fetched ahead they do not stall its first steps (7x7 stem: 4% in a single-thread harness). Not worth two
-    // prefetches per row for a few inner steps.
+    // fetched ahead they do not stall its first steps. Not worth two prefetches per row for a few inner steps.
     if (K >= 8 && t + 1 < T) {
       TILEBSP_UNROLL
       for (std::size_t r = 0; r < R; ++r) {
@@ -474,8 +472,8 @@ void forward_block(std::size_t T, std::size_t K, std::ptrdiff_t const* toff, std
         __builtin_prefetch(xp[r] + toff[t + 1] + static_cast<std::ptrdiff_t>(K - 1) * ks);
       }
     }
-    // A few of the next block's result rows per outer step: all at once, their misses filled the core's miss
-    // buffers and the prefetches stalled (7x7 stem: 3% of the time, its 12.8 MB output leaving the caches).
+    // A few of the next block's result rows per outer step: all at once, their misses fill the core's miss
+    // buffers and the prefetches stall (the stem's large output leaves the caches).
     for (std::size_t i = t * nnext / T, i1 = (t + 1) * nnext / T; i < i1; ++i)
       for (std::size_t v = 0; v < V; ++v) __builtin_prefetch(next[i] + v * lanes, 1);
     for (std::size_t k = 0; k < K; ++k, wp += V * lanes) {
@@ -803,9 +801,8 @@ inline void prefetch_source_row(ConvLoop const& L, float const* p, std::ptrdiff_
 /// all of them span exactly a vector of floats from its first (so that a whole load reads only their channels),
 /// and the results land in dst in lane order. `idx` receives each reduction channel's lane indices (cj rows of
 /// lanes); returns whether a column changed. The lanes' values are unchanged: each is the same chain of
-/// multiply-adds, its input fetched from the source rather than from a box (which was 8-13% of the 28² grouped
-/// forward; without it, bench_conv's 28² and 56² grouped layers gained 1-3%: the kernel now waits on the source
-/// lines the box used to gather).
+/// multiply-adds, its input fetched from the source rather than from a box (the kernel then waits on the source
+/// lines the box used to gather, so the gain is small).
 template <class TS>
 bool source_columns(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<float> const& dst,
                     std::vector<ConvColumn>& cols, std::vector<std::int32_t>& idx) {
@@ -970,15 +967,14 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
                       wo = fs.wrow.data();
                     }
                   }
-                  // The next row's destination, for writing, as conv_forward's blocks do (2-thread harness: 14² +6%,
-                  // 28² +15%; the results leave L2 at these sizes).
+                  // The next row's destination, for writing, as conv_forward's blocks do (the results leave L2 at
+                  // these sizes).
                   if (o1 + 1 < s1)
                     for (std::int64_t i = 0; i < ow; ++i)
                       for (std::size_t v = 0; v < VV; ++v) __builtin_prefetch(d + dst.stride[2] + i * ds + v * lanes, 1);
                   // A source column's next source row (the one the next output row's last kernel row adds), its
                   // positions a cache line or more apart, which hardware prefetchers do not follow across pages
-                  // (56² grouped forward, one thread: 66 -> 71 GFLOP/s; broadcast columns read in place gained
-                  // nothing from it, see docs/04).
+                  // (broadcast columns read in place gain nothing from it, see docs/04).
                   if constexpr (XX == xl_source) {
                     if (o1 + 1 < s1 && std::abs(xs2) >= static_cast<std::ptrdiff_t>(64 / sizeof(float)))
                       prefetch_source_row(L, x0 + ((o1 + 1 - s) * D[1].a + (D[1].taps - 1) * D[1].b) * xs1, xs0, xs2,

@@ -22,9 +22,9 @@ inline constexpr std::size_t gemm_nr = 2 * lanes;
 inline constexpr std::size_t gemm_kc = 512;
 inline constexpr std::size_t gemm_mc = 96;
 /// A gemm_ksum's cache blocks hold whole groups up to this many rows of K: every block boundary ends a run of
-/// groups and re-walks the panels, and with the tile plans' short groups (35 of 784 for 128x128x784) blocks of
-/// 1024 rather than gemm_kc ran 2-3% faster on one thread and 7% on two (the micro-panel of A then spills to L2,
-/// which the broadcast loads absorb).
+/// groups and re-walks the panels, and with the tile plans' short groups (35 of 784 for 128x128x784) fewer, longer
+/// blocks than gemm_kc measured faster (the micro-panel of A then spills to L2, which the broadcast loads
+/// absorb).
 inline constexpr std::size_t gemm_ksum_kc = 1024;
 
 /// Strided view of a matrix operand: element (i, j) at data[i * rs + j * cs] (a transposed operand swaps them).
@@ -63,8 +63,8 @@ namespace detail {
 /// Whether a gemm (or gemm_ksum) of m rows reads B in place rather than packing it on each call, where packing
 /// would cost more than it saves (a PackedB, packed once, still streams better): B is f32 with unit column stride
 /// and either few rows of A share each panel, or its rows are no wider than a panel (the last columns by masked
-/// loads), or up to 256 rows of A share it (packing would cost over 3%) and its rows spread over the cache sets (a
-/// byte stride that is not a multiple of 1 KiB, so a panel stays cached as well as a packed one).
+/// loads), or up to 256 rows of A share it (packing would cost more than it saves) and its rows spread over the
+/// cache sets (a byte stride that is not a multiple of 1 KiB, so a panel stays cached as well as a packed one).
 template <class TB>
 constexpr bool gemm_reads_b_in_place(std::size_t m, Matrix<TB> b) noexcept {
   return std::is_same_v<TB, float> && b.cs == 1 &&
@@ -76,7 +76,7 @@ inline constexpr bool gemm_element = std::is_same_v<T, float> || std::is_same_v<
 
 /// Keeps `v` in a register: the compiler then loads it once instead of folding the load into each use. The
 /// constraint names a copy of the register value, not the batch's member: on the member GCC 12 also stored each
-/// vector to the stack on every step (the 4x2 block of 4x1000x2048 ran at 82 instead of 100 GFLOP/s).
+/// vector to the stack on every step.
 inline void in_register([[maybe_unused]] batch<float>& v) noexcept {
 #if defined(__x86_64__) && defined(__SSE2__)
   auto r = v.data;
@@ -141,7 +141,7 @@ __attribute__((always_inline)) inline void micro_kernel(std::size_t kc, std::siz
     }
   };
   // One segment (kc <= kb, group): tot = -0 + acc is acc bitwise, so a full block goes from the registers to C
-  // (at K = 128 the trip through tot cost 5% of the block).
+  // (a trip through tot costs loads and stores that short K ranges notice).
   bool const from_registers = kc <= kb && kc <= group && full && (Sum || std::is_same_v<TC, float> || beta == 0.0f);
   // A full block of a sum over groups keeps tot in memory only between groups: the first group adds itself to C
   // (load) or to nothing (-0 + g is g bitwise), the last writes tot + g straight to C.
@@ -238,7 +238,7 @@ __attribute__((noinline)) void micro_kernel_call(std::size_t kc, std::size_t gro
 /// Rows of the register block of a gemm_ksum whose groups are single segments (the tile plans' K ranges without
 /// serial steps): 6 x 2 accumulators beside 6 x 2 running sums, all in registers with AVX-512's 32 (0: none, the
 /// sums stay in memory). Against 8 x 2 with the sums in memory, the group's epilogue is register adds instead of
-/// loads, adds and stores: 128x128x784 in groups of 35 ran 115 instead of 111 GFLOP/s on one thread.
+/// loads, adds and stores.
 inline constexpr std::size_t gemm_ksum_mr = lanes >= 16 ? 6 : 0;
 
 /// One register block of such a gemm_ksum: R rows of A (A(r, k) at a[r * ars + k * acs]) by two vectors of B
@@ -324,8 +324,7 @@ void micro_kernel_rows(std::size_t rows, std::size_t nr, std::size_t kc, std::si
 /// The row blocks [0, mc) of one panel: the full blocks of MR rows in one loop with the micro-kernel inlined, then
 /// the last rows. Each block first prefetches the C rows of the next (a cache miss each when C is large), or of the
 /// next panel's first block at `next` (null: none; next_cols columns). A call per block passed a dozen arguments
-/// on the stack behind the block's C stores: at K = 128 (the 56² 1x1 convolutions) the loop ran 5-10% below the
-/// same micro-kernel called from a plain loop.
+/// on the stack behind the block's C stores, which short K ranges (the 56² 1x1 convolutions) noticed.
 template <BRead Read, bool Sum, class TC>
 void panel_rows(std::size_t mc, std::size_t nr, std::size_t kc, std::size_t group, std::size_t kb, float const* a, std::ptrdiff_t astep,
                 std::ptrdiff_t ars, std::ptrdiff_t acs, float const* b, std::ptrdiff_t brs, MatrixOut<TC> c, TC const* next,
