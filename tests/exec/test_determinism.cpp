@@ -66,7 +66,7 @@ TEST_CASE("a multi-tile stencil with halo exchanges is bitwise identical for 1, 
 }
 
 TEST_CASE("UnitQueue: every unit runs once per run, on any thread, over repeated runs and after a throw") {
-  tb::detail::UnitQueue q;
+  tb::ops::detail::UnitQueue q;
   for (unsigned threads : {1u, 2u, 3u, 7u}) {
     for (std::size_t units : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{64}}) {
       for (int run = 0; run < 3; ++run) {

@@ -1,6 +1,7 @@
 // compile(): lowers programs once into an Executable, checks mapping, estimates cycles and accounts tile memory.
 #pragma once
 
+#include <tilebsp/config.hpp>
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/plan/cost.hpp>
@@ -51,88 +52,17 @@ class Executable {
 
 namespace detail {
 
-inline void check_mapped(GraphImpl const& g) {
-  for (auto const& v : g.variables) {
-    std::int64_t first = -1, at = 0;
-    auto const unmapped = v.mapping.for_each(0, v.size, [&](std::int64_t b, std::int64_t e, std::uint32_t) {
-      if (first < 0 && b > at) first = at;
-      at = e;
-    });
-    if (first < 0 && at < v.size) first = at;
-    if (unmapped > 0)
-      throw mapping_error("compile: " + std::string(v.constant ? "constant" : "variable") + " '" + v.name + "' has " +
-                          std::to_string(unmapped) + " of " + std::to_string(v.size) +
-                          " elements not mapped to any tile (first unmapped element: " + std::to_string(first) + ")");
-  }
-}
+TILEBSP_INLINE void check_mapped(GraphImpl const& g);
 
 /// Bytes of variable `var` on each tile.
-inline std::vector<std::pair<std::uint32_t, std::uint64_t>> bytes_per_tile(GraphImpl const& g, std::uint32_t var) {
-  std::vector<std::pair<std::uint32_t, std::uint64_t>> r;
-  auto const& v = g.variables[var];
-  v.mapping.for_each(0, v.size, [&](std::int64_t b, std::int64_t e, std::uint32_t tile) {
-    auto const bytes = static_cast<std::uint64_t>(e - b) * size_of(v.type);
-    if (!r.empty() && r.back().first == tile) r.back().second += bytes;
-    else r.emplace_back(tile, bytes);
-  });
-  return r;
-}
+TILEBSP_INLINE std::vector<std::pair<std::uint32_t, std::uint64_t>> bytes_per_tile(GraphImpl const& g,
+                                                                                std::uint32_t var);
 
 /// Device-side vertex state: a 4-byte header, 8 bytes (pointer, size) per tensor field and 8 more per dimension
 /// of a view field (its extent and stride), 8 per list plus 8 per entry, and params rounded up to 4 bytes.
-inline std::uint64_t vertex_state_bytes(VertexRecord const& rec) {
-  std::uint64_t b = 4;
-  for (auto const& f : rec.fields) {
-    if (f.kind == FieldKind::param) b += (f.param_bytes + 3) / 4 * 4;
-    else if (f.kind == FieldKind::input_list) b += 8 + 8 * f.tensors.size();
-    else b += 8 + 8 * std::uint64_t{f.rank};
-  }
-  return b;
-}
+TILEBSP_INLINE std::uint64_t vertex_state_bytes(VertexRecord const& rec);
 
-inline void estimate_cycles(Schedule& s) {
-  Target const& t = s.graph->target;
-  for (auto& cs : s.compute_sets) {
-    cs.fetch_cycles = cs.fetches.empty() ? 0 : exchange_cycles(t, cs.fetches);
-    cs.fetch_bytes = 0;
-    for (auto const& x : cs.fetches) cs.fetch_bytes += static_cast<std::uint64_t>(x.count) * x.elem_bytes;
-  }
-  for (auto& ex : s.exchanges) {
-    ex.cycles = exchange_cycles(t, ex.transfers);
-    ex.bytes = 0;
-    for (auto const& x : ex.transfers) ex.bytes += static_cast<std::uint64_t>(x.count) * x.elem_bytes;
-  }
-  auto const sync = sync_cycles(t);
-  for (auto& p : s.programs) {
-    p.cycles.assign(p.code.size(), 0);
-    for (std::size_t pc = 0; pc < p.code.size(); ++pc) {
-      auto const& i = p.code[pc];
-      std::uint64_t c = 0;
-      switch (i.op) {
-        case Op::superstep:
-          if (i.a >= 0) {
-            auto const& cs = s.compute_sets[static_cast<std::size_t>(i.a)];
-            c += cs.cycles + sync;
-            if (!cs.fetches.empty()) c += cs.fetch_cycles + sync;
-          }
-          if (i.b >= 0) c += s.exchanges[static_cast<std::size_t>(i.b)].cycles + sync;
-          break;
-        case Op::stream_in:
-        case Op::stream_out: {
-          auto const& tn = s.slots[static_cast<std::size_t>(i.b)];
-          c = sync + static_cast<std::uint64_t>(static_cast<double>(tn.num_elements() * size_of(tn.element_type())) /
-                                                t.host_bytes_per_cycle);
-          break;
-        }
-        case Op::host:
-        case Op::sync:
-        case Op::branch_if_false: c = sync; break;
-        default: break;
-      }
-      p.cycles[pc] = c;
-    }
-  }
-}
+TILEBSP_INLINE void estimate_cycles(Schedule& s);
 
 /// How one program touches one variable, at steps 2·pc (compute phase) and 2·pc + 1 (exchange phase).
 struct VariableUse {
@@ -143,53 +73,7 @@ struct VariableUse {
 };
 
 /// Each variable's use by each program.
-inline std::vector<std::vector<VariableUse>> variable_uses(Schedule const& s) {
-  GraphImpl const& g = *s.graph;
-  std::vector<std::vector<VariableUse>> uses;
-  for (auto const& p : s.programs) {
-    auto& u = uses.emplace_back(g.variables.size());
-    // Instructions inside an if or else branch run conditionally: a write there does not kill the old value.
-    std::vector<char> conditional(p.code.size() + 1, 0);
-    for (std::size_t pc = 0; pc < p.code.size(); ++pc) {
-      auto const& i = p.code[pc];
-      if ((i.op == Op::branch_if_false || i.op == Op::jump) && i.b > static_cast<std::int32_t>(pc))
-        for (std::size_t q = pc + 1; q < static_cast<std::size_t>(i.b) && q < p.code.size(); ++q) conditional[q] = 1;
-    }
-    auto const access = [&](std::uint32_t v, std::size_t step, bool read, bool write, bool full) {
-      auto& x = u[v];
-      if (x.first == VariableUse::never) x.first = step, x.first_is_full_write = full && !conditional[step / 2];
-      x.last = step;
-      if (read) x.read = true, x.last_read = step;
-      if (write) x.written = true, x.last_write = step;
-    };
-    auto const has = [](std::vector<std::uint32_t> const& sorted, std::uint32_t v) {
-      return std::binary_search(sorted.begin(), sorted.end(), v);
-    };
-    for (std::size_t pc = 0; pc < p.code.size(); ++pc) {
-      auto const& i = p.code[pc];
-      if (i.op == Op::superstep && i.a >= 0) {
-        auto const& cs = s.compute_sets[static_cast<std::size_t>(i.a)];
-        for (auto v : cs.vars) access(v, 2 * pc, has(cs.reads, v), has(cs.writes, v), has(cs.full_writes, v));
-      }
-      if (i.op == Op::superstep && i.b >= 0) {
-        auto const& ex = s.exchanges[static_cast<std::size_t>(i.b)];
-        for (auto const& x : ex.transfers) access(x.src_var, 2 * pc + 1, true, false, false);
-        for (auto const& x : ex.transfers) access(x.dst_var, 2 * pc + 1, false, true, has(ex.full_writes, x.dst_var));
-      }
-      if (i.op == Op::stream_in) {
-        auto const& t = s.slots[static_cast<std::size_t>(i.b)];
-        auto const full = covered_variables(g, ElementSet::of(t).ranges(), {});
-        t.for_each_run([&](std::uint32_t v, std::int64_t, std::int64_t, std::int64_t) {
-          access(v, 2 * pc, false, true, has(full, v));
-        });
-      }
-      if (i.op == Op::stream_out || i.op == Op::branch_if_false)
-        s.slots[static_cast<std::size_t>(i.op == Op::branch_if_false ? i.a : i.b)].for_each_run(
-            [&](std::uint32_t v, std::int64_t, std::int64_t, std::int64_t) { access(v, 2 * pc, true, false, false); });
-    }
-  }
-  return uses;
-}
+TILEBSP_INLINE std::vector<std::vector<VariableUse>> variable_uses(Schedule const& s);
 
 /// Per-tile memory, as Poplar's liveness analysis sees it. Always live: constants, vertex state, and variables
 /// whose value may outlive a program run (any variable some program reads before writing it in full). Live part
@@ -197,120 +81,9 @@ inline std::vector<std::vector<VariableUse>> variable_uses(Schedule const& s) {
 /// other variables from their first full write to their last use. A variable written and not read again stays
 /// live to the program's end (the host may read it), as does one written before a host callback (which may read
 /// it). Loops: a range that crosses a loop boundary, or a temporary read before it is written, covers the loop.
-inline std::vector<TileMemory> account_memory(Schedule const& s) {
-  GraphImpl const& g = *s.graph;
-  std::size_t const tiles = g.target.num_tiles();
-  auto const uses = variable_uses(s);
-  std::vector<char> tracked(g.variables.size(), 0);
-  for (std::uint32_t v = 0; v < g.variables.size(); ++v) {
-    auto const& var = g.variables[v];
-    bool used = false, dies = true;
-    for (auto const& u : uses)
-      if (u[v].first != VariableUse::never) used = true, dies = dies && u[v].first_is_full_write;
-    tracked[v] = !var.constant && (var.temporary || (used && dies));
-  }
-  std::vector<TileMemory> mem(tiles);
-  std::vector<std::vector<std::pair<std::uint32_t, std::uint64_t>>> var_bytes(g.variables.size());
-  for (std::uint32_t v = 0; v < g.variables.size(); ++v) {
-    auto per = bytes_per_tile(g, v);
-    if (tracked[v]) var_bytes[v] = std::move(per);
-    else
-      for (auto const& [tile, b] : per) mem[tile].always_live += b;
-  }
-  for (auto const& cs : s.compute_sets)
-    for (auto const& pv : cs.vertices) mem[g.vertices[pv.record].tile].always_live += vertex_state_bytes(g.vertices[pv.record]);
+TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s);
 
-  struct Event {
-    std::size_t step;
-    std::int64_t bytes;
-    bool temporary;
-  };
-  for (std::size_t pi = 0; pi < s.programs.size(); ++pi) {
-    auto const& p = s.programs[pi];
-    std::vector<std::vector<Event>> events(tiles);
-    auto const live = [&](std::uint32_t tile, std::size_t b, std::size_t e, std::uint64_t bytes, bool temporary) {
-      events[tile].push_back({b, static_cast<std::int64_t>(bytes), temporary});
-      events[tile].push_back({e + 1, -static_cast<std::int64_t>(bytes), temporary});
-    };
-    std::size_t last_host = 0;  // a callback at step 0 extends nothing
-    for (std::size_t pc = 0; pc < p.code.size(); ++pc) {
-      auto const& i = p.code[pc];
-      if (i.op == Op::host) last_host = 2 * pc;
-      if (i.op == Op::superstep && i.a >= 0) {
-        auto const& cs = s.compute_sets[static_cast<std::size_t>(i.a)];
-        for (auto const& pv : cs.vertices)
-          for (auto const& st : pv.staging)
-            live(static_cast<std::uint32_t>(g.vertices[pv.record].tile), 2 * pc, 2 * pc,
-                 static_cast<std::uint64_t>(st.elements) * st.elem_bytes, true);
-        for (auto const& x : cs.fetches)
-          live(x.dst_tile, 2 * pc, 2 * pc, static_cast<std::uint64_t>(x.count) * x.elem_bytes, true);
-      }
-      if (i.op == Op::superstep && i.b >= 0) {
-        auto const& ex = s.exchanges[static_cast<std::size_t>(i.b)];
-        if (ex.staged)
-          for (auto const& x : ex.transfers)
-            live(x.dst_tile, 2 * pc + 1, 2 * pc + 1, static_cast<std::uint64_t>(x.count) * x.elem_bytes, true);
-      }
-    }
-    std::vector<LoopRange> loops;
-    for (auto const& l : p.loops) loops.push_back({2 * l.begin, 2 * l.end + 1});
-    std::sort(loops.begin(), loops.end(), [](auto const& a, auto const& b) { return a.end - a.begin < b.end - b.begin; });
-    std::size_t const end_step = 2 * p.code.size();
-    for (std::uint32_t v = 0; v < g.variables.size(); ++v) {
-      auto const& u = uses[pi][v];
-      if (!tracked[v] || u.first == VariableUse::never) continue;
-      bool const temporary = g.variables[v].temporary;
-      std::size_t b = u.first, e = u.last;
-      if (!temporary) {
-        if (!u.read || u.last_write > u.last_read) e = end_step;
-        if (last_host > b) e = std::max(e, last_host);
-      }
-      for (auto const& l : loops)
-        if (b <= l.end && e >= l.begin && (!u.first_is_full_write || b < l.begin || e > l.end))
-          b = std::min(b, l.begin), e = std::max(e, l.end);
-      for (auto const& [tile, bytes] : var_bytes[v]) live(tile, b, e, bytes, temporary);
-    }
-    for (std::size_t tile = 0; tile < tiles; ++tile) {
-      auto& ev = events[tile];
-      std::sort(ev.begin(), ev.end(), [](Event const& a, Event const& b) { return std::tie(a.step, a.bytes) < std::tie(b.step, b.bytes); });
-      std::int64_t all = 0, temp = 0;
-      for (auto const& x : ev) {
-        all += x.bytes;
-        if (x.temporary) temp += x.bytes;
-        mem[tile].peak_live = std::max(mem[tile].peak_live, static_cast<std::uint64_t>(std::max<std::int64_t>(all, 0)));
-        mem[tile].peak_temporary = std::max(mem[tile].peak_temporary, static_cast<std::uint64_t>(std::max<std::int64_t>(temp, 0)));
-      }
-    }
-  }
-  return mem;
-}
-
-inline void check_memory(Schedule const& s, std::vector<TileMemory> const& mem) {
-  GraphImpl const& g = *s.graph;
-  std::size_t over = 0, first = 0;
-  for (std::size_t t = 0; t < mem.size(); ++t)
-    if (mem[t].total() > g.target.bytes_per_tile && over++ == 0) first = t;
-  if (over == 0) return;
-  std::vector<std::pair<std::uint64_t, std::string>> occ;
-  for (std::uint32_t v = 0; v < g.variables.size(); ++v)
-    for (auto const& [tile, b] : bytes_per_tile(g, v))
-      if (tile == first) occ.emplace_back(b, "'" + g.variables[v].name + "'" + (g.variables[v].temporary ? " (temporary)" : ""));
-  std::uint64_t state = 0;
-  for (auto const& cs : s.compute_sets)
-    for (auto const& pv : cs.vertices)
-      if (g.vertices[pv.record].tile == first) state += vertex_state_bytes(g.vertices[pv.record]);
-  if (state) occ.emplace_back(state, "vertex state");
-  std::sort(occ.begin(), occ.end(), [](auto const& a, auto const& b) { return a.first > b.first; });
-  std::string list;
-  for (std::size_t i = 0; i < occ.size() && i < 5; ++i)
-    list += (i ? ", " : "") + occ[i].second + " " + std::to_string(occ[i].first) + " B";
-  auto const& m = mem[first];
-  throw out_of_memory("compile: tile " + std::to_string(first) + " is out of memory: it needs " +
-                      std::to_string(m.total()) + " bytes (always-live " + std::to_string(m.always_live) +
-                      ", not-always-live peak " + std::to_string(m.peak_live) + ") but has " +
-                      std::to_string(g.target.bytes_per_tile) + "; largest occupants: " + list +
-                      (over > 1 ? " (" + std::to_string(over - 1) + " more tiles are out of memory)" : ""));
-}
+TILEBSP_INLINE void check_memory(Schedule const& s, std::vector<TileMemory> const& mem);
 
 }  // namespace detail
 
@@ -337,3 +110,9 @@ Executable compile(Graph const& g, P const&... programs) {
 }
 
 }  // namespace tilebsp
+
+// Header-only (the default), the definitions follow; a target linking tilebsp::compiled (TILEBSP_COMPILED) gets
+// them from the library (src/compile.cpp) instead.
+#ifndef TILEBSP_COMPILED
+#include <tilebsp/program/compile_impl.hpp>
+#endif

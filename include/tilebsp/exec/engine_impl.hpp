@@ -1,0 +1,509 @@
+// The Engine's definitions: included by <tilebsp/exec/engine.hpp> (header-only) or compiled once into
+// tilebsp::compiled (src/engine.cpp).
+#pragma once
+
+#include <tilebsp/config.hpp>
+#include <tilebsp/exec/engine.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tilebsp {
+namespace detail {
+
+/// Merges adjacent contiguous copies, then deals the bytes out evenly to `threads` lists.
+inline std::vector<std::vector<CopyOp>> split_copies(std::vector<CopyOp> const& in, unsigned threads) {
+  std::vector<CopyOp> ops;
+  for (auto const& c : in) {
+    if (!ops.empty()) {
+      auto& p = ops.back();
+      if (contiguous(p) && contiguous(c) && p.elem == c.elem && p.src + p.count * p.elem == c.src &&
+          p.dst + p.count * p.elem == c.dst) {
+        p.count += c.count;
+        continue;
+      }
+    }
+    ops.push_back(c);
+  }
+  std::int64_t total = 0;
+  for (auto const& c : ops) total += c.count * c.elem;
+  std::vector<std::vector<CopyOp>> out(threads);
+  std::int64_t done = 0;
+  unsigned t = 0;
+  for (auto c : ops) {
+    while (c.count > 0) {
+      std::int64_t const quota = total * (t + 1) / threads - done;  // bytes thread t still takes
+      std::int64_t n = t + 1 == threads ? c.count : std::min<std::int64_t>(c.count, (quota + c.elem - 1) / c.elem);
+      if (n <= 0) {
+        ++t;
+        continue;
+      }
+      CopyOp part = c;
+      part.count = n;
+      out[t].push_back(part);
+      done += n * c.elem;
+      c.src += n * c.src_stride;
+      c.dst += n * c.dst_stride;
+      c.count -= n;
+    }
+  }
+  return out;
+}
+
+}  // namespace detail
+
+TILEBSP_INLINE Engine::Engine(Executable exe, EngineOptions opt)
+    : exe_(std::move(exe)), s_(exe_.schedule()), g_(*s_.graph), threads_(static_cast<unsigned>(opt.host_threads ? opt.host_threads : std::max(1u, std::thread::hardware_concurrency()))), profiling_(opt.profiling), host_kernels_(opt.host_kernels), team_(threads_), barrier_(threads_) {
+  for (auto const& v : g_.variables) {
+    data_.push_back(detail::allocate(static_cast<std::size_t>(v.size) * size_of(v.type)));
+    if (v.constant && !v.initial.empty()) std::memcpy(data_.back().get(), v.initial.data(), v.initial.size());
+  }
+  mark_program_writes();
+  bind_host_paths();
+  // Compute sets and exchanges that only a bound host path's body reaches are never run: not bound either (no
+  // vertex objects, staging or copy lists).
+  std::vector<char> cs_runs(s_.compute_sets.size(), 0), ex_runs(s_.exchanges.size(), 0);
+  for (auto const& p : s_.programs)
+    for (std::size_t pc = 0; pc < p.code.size(); ++pc) {
+      auto const& in = p.code[pc];
+      if (in.op == detail::Op::host_path && paths_[static_cast<std::size_t>(in.a)]) {
+        pc = static_cast<std::size_t>(in.b) - 1;
+      } else if (in.op == detail::Op::superstep) {
+        if (in.a >= 0) cs_runs[static_cast<std::size_t>(in.a)] = 1;
+        if (in.b >= 0) ex_runs[static_cast<std::size_t>(in.b)] = 1;
+      }
+    }
+  for (std::size_t i = 0; i < cs_runs.size(); ++i)
+    cs_.push_back(cs_runs[i] ? bind_compute_set(s_.compute_sets[i]) : detail::ComputeSetExec{});
+  for (std::size_t i = 0; i < ex_runs.size(); ++i)
+    ex_.push_back(ex_runs[i] ? bind_exchange(s_.exchanges[i]) : detail::ExchangeExec{});
+  fifos_.resize(g_.fifos.size());
+  // Flags of repeat_while / if_ are single elements: resolve their host addresses once.
+  for (auto const& t : s_.slots) {
+    auto const runs = t.runs();
+    flags_.push_back(runs.size() == 1 ? at(runs[0].var, runs[0].start, size_of(t.element_type())) : nullptr);
+  }
+  counters_.assign(threads_, std::vector<std::int64_t>(s_.counters, 0));
+  for (auto const& p : s_.programs) {
+    counts_.emplace_back(p.code.size(), 0);
+    ns_.emplace_back(p.code.size(), 0);
+  }
+}
+
+TILEBSP_INLINE void Engine::run(std::size_t program) {
+  if (program >= s_.programs.size())
+    throw index_error("run: program " + std::to_string(program) + " out of range (the executable has " +
+                      std::to_string(s_.programs.size()) + " programs)");
+  for (auto f : s_.programs[program].fifos)
+    if (!fifos_[f].connected)
+      throw stream_error("run: program " + std::to_string(program) + " streams through FIFO '" + g_.fifos[f].name +
+                         "', which is not connected (Engine::connect)");
+  error_ = nullptr;
+  auto job = [this, program](unsigned tid) { execute(program, tid); };
+  team_.run(job);
+  // A prefetch in flight completes before run returns: callbacks never run outside Engine::run, so what they
+  // capture need only outlive the run (its data is kept for the next run's first transfer).
+  for (auto& c : fifos_) c.wait();
+  if (error_) std::rethrow_exception(error_);
+}
+
+TILEBSP_INLINE Profile Engine::profile() const {
+  Profile p;
+  p.target = g_.target;
+  p.host_threads = threads_;
+  p.host_timing = profiling_;
+  p.memory = exe_.memory();
+  for (std::size_t pi = 0; pi < s_.programs.size(); ++pi) {
+    auto const& code = s_.programs[pi];
+    auto& steps = p.programs.emplace_back();
+    for (std::size_t pc = 0; pc < code.code.size(); ++pc) {
+      auto const& in = code.code[pc];
+      StepProfile sp;
+      sp.est_cycles = code.cycles[pc];
+      sp.executions = counts_[pi][pc];
+      sp.host_ns = ns_[pi][pc];
+      switch (in.op) {
+        case detail::Op::superstep: {
+          sp.kind = "superstep";
+          if (in.a >= 0) {
+            auto const& cs = s_.compute_sets[static_cast<std::size_t>(in.a)];
+            sp.label = "compute set '" + g_.compute_sets[cs.id] + "'";
+            if (cs.fetch_bytes > 0) {
+              sp.exchange_bytes += cs.fetch_bytes;
+              sp.label = "fetch " + std::to_string(cs.fetch_bytes) + " B + " + sp.label;
+            }
+          }
+          if (in.b >= 0) {
+            auto const& ex = s_.exchanges[static_cast<std::size_t>(in.b)];
+            sp.exchange_bytes += ex.bytes;
+            sp.label += (sp.label.empty() ? "" : " + ") + std::string("exchange ") + std::to_string(ex.bytes) + " B";
+          }
+          break;
+        }
+        case detail::Op::stream_in: sp.kind = "stream_in"; sp.label = "stream_in '" + g_.fifos[static_cast<std::size_t>(in.a)].name + "'"; break;
+        case detail::Op::stream_out: sp.kind = "stream_out"; sp.label = "stream_out '" + g_.fifos[static_cast<std::size_t>(in.a)].name + "'"; break;
+        case detail::Op::host: sp.kind = "host"; sp.label = "host callback"; break;
+        case detail::Op::sync: sp.kind = "sync"; sp.label = "sync"; break;
+        case detail::Op::branch_if_false: sp.kind = "branch"; sp.label = "branch on flag"; break;
+        case detail::Op::host_path:
+          sp.kind = "host_path";
+          sp.label = "host path '" + s_.host_paths[static_cast<std::size_t>(in.a)].name + "'" +
+                     (paths_[static_cast<std::size_t>(in.a)] ? "" : " (body runs)");
+          break;
+        default: sp.kind = "control"; sp.label = "loop control"; break;
+      }
+      steps.push_back(std::move(sp));
+    }
+  }
+  return p;
+}
+
+TILEBSP_INLINE void Engine::read_bytes(Tensor const& t, void* dst, std::size_t bytes) const {
+  check_access("read", t, bytes);
+  auto* out = static_cast<std::byte*>(dst);
+  std::size_t const eb = size_of(t.element_type());
+  t.for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
+    detail::run_copy({data_[var].get() + start * static_cast<std::int64_t>(eb), out, stride * static_cast<std::int64_t>(eb),
+                      static_cast<std::int64_t>(eb), count, static_cast<std::uint32_t>(eb)});
+    out += count * static_cast<std::int64_t>(eb);
+  });
+}
+
+TILEBSP_INLINE void Engine::write_bytes(Tensor const& t, void const* src, std::size_t bytes) {
+  check_access("write", t, bytes);
+  auto const* in = static_cast<std::byte const*>(src);
+  std::size_t const eb = size_of(t.element_type());
+  t.for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
+    if (g_.variables[var].constant) throw error("write: '" + g_.variables[var].name + "' is a constant");
+    if (host_writes_[var]) ++*host_writes_[var];
+    detail::run_copy({in, data_[var].get() + start * static_cast<std::int64_t>(eb), static_cast<std::int64_t>(eb),
+                      stride * static_cast<std::int64_t>(eb), count, static_cast<std::uint32_t>(eb)});
+    in += count * static_cast<std::int64_t>(eb);
+  });
+}
+
+TILEBSP_INLINE void Engine::bind_host_paths() {
+  HostBinding const at{[this](std::uint32_t var) { return data_.at(var).get(); },
+                       [this](std::uint32_t var) { return host_writes_.at(var) ? &*host_writes_[var] : nullptr; }};
+  for (auto const& hp : s_.host_paths) paths_.push_back(host_kernels_ && hp.kernel ? hp.kernel.bind(at) : HostTask{});
+}
+
+TILEBSP_INLINE void Engine::mark_program_writes() {
+  std::vector<bool> written(g_.variables.size(), false);
+  for (auto const& cs : s_.compute_sets)
+    for (auto v : cs.writes) written[v] = true;
+  for (auto const& ex : s_.exchanges)
+    for (auto const& tr : ex.transfers) written[tr.dst_var] = true;
+  for (auto const& p : s_.programs)
+    for (auto const& in : p.code)
+      if (in.op == detail::Op::stream_in)
+        for (auto const& r : s_.slots[static_cast<std::size_t>(in.b)].runs()) written[r.var] = true;
+  host_writes_.resize(g_.variables.size());
+  for (std::size_t v = 0; v < written.size(); ++v)
+    if (!written[v]) host_writes_[v] = 1;
+}
+
+TILEBSP_INLINE void Engine::check_access(char const* op, Tensor const& t, std::size_t bytes) const {
+  if (!t.valid()) throw error(std::string(op) + ": the tensor is empty (default-constructed)");
+  if (t.graph_id() != g_.id) throw error(std::string(op) + ": the tensor belongs to another graph");
+  t.for_each_run([&](std::uint32_t var, std::int64_t, std::int64_t, std::int64_t) {
+    if (var >= g_.variables.size())
+      throw error(std::string(op) + ": the tensor's variable was added to the graph after this program was compiled");
+  });
+  if (bytes != t.num_elements() * size_of(t.element_type()))
+    throw shape_error(std::string(op) + ": the tensor has " + std::to_string(t.num_elements()) + " elements");
+}
+
+TILEBSP_INLINE std::vector<detail::CopyOp> Engine::tensor_ops(std::vector<detail::Run> const& runs, std::byte* buffer,
+                                                             std::uint32_t eb, bool to_buffer) const {
+  std::vector<detail::CopyOp> ops;
+  std::int64_t off = 0;
+  for (auto const& r : runs) {
+    std::byte* p = at(r.var, r.start, eb);
+    std::byte* b = buffer + off * eb;
+    ops.push_back(to_buffer ? detail::CopyOp{p, b, r.stride * eb, eb, r.count, eb}
+                            : detail::CopyOp{b, p, eb, r.stride * eb, r.count, eb});
+    off += r.count;
+  }
+  return ops;
+}
+
+TILEBSP_INLINE detail::ComputeSetExec Engine::bind_compute_set(detail::ComputeSetPlan const& plan) {
+  detail::ComputeSetExec e;
+  std::size_t arena = 0;
+  for (auto const& pv : plan.vertices) {
+    auto const* ops = g_.vertices[pv.record].ops;
+    arena = (arena + ops->align - 1) / ops->align * ops->align + ops->size;
+  }
+  arenas_.push_back(detail::allocate(arena));
+  std::byte* base = arenas_.back().get();
+  std::size_t off = 0;
+  for (auto const& pv : plan.vertices) {
+    auto const& rec = g_.vertices[pv.record];
+    auto const* ops = rec.ops;
+    off = (off + ops->align - 1) / ops->align * ops->align;
+    void* obj = base + off;
+    off += ops->size;
+    ops->copy_construct(obj, rec.prototype.get());
+    objects_.emplace_back(ops, obj);
+    detail::WorkItem item{rec.tile, ops->size, ops->compute, obj, 1, static_cast<std::uint32_t>(e.gathers.size()), 0,
+                          static_cast<std::uint32_t>(e.scatters.size()), 0, pv.cycles};
+    std::vector<detail::FieldBinding> b(rec.fields.size());
+    for (std::uint32_t fi = 0; fi < rec.fields.size(); ++fi) {
+      auto const& f = rec.fields[fi];
+      if (f.kind == detail::FieldKind::param) continue;
+      std::vector<detail::FieldBinding> items(f.tensors.size());
+      for (std::uint32_t k = 0; k < f.tensors.size(); ++k) {
+        auto const& t = f.tensors[k];
+        auto const eb = static_cast<std::uint32_t>(size_of(t.element_type()));
+        auto const* st = find_staging(pv, fi, k);
+        if (st) {
+          staging_.push_back(detail::allocate(static_cast<std::size_t>(st->elements) * eb));
+          std::byte* buf = staging_.back().get();
+          auto const runs = t.runs();
+          if (st->gather)
+            for (auto const& op : tensor_ops(runs, buf, eb, true)) e.gathers.push_back(op);
+          if (st->scatter)
+            for (auto const& op : tensor_ops(runs, buf, eb, false)) e.scatters.push_back(op);
+          items[k] = {buf, static_cast<std::size_t>(st->elements)};
+          std::ptrdiff_t step = 1;
+          for (std::size_t d = f.rank; d-- > 0;) {
+            items[k].shape[d] = t.dim(d);
+            items[k].stride[d] = step;
+            step *= static_cast<std::ptrdiff_t>(t.dim(d));
+          }
+        } else if (f.rank > 0) {
+          auto const a = *t.affine();  // planned as direct only when affine
+          items[k] = {at(a.var, a.start, eb), t.num_elements()};
+          for (std::size_t d = 0; d < f.rank; ++d) {
+            items[k].shape[d] = t.dim(d);
+            items[k].stride[d] = a.strides[d];
+          }
+        } else {
+          auto const runs = t.runs();
+          items[k] = {runs.empty() ? nullptr : at(runs[0].var, runs[0].start, eb), t.num_elements()};
+        }
+      }
+      if (f.kind == detail::FieldKind::input_list) {
+        lists_.emplace_back(new detail::FieldBinding[std::max<std::size_t>(items.size(), 1)]);
+        std::copy(items.begin(), items.end(), lists_.back().get());
+        b[fi] = {lists_.back().get(), items.size()};
+      } else {
+        b[fi] = items[0];
+      }
+    }
+    ops->bind(obj, b.data());
+    item.gather_end = static_cast<std::uint32_t>(e.gathers.size());
+    item.scatter_end = static_cast<std::uint32_t>(e.scatters.size());
+    e.items.push_back(item);
+  }
+  // Deal tiles (their items) to threads by estimated work, in order.
+  std::uint64_t total = 0;
+  for (auto const& it : e.items) total += it.weight;
+  std::vector<std::size_t> split(threads_ + 1, e.items.size());
+  split[0] = 0;
+  std::uint64_t acc = 0;
+  std::size_t i = 0;
+  for (unsigned t = 1; t < threads_; ++t) {
+    std::uint64_t const goal = total * t / threads_;
+    while (i < e.items.size() && acc + e.items[i].weight / 2 < goal) acc += e.items[i++].weight;
+    while (i > 0 && i < e.items.size() && e.items[i].tile == e.items[i - 1].tile) acc += e.items[i++].weight;
+    split[t] = i;
+  }
+  // Within each thread's share, runs of same-type vertices stored contiguously become one call.
+  std::vector<detail::WorkItem> merged;
+  e.split.assign(threads_ + 1, 0);
+  for (unsigned t = 0; t < threads_; ++t) {
+    e.split[t] = merged.size();
+    for (std::size_t k = split[t]; k < split[t + 1]; ++k) {
+      auto const& it = e.items[k];
+      auto const staged = [](detail::WorkItem const& w) {
+        return w.gather_begin != w.gather_end || w.scatter_begin != w.scatter_end;
+      };
+      if (merged.size() > e.split[t] && !staged(it) && !staged(merged.back()) && merged.back().compute == it.compute &&
+          static_cast<std::byte*>(merged.back().first) + merged.back().count * it.size == static_cast<std::byte*>(it.first)) {
+        merged.back().count += it.count;
+        merged.back().weight += it.weight;
+      } else {
+        merged.push_back(it);
+      }
+    }
+  }
+  e.split[threads_] = merged.size();
+  e.items = std::move(merged);
+  return e;
+}
+
+TILEBSP_INLINE detail::Staging const* Engine::find_staging(detail::PlacedVertex const& pv, std::uint32_t field,
+                                                           std::uint32_t item) {
+  for (auto const& st : pv.staging)
+    if (st.field == field && st.item == item) return &st;
+  return nullptr;
+}
+
+TILEBSP_INLINE detail::ExchangeExec Engine::bind_exchange(detail::ExchangePlan const& plan) {
+  detail::ExchangeExec e;
+  e.staged = plan.staged;
+  std::vector<detail::CopyOp> direct, in, out;
+  if (plan.staged) {
+    e.stage = std::make_unique<std::byte[]>(std::max<std::uint64_t>(plan.bytes, 1));
+  }
+  std::int64_t off = 0;
+  for (auto const& x : plan.transfers) {
+    std::int64_t const eb = x.elem_bytes;
+    auto const* src = at(x.src_var, x.src_start, x.elem_bytes);
+    auto* dst = at(x.dst_var, x.dst_start, x.elem_bytes);
+    if (plan.staged) {
+      in.push_back({src, e.stage.get() + off, x.src_stride * eb, eb, x.count, x.elem_bytes});
+      out.push_back({e.stage.get() + off, dst, eb, x.dst_stride * eb, x.count, x.elem_bytes});
+      off += x.count * eb;
+    } else {
+      direct.push_back({src, dst, x.src_stride * eb, x.dst_stride * eb, x.count, x.elem_bytes});
+    }
+  }
+  e.phase1 = detail::split_copies(plan.staged ? in : direct, threads_);
+  if (plan.staged) e.phase2 = detail::split_copies(out, threads_);
+  return e;
+}
+
+TILEBSP_INLINE void Engine::fail(bool& failed) {
+  std::lock_guard lock(error_mutex_);
+  if (!error_) error_ = std::current_exception();
+  failed = true;
+}
+
+TILEBSP_INLINE void Engine::run_compute(detail::ComputeSetExec const& e, unsigned tid) const {
+  for (std::size_t i = e.split[tid]; i < e.split[tid + 1]; ++i) {
+    auto const& it = e.items[i];
+    for (auto g = it.gather_begin; g < it.gather_end; ++g) detail::run_copy(e.gathers[g]);
+    it.compute(it.first, it.count);
+    for (auto s = it.scatter_begin; s < it.scatter_end; ++s) detail::run_copy(e.scatters[s]);
+  }
+}
+
+TILEBSP_INLINE void Engine::stream(detail::Instr const& in) {
+  auto const& fifo = g_.fifos[static_cast<std::size_t>(in.a)];
+  auto& c = fifos_[static_cast<std::size_t>(in.a)];
+  Tensor const& t = s_.slots[static_cast<std::size_t>(in.b)];
+  std::size_t const bytes = t.num_elements() * size_of(t.element_type());
+  bool const to_device = in.op == detail::Op::stream_in;
+  std::byte* host = nullptr;
+  if (c.fill || c.drain) {
+    if (to_device) c.take_next();
+    host = c.scratch.data();
+  } else {
+    if (c.pos + bytes > c.buffer_bytes) {
+      if (!c.circular || bytes == 0)
+        throw stream_error(std::string(to_device ? "stream_in" : "stream_out") + ": FIFO '" + fifo.name +
+                           "' is exhausted after " + std::to_string(c.transfers) + " transfers");
+      c.pos = 0;
+    }
+    host = c.buffer + c.pos;
+    c.pos += bytes;
+  }
+  ++c.transfers;
+  if (to_device) write_bytes(t, host, bytes);
+  else read_bytes(t, host, bytes);
+  if (c.drain) c.drain(host);
+}
+
+TILEBSP_INLINE bool Engine::flag_value(std::size_t slot) const noexcept {
+  std::uint32_t v = 0;
+  std::memcpy(&v, flags_[slot], size_of(s_.slots[slot].element_type()));
+  return v != 0;
+}
+
+TILEBSP_INLINE void Engine::execute(std::size_t program, unsigned tid) {
+  auto const& code = s_.programs[program].code;
+  auto& counters = counters_[tid];
+  auto* counts = counts_[program].data();
+  auto* ns = ns_[program].data();
+  bool failed = false;
+  auto const guarded = [&](auto&& f) {
+    try {
+      f();
+    } catch (...) {
+      fail(failed);
+    }
+  };
+  auto last = profiling_ && tid == 0 ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  std::size_t pc = 0;
+  while (pc < code.size()) {
+    auto const& in = code[pc];
+    std::size_t next = pc + 1;
+    switch (in.op) {
+      case detail::Op::superstep:
+        if (in.a >= 0) {
+          guarded([&] { run_compute(cs_[static_cast<std::size_t>(in.a)], tid); });
+          if (barrier_.arrive_and_wait(failed)) return;
+        }
+        if (in.b >= 0) {
+          auto const& ex = ex_[static_cast<std::size_t>(in.b)];
+          for (auto const& op : ex.phase1[tid]) detail::run_copy(op);
+          if (barrier_.arrive_and_wait(failed)) return;
+          if (ex.staged) {
+            for (auto const& op : ex.phase2[tid]) detail::run_copy(op);
+            if (barrier_.arrive_and_wait(failed)) return;
+          }
+        }
+        break;
+      case detail::Op::stream_in:
+      case detail::Op::stream_out:
+        if (tid == 0) guarded([&] { stream(in); });
+        if (barrier_.arrive_and_wait(failed)) return;
+        break;
+      case detail::Op::host:
+        if (tid == 0) guarded([&] { s_.callbacks[static_cast<std::size_t>(in.a)](*this); });
+        if (barrier_.arrive_and_wait(failed)) return;
+        break;
+      case detail::Op::sync:
+        if (barrier_.arrive_and_wait(failed)) return;
+        break;
+      case detail::Op::repeat_begin:
+        counters[static_cast<std::size_t>(in.a)] = in.n;
+        if (in.n == 0) next = static_cast<std::size_t>(in.b);
+        break;
+      case detail::Op::repeat_end:
+        if (--counters[static_cast<std::size_t>(in.a)] > 0) next = static_cast<std::size_t>(in.b);
+        break;
+      case detail::Op::branch_if_false: {
+        // Every thread reads the flag, then syncs so that nobody overwrites it before all have read it.
+        bool const f = flag_value(static_cast<std::size_t>(in.a));
+        if (barrier_.arrive_and_wait(failed)) return;
+        if (!f) next = static_cast<std::size_t>(in.b);
+        break;
+      }
+      case detail::Op::jump: next = static_cast<std::size_t>(in.b); break;
+      case detail::Op::host_path:
+        // The one place that chooses between a span's host task and its body.
+        if (auto const& task = paths_[static_cast<std::size_t>(in.a)]) {
+          guarded([&] { task(tid, threads_); });
+          if (barrier_.arrive_and_wait(failed)) return;
+          next = static_cast<std::size_t>(in.b);
+          // The model runs the body: its steps count once each (their estimated cycles), the host time stays on
+          // this step.
+          if (tid == 0)
+            for (std::size_t q = pc + 1; q < next; ++q) ++counts[q];
+        }
+        break;
+    }
+    if (tid == 0) {
+      ++counts[pc];
+      if (profiling_) {
+        auto const now = std::chrono::steady_clock::now();
+        ns[pc] += static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now - last).count());
+        last = now;
+      }
+    }
+    pc = next;
+  }
+}
+
+}  // namespace tilebsp

@@ -1,0 +1,364 @@
+// The lowering's definitions: included by <tilebsp/program/lower.hpp> (header-only) or compiled once into
+// tilebsp::compiled (src/lower.cpp).
+#pragma once
+
+#include <tilebsp/config.hpp>
+#include <tilebsp/program/lower.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace tilebsp::detail {
+
+TILEBSP_INLINE void Lowering::execute(ComputeSet cs) {
+  if (cs.graph != g_.id) throw error("execute: the compute set belongs to another graph");
+  if (cs.id >= g_.compute_sets.size()) throw index_error("execute: unknown compute set " + std::to_string(cs.id));
+  flush();
+  if (cs_plan_[cs.id] < 0) {
+    cs_plan_[cs.id] = static_cast<std::int32_t>(s_.compute_sets.size());
+    s_.compute_sets.push_back(plan_compute_set(cs.id));
+  }
+  pending_ = Instr{Op::superstep, cs_plan_[cs.id], -1, 0};
+}
+
+TILEBSP_INLINE void Lowering::copy(Tensor const& src, Tensor const& dst) {
+  check_graph("copy", src);
+  check_graph("copy", dst);
+  std::optional<std::pair<std::uint32_t, std::int64_t>> dup;
+  ElementSet const d = ElementSet::of(dst, &dup);
+  check_writable("copy", d, dup);
+  ElementSet const sset = ElementSet::of(src);
+  auto transfers = plan_copy(src, dst);
+  if (transfers.empty()) return;  // copy of a tensor onto itself
+  bool const self_overlap = sset.intersect(d).has_value();
+  if (pending_ && pending_->b >= 0 && !self_overlap && !exchange_staged_ && !d.intersect(ex_src_) &&
+      !d.intersect(ex_dst_) && !sset.intersect(ex_dst_)) {
+    auto& ex = s_.exchanges[static_cast<std::size_t>(pending_->b)];
+    ex.transfers.insert(ex.transfers.end(), transfers.begin(), transfers.end());
+    ex_src_.merge(sset);
+    ex_dst_.merge(d);
+    return;
+  }
+  if (!pending_ || pending_->b >= 0) {
+    flush();
+    pending_ = Instr{Op::superstep, -1, -1, 0};
+  }
+  pending_->b = static_cast<std::int32_t>(s_.exchanges.size());
+  s_.exchanges.push_back(ExchangePlan{std::move(transfers), self_overlap, 0, 0, {}});
+  ex_src_ = sset;
+  ex_dst_ = d;
+  exchange_staged_ = self_overlap;
+}
+
+TILEBSP_INLINE void Lowering::stream(Fifo const& f, Tensor const& t, bool to_device) {
+  check_graph(to_device ? "stream_in" : "stream_out", t);
+  if (f.graph != g_.id) throw error("stream: the FIFO belongs to another graph");
+  if (to_device) {
+    std::optional<std::pair<std::uint32_t, std::int64_t>> dup;
+    check_writable("stream_in", ElementSet::of(t, &dup), dup);
+  }
+  flush();
+  emit({to_device ? Op::stream_in : Op::stream_out, static_cast<std::int32_t>(f.id), slot(t), 0});
+  if (std::find(prog_->fifos.begin(), prog_->fifos.end(), f.id) == prog_->fifos.end()) prog_->fifos.push_back(f.id);
+}
+
+TILEBSP_INLINE void Lowering::host(std::function<void(HostContext&)> fn) {
+  flush();
+  s_.callbacks.push_back(std::move(fn));
+  emit({Op::host, static_cast<std::int32_t>(s_.callbacks.size() - 1)});
+}
+
+TILEBSP_INLINE std::size_t Lowering::begin_repeat(std::size_t n) {
+  flush();
+  auto const counter = static_cast<std::int32_t>(s_.counters++);
+  return emit({Op::repeat_begin, counter, -1, static_cast<std::int64_t>(n)});
+}
+
+TILEBSP_INLINE void Lowering::end_repeat(std::size_t begin_pc) {
+  flush();
+  auto& b = prog_->code[begin_pc];
+  std::size_t const end_pc = emit({Op::repeat_end, b.a, static_cast<std::int32_t>(begin_pc + 1), 0});
+  prog_->code[begin_pc].b = static_cast<std::int32_t>(end_pc + 1);
+  prog_->loops.push_back({begin_pc, end_pc});
+}
+
+TILEBSP_INLINE std::size_t Lowering::branch_if_false(Tensor const& flag) {
+  check_graph("branch", flag);
+  flush();
+  return emit({Op::branch_if_false, slot(flag), -1, 0});
+}
+
+TILEBSP_INLINE std::size_t Lowering::begin_host_path(HostKernel kernel, std::string name) {
+  flush();
+  s_.host_paths.push_back({std::move(kernel), std::move(name)});
+  return emit({Op::host_path, static_cast<std::int32_t>(s_.host_paths.size() - 1), -1, 0});
+}
+
+TILEBSP_INLINE void Lowering::end_host_path(std::size_t begin_pc) {
+  flush();
+  for (std::size_t pc = begin_pc + 1; pc < prog_->code.size(); ++pc)
+    if (Op const op = prog_->code[pc].op; op != Op::superstep && op != Op::sync)
+      throw error("host_path: the body of '" + s_.host_paths[static_cast<std::size_t>(prog_->code[begin_pc].a)].name +
+                  "' is not straight-line supersteps (it has a repeat, branch, stream, host callback or host path)");
+  patch(begin_pc, prog_->code.size());
+}
+
+TILEBSP_INLINE void Lowering::flush() {
+  if (pending_ && pending_->b >= 0) {
+    std::vector<std::uint32_t> src;
+    for (auto const& r : ex_src_.ranges())
+      if (src.empty() || src.back() != r.var) src.push_back(r.var);
+    s_.exchanges[static_cast<std::size_t>(pending_->b)].full_writes = covered_variables(g_, ex_dst_.ranges(), src);
+  }
+  if (pending_) {
+    emit(*pending_);
+    pending_.reset();
+  }
+}
+
+TILEBSP_INLINE void Lowering::check_writable(char const* op, ElementSet const& d,
+                                             std::optional<std::pair<std::uint32_t, std::int64_t>> const& dup) const {
+  if (dup)
+    throw write_conflict_error(std::string(op) + ": the destination holds element " + std::to_string(dup->second) +
+                               " of '" + g_.variables[dup->first].name +
+                               "' more than once (a broadcast view cannot be written)");
+  for (auto const& r : d.ranges())
+    if (g_.variables[r.var].constant)
+      throw error(std::string(op) + ": the destination '" + g_.variables[r.var].name + "' is a constant");
+}
+
+TILEBSP_INLINE std::vector<Transfer> Lowering::plan_copy(Tensor const& src, Tensor const& dst) const {
+  auto const sr = src.runs(), dr = dst.runs();
+  auto const eb = static_cast<std::uint32_t>(size_of(src.element_type()));
+  std::vector<Transfer> out;
+  std::size_t i = 0, j = 0;
+  std::int64_t si = 0, dj = 0;  // elements consumed in sr[i], dr[j]
+  PieceCursor src_cursor, dst_cursor;
+  while (i < sr.size() && j < dr.size()) {
+    auto const& a = sr[i];
+    auto const& b = dr[j];
+    std::int64_t const m = std::min(a.count - si, b.count - dj);
+    std::int64_t const s0 = a.start + si * a.stride, d0 = b.start + dj * b.stride;
+    if (!(a.var == b.var && s0 == d0 && (a.stride == b.stride || m == 1))) {  // skip copies onto themselves
+      std::vector<std::pair<std::int64_t, std::uint32_t>> sc, dc;
+      tile_changes(g_, a.var, s0, a.stride, m, [&](std::int64_t o, std::uint32_t t) { sc.emplace_back(o, t); },
+                   src_cursor);
+      tile_changes(g_, b.var, d0, b.stride, m, [&](std::int64_t o, std::uint32_t t) { dc.emplace_back(o, t); },
+                   dst_cursor);
+      std::size_t p = 0, q = 0;
+      std::int64_t o = 0;
+      while (o < m) {
+        while (p + 1 < sc.size() && sc[p + 1].first <= o) ++p;
+        while (q + 1 < dc.size() && dc[q + 1].first <= o) ++q;
+        std::int64_t next = m;
+        if (p + 1 < sc.size()) next = std::min(next, sc[p + 1].first);
+        if (q + 1 < dc.size()) next = std::min(next, dc[q + 1].first);
+        out.push_back({a.var, b.var, s0 + o * a.stride, a.stride, d0 + o * b.stride, b.stride, next - o,
+                       sc[p].second, dc[q].second, eb});
+        o = next;
+      }
+    }
+    si += m;
+    dj += m;
+    if (si == a.count) ++i, si = 0;
+    if (dj == b.count) ++j, dj = 0;
+  }
+  return out;
+}
+
+TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const {
+  ComputeSetPlan plan;
+  plan.id = cs;
+  std::string const& csname = g_.compute_sets[cs];
+  std::vector<Access> reads, writes;
+  std::vector<std::uint32_t> vars;
+  std::vector<std::pair<std::int64_t, std::uint32_t>> ch;  // tile changes along one run
+  // Fetched bytes per (source, destination) tile pair, keyed source << 32 | destination: a hash map, as this
+  // is a lookup per run of every fetched field (an ordered map was a large share of compile's time), ordered
+  // below.
+  std::unordered_map<std::uint64_t, std::int64_t> fetched;
+  PieceCursor cursor;
+  for (std::uint32_t vi : by_cs_[cs]) {
+    auto const& rec = g_.vertices[vi];
+    std::string_view const vname = rec.ops->name;  // a string only for a message: the names are long
+    PlacedVertex pv;
+    pv.record = vi;
+    std::int64_t elements = 0;
+    for (std::uint32_t fi = 0; fi < rec.fields.size(); ++fi) {
+      auto const& f = rec.fields[fi];
+      for (std::uint32_t k = 0; k < f.tensors.size(); ++k) {
+        auto const& t = f.tensors[k];
+        auto runs = t.runs();
+        elements += static_cast<std::int64_t>(t.num_elements());
+        auto const eb = static_cast<std::uint32_t>(size_of(t.element_type()));
+        for (auto const& r : runs) {
+          vars.push_back(r.var);
+          if (f.fetched) {
+            // Pieces on other tiles travel to this one before the compute phase.
+            ch.clear();
+            tile_changes(g_, r.var, r.start, r.stride, r.count,
+                         [&](std::int64_t o, std::uint32_t tile) { ch.emplace_back(o, tile); }, cursor);
+            for (std::size_t c = 0; c < ch.size(); ++c) {
+              std::int64_t const o = ch[c].first, end = c + 1 < ch.size() ? ch[c + 1].first : r.count;
+              auto const dst = static_cast<std::uint32_t>(rec.tile);
+              if (ch[c].second != dst) fetched[std::uint64_t{ch[c].second} << 32 | dst] += (end - o) * eb;
+            }
+          } else {
+            tile_changes(g_, r.var, r.start, r.stride, r.count, [&](std::int64_t o, std::uint32_t tile) {
+              if (tile != rec.tile)
+                throw mapping_error("compute set '" + csname + "': vertex " + std::string(vname) + " on tile " +
+                                    std::to_string(rec.tile) + ": field '" + std::string(f.name) +
+                                    "' is connected to element " + std::to_string(r.start + o * r.stride) + " of '" +
+                                    g_.variables[r.var].name + "', which is on tile " + std::to_string(tile) +
+                                    " (connect it with fetch() to read data from other tiles)");
+            }, cursor);
+          }
+          if (writes_(f.kind) && g_.variables[r.var].constant)
+            throw error("compute set '" + csname + "': vertex " + std::string(vname) + " field '" +
+                        std::string(f.name) + "' writes the constant '" + g_.variables[r.var].name + "'");
+          auto const add = [&](std::vector<Access>& to, std::int64_t b, std::int64_t e) {
+            to.push_back({r.var, b, e, vi, fi});
+          };
+          for (auto* to : {reads_(f.kind) ? &reads : nullptr, writes_(f.kind) ? &writes : nullptr}) {
+            if (!to) continue;
+            if (r.stride == 1) add(*to, r.start, r.start + r.count);
+            else if (r.stride == 0) {
+              if (to == &writes && r.count > 1)
+                throw write_conflict_error("compute set '" + csname + "': vertex " + std::string(vname) + " field '" +
+                                           std::string(f.name) + "' writes element " + std::to_string(r.start) +
+                                           " of '" + g_.variables[r.var].name +
+                                           "' more than once (a broadcast view cannot be written)");
+              add(*to, r.start, r.start + 1);
+            } else {
+              for (std::int64_t i = 0; i < r.count; ++i) add(*to, r.start + i * r.stride, r.start + i * r.stride + 1);
+            }
+          }
+        }
+        bool const direct = f.rank > 0 ? t.affine().has_value()
+                                       : runs.empty() || (runs.size() == 1 && (runs[0].stride == 1 || runs[0].count == 1));
+        if (!direct) {
+          Staging st;
+          st.field = fi;
+          st.item = k;
+          st.gather = reads_(f.kind);
+          st.scatter = writes_(f.kind);
+          st.elements = static_cast<std::int64_t>(t.num_elements());
+          st.elem_bytes = eb;
+          pv.staging.push_back(std::move(st));
+        }
+      }
+    }
+    pv.cycles = rec.ops->cycles ? vertex_estimate(rec) : default_vertex_cycles(elements);
+    pv.supervisor = rec.ops->supervisor;
+    for (auto const& st : pv.staging)  // gathers and scatters cost one worker cycle per element each way
+      pv.cycles += static_cast<std::uint64_t>(st.elements) * ((st.gather ? 1 : 0) + (st.scatter ? 1 : 0));
+    plan.vertices.push_back(std::move(pv));
+  }
+  check_conflicts(csname, reads, writes);
+  std::vector<std::pair<std::uint64_t, std::int64_t>> pairs(fetched.begin(), fetched.end());
+  std::sort(pairs.begin(), pairs.end());
+  for (auto const& [tiles, bytes] : pairs)
+    plan.fetches.push_back(
+        {0, 0, 0, 1, 0, 1, bytes, static_cast<std::uint32_t>(tiles >> 32), static_cast<std::uint32_t>(tiles), 1});
+  std::stable_sort(plan.vertices.begin(), plan.vertices.end(), [&](PlacedVertex const& a, PlacedVertex const& b) {
+    return g_.vertices[a.record].tile < g_.vertices[b.record].tile;
+  });
+  // Estimated cycles: the slowest tile.
+  std::vector<std::uint64_t> per;
+  for (std::size_t i = 0; i < plan.vertices.size();) {
+    per.clear();
+    std::uint64_t supervisor = 0;
+    auto const tile = g_.vertices[plan.vertices[i].record].tile;
+    for (; i < plan.vertices.size() && g_.vertices[plan.vertices[i].record].tile == tile; ++i) {
+      auto const& pv = plan.vertices[i];
+      if (pv.supervisor) supervisor += pv.cycles;
+      else per.push_back(pv.cycles);
+    }
+    plan.cycles = std::max(plan.cycles, tile_compute_cycles(per, g_.target.workers_per_tile, supervisor));
+  }
+  auto const sorted_vars = [](auto const& accesses) {
+    std::vector<std::uint32_t> r;
+    for (auto const& a : accesses) r.push_back(a.var);
+    std::sort(r.begin(), r.end());
+    r.erase(std::unique(r.begin(), r.end()), r.end());
+    return r;
+  };
+  plan.reads = sorted_vars(reads);
+  plan.writes = sorted_vars(writes);  // check_conflicts sorted the writes by (var, begin)
+  plan.full_writes = covered_variables(g_, writes, plan.reads);
+  std::sort(vars.begin(), vars.end());
+  vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
+  plan.vars = std::move(vars);
+  return plan;
+}
+
+TILEBSP_INLINE std::uint64_t Lowering::vertex_estimate(VertexRecord const& rec) const {
+  auto const* ops = rec.ops;
+  std::vector<std::vector<FieldBinding>> lists(rec.fields.size());
+  std::vector<FieldBinding> b(rec.fields.size());
+  for (std::size_t i = 0; i < rec.fields.size(); ++i) {
+    auto const& f = rec.fields[i];
+    if (f.kind == FieldKind::input_list) {
+      for (auto const& t : f.tensors) lists[i].push_back({nullptr, t.num_elements()});
+      b[i] = {lists[i].data(), lists[i].size()};
+    } else if (!f.tensors.empty()) {
+      b[i] = {nullptr, f.tensors[0].num_elements()};
+      for (std::size_t d = 0; d < f.rank; ++d) b[i].shape[d] = f.tensors[0].dim(d);
+    }
+  }
+  std::vector<std::max_align_t> storage((ops->size + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t) + 1);
+  void* v = storage.data();
+  ops->copy_construct(v, rec.prototype.get());
+  ops->bind(v, b.data());
+  std::uint64_t const c = ops->cycles(v);
+  ops->destroy(v);
+  return c;
+}
+
+TILEBSP_INLINE void Lowering::check_conflicts(std::string const& cs, std::vector<Access> const& reads,
+                                              std::vector<Access>& writes) const {
+  auto const by_pos = [](auto const& a, auto const& b) { return std::tie(a.var, a.begin) < std::tie(b.var, b.begin); };
+  std::sort(writes.begin(), writes.end(), by_pos);
+  auto const who = [&](auto const& a) {
+    auto const& rec = g_.vertices[a.vertex];
+    return "vertex " + std::string(rec.ops->name) + " (tile " + std::to_string(rec.tile) + ") field '" +
+           std::string(rec.fields[a.field].name) + "'";
+  };
+  std::vector<std::int64_t> max_end(writes.size());
+  for (std::size_t i = 0; i < writes.size(); ++i) {
+    auto const& w = writes[i];
+    if (i > 0 && writes[i - 1].var == w.var) {
+      std::size_t const m = static_cast<std::size_t>(max_end[i - 1]);  // index of the furthest-reaching write
+      if (w.begin < writes[m].end && writes[m].vertex != w.vertex)
+        throw write_conflict_error("compute set '" + cs + "': " + who(writes[m]) + " and " + who(w) +
+                                   " both write element " + std::to_string(w.begin) + " of '" +
+                                   g_.variables[w.var].name + "'");
+      max_end[i] = w.end > writes[m].end ? static_cast<std::int64_t>(i) : max_end[i - 1];
+    } else {
+      max_end[i] = static_cast<std::int64_t>(i);
+    }
+  }
+  for (auto const& r : reads) {
+    auto it = std::upper_bound(writes.begin(), writes.end(), r, [](auto const& a, auto const& b) {
+      return std::tie(a.var, a.end) < std::tie(b.var, b.begin);
+    });
+    for (auto i = static_cast<std::size_t>(it - writes.begin()); i-- > 0;) {
+      auto const& w = writes[i];
+      auto const& far = writes[static_cast<std::size_t>(max_end[i])];
+      if (w.var != r.var || far.end <= r.begin) break;
+      if (w.end > r.begin && w.begin < r.end && w.vertex != r.vertex)
+        throw write_conflict_error("compute set '" + cs + "': " + who(r) + " reads element " +
+                                   std::to_string(std::max(w.begin, r.begin)) + " of '" + g_.variables[r.var].name +
+                                   "', which " + who(w) + " writes in the same compute set");
+    }
+  }
+}
+
+}  // namespace tilebsp::detail
