@@ -1,0 +1,274 @@
+// ops::conv, its host path: the task that computes a plan's passes on the host, bitwise as its vertices do.
+#pragma once
+
+#include <tilebsp/ops/conv/vertex.hpp>
+#include <tilebsp/ops/detail/host_task.hpp>
+
+#include <boost/hana/define_struct.hpp>
+
+#include <algorithm>
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+namespace tilebsp::ops::detail {
+
+/// The host kernel of a convolution plan, the task of its host path: computes every serial step and the final
+/// reduction bitwise as the vertices do — the same reduction pieces and steps, the same kernel, the same
+/// summation order — dividing the work by output blocks, whose values do not depend on the division.
+template <class TS, class TW, class TP, class TO>
+class ConvHostKernel {
+ public:
+  ConvHostKernel(ConvPlan const& p, ConvViews const& v, float alpha) {
+    auto s = std::make_shared<State>(State{p, v.src.affine(), v.other.affine(), v.out.affine(), alpha});
+    if (one_variable_each(s->src, s->other, s->out)) s_ = std::move(s);
+  }
+  HostKernel kernel() const { return host_kernel_of(s_); }
+
+ private:
+  /// Winograd weights transformed once per host write of the weights (inference: the weights outlive many runs),
+  /// one cache piece per group.
+  struct PreparedWeights {
+    HostWriteCache cache;
+    simd::detail::Scratch storage;  ///< 64-byte aligned
+    float* data = nullptr;
+    simd::WinoWeights layout;
+  };
+  struct Bound {
+    std::byte *src, *other, *out;
+    std::shared_ptr<UnitQueue> queue;
+    std::shared_ptr<PreparedWeights> wino;  ///< null: each unit transforms the weights it reads
+  };
+  struct State {
+    ConvPlan plan;
+    std::optional<tilebsp::detail::Affine> src, other, out;
+    float alpha;
+
+    Bound bind(HostBinding const& at) const {
+      Bound r{at(src->var), at(other->var), at(out->var), std::make_shared<UnitQueue>(), nullptr};
+      auto const& q = plan.problem;
+      // Only the host writes the weights (not a training step's update): transform them once per write (the same
+      // bits as each unit transforming its own).
+      if (std::uint64_t const* writes = at.host_writes ? at.host_writes(other->var) : nullptr; writes && q.loop.winograd) {
+        r.wino = std::make_shared<PreparedWeights>(HostWriteCache(writes, q.groups));
+        r.wino->layout = simd::wino_weights_layout(nullptr, q.j, q.c);
+        r.wino->data = r.wino->storage.get(q.groups * r.wino->layout.group_stride);
+        r.wino->layout.data = r.wino->data;
+      }
+      return r;
+    }
+
+    /// A unit-shaped scratch destination of type T for range r.
+    template <class T>
+    static simd::Operand6<T> scratch_operand(T* data, Index6 const& origin, Index6 const& shape) {
+      return Block6{origin, shape}.operand(data);
+    }
+
+    void run(Bound const& at, unsigned /*t*/, unsigned threads) const {
+      auto const& q = plan.problem;
+      bool const wu = q.kind == ConvPass::weight_update;
+      auto const s6 = affine_operand6<TS const>(*src, at.src);
+      auto const o6 = affine_operand6<TW const>(*other, at.other);
+      auto const d6 = affine_operand6<TO>(*out, at.out);
+      auto const L = static_cast<std::int64_t>(simd::lanes);
+      // Units: forward-like, chunks of groups x lane channels x images (n, o0) x rows o1; weight gradient, chunks
+      // of groups x lane channels x reduction channels. Channel chunks are split first (each unit packs only its
+      // own weights; but see channels_first), down to one vector (whole groups when a vector spans groups); then
+      // images, which repack the weights; then rows, which also rebuild the rows a kernel's taps share; for the
+      // weight gradient, reduction channels instead, down to chunks of 8 (each chunk rebuilds the input box, and
+      // fewer than 4 channels cannot use the row kernel: the 56² grouped layer's 4 split in 2 ran at a fifth of the
+      // speed). Until there are at least 8 units per thread where the problem allows, handed out first come first
+      // served (a unit's values do not depend on the thread), so that a thread the machine slows down takes fewer.
+      std::int64_t const G = static_cast<std::int64_t>(q.groups), C = static_cast<std::int64_t>(q.c),
+                         J = static_cast<std::int64_t>(q.j);
+      auto const& D = q.loop.dim;
+      std::int64_t const want = 8 * static_cast<std::int64_t>(threads);
+      std::int64_t const per_vec = C >= L ? 1 : std::max<std::int64_t>(1, L / C);
+      std::int64_t const B = static_cast<std::int64_t>(q.batch);
+      std::int64_t gc = G >= 2 * per_vec ? per_vec : G, cc = C, jc = J, bc = B, oc = D[0].out, rc = D[1].out;
+      // A channel chunk builds its own input box, a row or image chunk packs its own weights: forward-like passes
+      // split channels first only where a group's weights outweigh an image's inputs; the stem (7x7x3 x 64
+      // weights against 230² x 3 inputs) splits rows instead, which measured faster.
+      double image = static_cast<double>(J);
+      for (auto const& d : D) image *= static_cast<double>(d.in);
+      bool const channels_first = wu || static_cast<double>(q.loop.taps()) * static_cast<double>(J * C) >= image;
+      if (G == 1 && C > 2 * L && channels_first) cc = 2 * L * std::max<std::int64_t>(1, (C + 2 * L * want - 1) / (2 * L * want));
+      auto const chunks = [](std::int64_t n, std::int64_t c) { return (n + c - 1) / c; };
+      auto const units_now = [&] {
+        std::int64_t u = chunks(G, gc) * chunks(C, cc) * chunks(J, jc);
+        return wu ? u : u * chunks(B, bc) * chunks(D[0].out, oc) * chunks(D[1].out, rc);
+      };
+      while (units_now() < want) {
+        auto const halve_channels = [&] { cc = std::max(2 * L, (cc + 1) / 2 / (2 * L) * (2 * L)); };
+        if (gc > per_vec) gc = std::max(per_vec, (gc + 1) / 2 / per_vec * per_vec);
+        else if (cc > 2 * L && channels_first) halve_channels();
+        else if (!wu && bc > 1) bc = (bc + 1) / 2;
+        else if (!wu && oc > 1) oc = (oc + 1) / 2;
+        else if (!wu && rc > 4) rc = std::max<std::int64_t>(4, (rc + 1) / 2);
+        else if (cc > 2 * L) halve_channels();
+        else if (wu && jc > 8) jc = std::max<std::int64_t>(8, (jc + 1) / 2);
+        else break;
+      }
+      std::int64_t const ng = chunks(G, gc), nc = chunks(C, cc), nj = chunks(J, jc);
+      std::int64_t const nr = chunks(D[1].out, rc), no = chunks(D[0].out, oc);
+      std::int64_t const units = units_now();
+      at.queue->run(static_cast<std::size_t>(units), threads, [&](std::size_t u) {
+        auto x = static_cast<std::int64_t>(u);
+        simd::ConvRange r;
+        std::int64_t const ij = wu ? x % nj : 0;
+        if (wu) x /= nj;
+        std::int64_t const ic = x % nc;
+        x /= nc;
+        std::int64_t const ig = x % ng;
+        x /= ng;
+        r.g0 = ig * gc, r.g1 = std::min(G, r.g0 + gc);
+        r.c0 = ic * cc, r.c1 = std::min(C, r.c0 + cc);
+        r.j0 = ij * jc, r.j1 = std::min(J, r.j0 + jc);
+        for (std::size_t d = 0; d < 3; ++d) r.lo[d] = 0, r.hi[d] = D[d].out;
+        if (!wu) {
+          r.lo[1] = (x % nr) * rc, r.hi[1] = std::min(D[1].out, r.lo[1] + rc);
+          x /= nr;
+          r.lo[0] = (x % no) * oc, r.hi[0] = std::min(D[0].out, r.lo[0] + oc);
+          x /= no;
+          r.n0 = x * bc, r.n1 = std::min(B, r.n0 + bc);
+          forward_unit(at, r, s6, o6, d6);
+        } else {
+          r.n0 = 0, r.n1 = static_cast<std::int64_t>(q.batch);
+          gradient_unit(r, s6, o6, d6);
+        }
+      });
+    }
+
+    /// The plan's reduction structure for one forward-like unit.
+    void forward_unit(Bound const& at, simd::ConvRange r, simd::Operand6<TS const> const& s6, simd::Operand6<TW const> const& o6,
+                      simd::Operand6<TO> const& d6) const {
+      auto const& p = plan;
+      auto const J = static_cast<std::int64_t>(p.problem.j);
+      simd::WinoWeights const* wino = nullptr;
+      if (at.wino) {
+        auto& w = *at.wino;
+        for (std::int64_t g = r.g0; g < r.g1; ++g)
+          w.cache.ensure(static_cast<std::size_t>(g), [&] {
+            simd::winograd_prepare_weights(o6, g, J, static_cast<std::int64_t>(p.problem.c), w.layout, w.data);
+          });
+        wino = &w.layout;
+      }
+      auto const steps = [&](std::int64_t j0, std::int64_t j1, auto const& dst) {
+        p.serial().each(j0, j1, [&](std::size_t s, std::int64_t s0, std::int64_t s1) {
+          r.j0 = s0, r.j1 = s1;
+          simd::conv_forward(p.problem.loop, r, s6, o6, dst, s > 0, wino);
+        });
+      };
+      if (!p.reduce) {
+        steps(0, J, d6);
+        return;
+      }
+      Index6 const origin{r.n0, r.lo[0], r.lo[1], r.lo[2], r.g0, r.c0};
+      Index6 const shape{r.n1 - r.n0, r.hi[0] - r.lo[0], r.hi[1] - r.lo[1], r.hi[2] - r.lo[2], r.g1 - r.g0, r.c1 - r.c0};
+      reduce_unit(origin, shape, [&](std::size_t part, auto const& dst) {
+        std::int64_t const j0 = static_cast<std::int64_t>(part * p.j_tile);
+        if (j0 >= J) return false;
+        steps(j0, std::min(J, j0 + static_cast<std::int64_t>(p.j_tile)), dst);
+        return true;
+      }, p.j_split, d6);
+    }
+
+    void gradient_unit(simd::ConvRange r, simd::Operand6<TS const> const& s6, simd::Operand6<TW const> const& o6,
+                       simd::Operand6<TO> const& d6) const {
+      auto const& p = plan;
+      auto const& q = p.problem;
+      std::size_t const rd = q.row_dim;
+      auto const rows = static_cast<std::int64_t>(p.rows());
+      auto const steps = [&](std::int64_t n0, std::int64_t n1, std::int64_t r0, std::int64_t r1, auto const& dst) {
+        r.n0 = n0, r.n1 = n1;
+        p.serial().each(r0, r1, [&](std::size_t s, std::int64_t s0, std::int64_t s1) {
+          r.lo[rd] = s0, r.hi[rd] = s1;
+          simd::conv_weight_gradient(q.loop, r, s6, o6, dst, s > 0);
+        });
+      };
+      if (!p.reduce) {
+        steps(0, static_cast<std::int64_t>(q.batch), 0, rows, d6);
+        return;
+      }
+      auto const& D = q.loop.dim;
+      Index6 const origin{r.g0, 0, 0, 0, r.j0, r.c0};
+      Index6 const shape{r.g1 - r.g0, D[0].taps, D[1].taps, D[2].taps, r.j1 - r.j0, r.c1 - r.c0};
+      auto const B = static_cast<std::int64_t>(q.batch);
+      reduce_unit(origin, shape, [&](std::size_t part, auto const& dst) {
+        auto const in = static_cast<std::int64_t>(part / p.r_split), ir = static_cast<std::int64_t>(part % p.r_split);
+        std::int64_t const n0 = std::min(B, in * static_cast<std::int64_t>(p.n_tile));
+        std::int64_t const r0 = std::min(rows, ir * static_cast<std::int64_t>(p.r_tile));
+        std::int64_t const n1 = std::min(B, n0 + static_cast<std::int64_t>(p.n_tile));
+        std::int64_t const r1 = std::min(rows, r0 + static_cast<std::int64_t>(p.r_tile));
+        if (n0 >= n1 || r0 >= r1) return false;
+        steps(n0, n1, r0, r1, dst);
+        return true;
+      }, p.n_split * p.r_split, d6, true);
+    }
+
+    /// Computes `parts` partials of a unit-shaped block (part(i, dst) writes partial i, of type TP, into dst and
+    /// returns true, or returns false for a piece that does not exist), sums them in f32 in order as the reduction
+    /// vertices do, and finishes into d6 with alpha (accumulating when the plan does). Pieces that do not exist
+    /// are left out of the sum, as the vertices leave them out (the planner's splits make none today).
+    /// With `interleave` (weight gradients) and a unit of lanes / C groups of C channels, the partials are laid
+    /// out as the kernel's accumulators — group fastest, then channel, then (taps, j) rows a vector apart — so
+    /// that conv_weight_gradient accumulates in them in place; otherwise they are row-major.
+    template <class Part>
+    void reduce_unit(Index6 const& origin, Index6 const& shape, Part&& part, std::size_t parts,
+                     simd::Operand6<TO> const& d6, bool interleave = false) const {
+      std::size_t const inner = static_cast<std::size_t>(shape[5]);
+      std::size_t const elems = static_cast<std::size_t>(shape[0] * shape[1] * shape[2] * shape[3] * shape[4] * shape[5]);
+      float* sum = simd::detail::conv_scratch(3).get(elems);
+      thread_local std::vector<TP> buf;
+      buf.assign(elems, TP(0.0f));
+      auto op = Block6{origin, shape}.operand(buf.data());
+      auto const L = static_cast<std::int64_t>(simd::lanes);
+      if (interleave && shape[0] > 1 && shape[0] * shape[5] == L) {
+        op.stride[0] = 1, op.stride[5] = shape[0], op.stride[4] = L;  // group, channel, j
+        for (std::size_t d = 3; d >= 1; --d) op.stride[d] = op.stride[d + 1] * shape[d + 1];  // taps
+      }
+      bool first = true;
+      for (std::size_t i = 0; i < parts; ++i) {
+        if (!part(i, op)) continue;
+        if (first)
+          for (std::size_t e = 0; e < elems; ++e) sum[e] = static_cast<float>(buf[e]);
+        else
+          for (std::size_t e = 0; e < elems; ++e) sum[e] += static_cast<float>(buf[e]);
+        first = false;
+      }
+      if (first) std::fill(sum, sum + elems, 0.0f);  // no piece exists: the sum is empty
+      // Rows of the innermost (channel) dimension in row-major order, each finished into d6; idx steps through
+      // dimensions 4, 3, ..., 0 like an odometer and o follows it by strides.
+      Index6 idx = origin;
+      TO* o = d6.at(idx[0], idx[1], idx[2], idx[3], idx[4], idx[5]);
+      float const* row = sum;  // the row's first channel in sum (laid out as buf)
+      thread_local std::vector<float> gathered;
+      gathered.assign(op.stride[5] == 1 ? 0 : inner, 0.0f);
+      for (std::size_t e = 0; e < elems; e += inner) {
+        float const* from = row;
+        if (!gathered.empty()) {
+          for (std::size_t c = 0; c < inner; ++c) gathered[c] = row[static_cast<std::ptrdiff_t>(c) * op.stride[5]];
+          from = gathered.data();
+        }
+        if (plan.problem.accumulate) simd::scale_into<TO, true>(from, o, d6.stride[5], inner, alpha);
+        else simd::scale_into<TO, false>(from, o, d6.stride[5], inner, alpha);
+        for (std::size_t d = 5; d-- > 0;) {
+          o += d6.stride[d], row += op.stride[d];
+          if (++idx[d] < origin[d] + shape[d]) break;
+          o -= shape[d] * d6.stride[d], row -= shape[d] * op.stride[d];
+          idx[d] = origin[d];
+        }
+      }
+    }
+  };
+  std::shared_ptr<State const> s_;
+};
+
+}  // namespace tilebsp::ops::detail
