@@ -1,5 +1,5 @@
-// ops::map on f32 and f16: comparisons, select and a fused expression. One file a table, so that each compiles within
-// a few GB.
+// ops::map on f32 and f16: comparisons, select and a fused expression. Half 2 of the table (the rest in
+// test_map_float_compare_1.cpp): each half compiles in under 3 GB.
 #include "ops/map_harness.hpp"
 
 namespace tb = tilebsp;
@@ -7,12 +7,8 @@ using namespace tb::expr;
 using tb::half;
 using tbt::rounded;
 
-TEST_CASE_TEMPLATE("comparisons and select on floats", T, float, half) {
+TEST_CASE_TEMPLATE("comparisons and select on floats (2 of 2)", T, float, half) {
   auto const f = [](T x) { return double(float(x)); };
-  tbt::check_map<bool, T>("<", _1 < _2, [&](T a, T b) { return double(f(a) < f(b)); }, -3, 3);
-  tbt::check_map<bool, T>("<=", _1 <= _2, [&](T a, T b) { return double(f(a) <= f(b)); }, -3, 3);
-  tbt::check_map<bool, T>(">", _1 > _2, [&](T a, T b) { return double(f(a) > f(b)); }, -3, 3);
-  tbt::check_map<bool, T>(">=", _1 >= _2, [&](T a, T b) { return double(f(a) >= f(b)); }, -3, 3);
   tbt::check_map<bool, T>("==", _1 == _2, [&](T a, T b) { return double(f(a) == f(b)); }, -3, 3);
   tbt::check_map<bool, T>("!=", _1 != _2, [&](T a, T b) { return double(f(a) != f(b)); }, -3, 3);
   tbt::check_map<T, T>("select", select(_1 > _2, _1, _2 * 2), [&](T a, T b) { return f(a) > f(b) ? f(a) : rounded<T>(f(b) * 2); },
