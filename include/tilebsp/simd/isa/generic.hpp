@@ -20,54 +20,59 @@ template <class A>
 using fbatch = xsimd::batch<float, A>;
 
 template <class A>
-fbatch<A> fma(fbatch<A> const& x, fbatch<A> const& y, fbatch<A> const& z, requires_arch<xsimd::generic>) noexcept {
+[[gnu::always_inline]] inline fbatch<A> fma(fbatch<A> const& x, fbatch<A> const& y, fbatch<A> const& z,
+                                            requires_arch<xsimd::generic>) noexcept {
   return xsimd::fma(x, y, z);
 }
 
 template <class A>
-fbatch<A> load_f16(half const* p, requires_arch<xsimd::generic>) noexcept {
+[[gnu::always_inline]] inline fbatch<A> load_f16(half const* p, requires_arch<xsimd::generic>) noexcept {
   alignas(64) float tmp[fbatch<A>::size];
   for (std::size_t i = 0; i < fbatch<A>::size; ++i) tmp[i] = p[i];
   return fbatch<A>::load_aligned(tmp);
 }
 
 template <class A>
-void store_f16(fbatch<A> const& x, half* p, requires_arch<xsimd::generic>) noexcept {
+[[gnu::always_inline]] inline void store_f16(fbatch<A> const& x, half* p, requires_arch<xsimd::generic>) noexcept {
   alignas(64) float tmp[fbatch<A>::size];
   x.store_aligned(tmp);
   for (std::size_t i = 0; i < fbatch<A>::size; ++i) p[i] = half(tmp[i]);
 }
 
 template <class A>
-fbatch<A> load_partial(float const* p, std::size_t n, requires_arch<xsimd::generic>) noexcept {
+[[gnu::always_inline]] inline fbatch<A> load_partial(float const* p, std::size_t n,
+                                                     requires_arch<xsimd::generic>) noexcept {
   alignas(64) float tmp[fbatch<A>::size] = {};
   for (std::size_t i = 0; i < n; ++i) tmp[i] = p[i];
   return fbatch<A>::load_aligned(tmp);
 }
 
 template <class A>
-void store_partial(fbatch<A> const& x, float* p, std::size_t n, requires_arch<xsimd::generic>) noexcept {
+[[gnu::always_inline]] inline void store_partial(fbatch<A> const& x, float* p, std::size_t n,
+                                                 requires_arch<xsimd::generic>) noexcept {
   alignas(64) float tmp[fbatch<A>::size];
   x.store_aligned(tmp);
   for (std::size_t i = 0; i < n; ++i) p[i] = tmp[i];
 }
 
 template <class A, class T>
-void store_stream(xsimd::batch<T, A> const& x, T* p, requires_arch<xsimd::generic>) noexcept {
+[[gnu::always_inline]] inline void store_stream(xsimd::batch<T, A> const& x, T* p,
+                                                requires_arch<xsimd::generic>) noexcept {
   x.store_aligned(p);
 }
 
 template <class A>
-void stream_fence(requires_arch<xsimd::generic>) noexcept {}
+[[gnu::always_inline]] inline void stream_fence(requires_arch<xsimd::generic>) noexcept {}
 
 template <class To, class A, class From>
-xsimd::batch<To, A> reinterpret(xsimd::batch<From, A> const& x, requires_arch<xsimd::generic>) noexcept {
+[[gnu::always_inline]] inline xsimd::batch<To, A> reinterpret(xsimd::batch<From, A> const& x,
+                                                              requires_arch<xsimd::generic>) noexcept {
   return xsimd::bitwise_cast<To>(x);
 }
 
 /// The XL floats at p repeated across a vector.
 template <std::size_t XL, class A>
-fbatch<A> load_repeated(float const* p, requires_arch<xsimd::generic>) noexcept {
+[[gnu::always_inline]] inline fbatch<A> load_repeated(float const* p, requires_arch<xsimd::generic>) noexcept {
   alignas(64) float tmp[fbatch<A>::size];
   for (std::size_t l = 0; l < fbatch<A>::size; ++l) tmp[l] = p[l % XL];
   return fbatch<A>::load_aligned(tmp);
@@ -75,7 +80,8 @@ fbatch<A> load_repeated(float const* p, requires_arch<xsimd::generic>) noexcept 
 
 /// The 4 x 4 floats at rows p, p + st, p + 2 st, p + 3 st, transposed: o_r[c] = p[c * st + r].
 template <class A>
-void transpose4(float const* p, std::ptrdiff_t st, float* o0, float* o1, float* o2, float* o3,
+[[gnu::always_inline]] inline void transpose4(float const* p, std::ptrdiff_t st, float* o0, float* o1, float* o2,
+                                              float* o3,
                 requires_arch<xsimd::generic>) noexcept {
   float* const o[4] = {o0, o1, o2, o3};
   for (std::ptrdiff_t r = 0; r < 4; ++r)
@@ -84,7 +90,8 @@ void transpose4(float const* p, std::ptrdiff_t st, float* o0, float* o1, float* 
 
 /// x permuted: lane m takes lane idx[m].
 template <class A>
-fbatch<A> permute_lanes(fbatch<A> const& x, std::int32_t const* idx, requires_arch<xsimd::generic>) noexcept {
+[[gnu::always_inline]] inline fbatch<A> permute_lanes(fbatch<A> const& x, std::int32_t const* idx,
+                                                      requires_arch<xsimd::generic>) noexcept {
   alignas(64) float in[fbatch<A>::size], out[fbatch<A>::size];
   x.store_aligned(in);
   for (std::size_t l = 0; l < fbatch<A>::size; ++l) out[l] = in[idx[l]];
@@ -97,7 +104,7 @@ template <class A, class = void>
 struct LanePermuter {
   float const* p;
   LanePermuter(float const* p_, std::size_t) noexcept : p(p_) {}
-  fbatch<A> operator()(std::int32_t const* idx) const noexcept {
+  [[gnu::always_inline]] fbatch<A> operator()(std::int32_t const* idx) const noexcept {
     alignas(64) float tmp[fbatch<A>::size];
     for (std::size_t l = 0; l < fbatch<A>::size; ++l) tmp[l] = idx[l] >= 0 ? p[idx[l]] : 0.0f;
     return fbatch<A>::load_aligned(tmp);
@@ -109,7 +116,7 @@ template <class A, class = void>
 class LaneIndex {
  public:
   explicit LaneIndex(std::int32_t const* idx) noexcept : ix_(idx) {}
-  fbatch<A> load(float const* p) const noexcept {
+  [[gnu::always_inline]] fbatch<A> load(float const* p) const noexcept {
     alignas(64) float tmp[fbatch<A>::size];
     for (std::size_t l = 0; l < fbatch<A>::size; ++l) tmp[l] = p[ix_[l]];
     return fbatch<A>::load_aligned(tmp);

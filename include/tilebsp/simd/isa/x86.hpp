@@ -21,26 +21,29 @@ namespace tilebsp::simd::isa {
 
 #if XSIMD_WITH_SSE2
 template <class A, class T>
-void store_stream(xsimd::batch<T, A> const& x, T* p, requires_arch<xsimd::sse2>) noexcept {
+[[gnu::always_inline]] inline void store_stream(xsimd::batch<T, A> const& x, T* p,
+                                                requires_arch<xsimd::sse2>) noexcept {
   if constexpr (std::is_same_v<T, float>) _mm_stream_ps(p, x);
   else _mm_stream_si128(reinterpret_cast<__m128i*>(p), x);
 }
 template <class A>
-void stream_fence(requires_arch<xsimd::sse2>) noexcept {
+[[gnu::always_inline]] inline void stream_fence(requires_arch<xsimd::sse2>) noexcept {
   _mm_sfence();
 }
 template <class To, class A, class From>
-xsimd::batch<To, A> reinterpret(xsimd::batch<From, A> const& x, requires_arch<xsimd::sse2>) noexcept {
+[[gnu::always_inline]] inline xsimd::batch<To, A> reinterpret(xsimd::batch<From, A> const& x,
+                                                              requires_arch<xsimd::sse2>) noexcept {
   return xsimd::batch<To, A>(x.data);  // x86 integer registers do not carry the element type
 }
 template <std::size_t XL, class A>
-fbatch<A> load_repeated(float const* p, requires_arch<xsimd::sse2>) noexcept {
+[[gnu::always_inline]] inline fbatch<A> load_repeated(float const* p, requires_arch<xsimd::sse2>) noexcept {
   double d;
   std::memcpy(&d, p, sizeof d);
   return _mm_castpd_ps(_mm_set1_pd(d));
 }
 template <class A>
-void transpose4(float const* p, std::ptrdiff_t st, float* o0, float* o1, float* o2, float* o3,
+[[gnu::always_inline]] inline void transpose4(float const* p, std::ptrdiff_t st, float* o0, float* o1, float* o2,
+                                              float* o3,
                 requires_arch<xsimd::sse2>) noexcept {
   __m128 r0 = _mm_loadu_ps(p), r1 = _mm_loadu_ps(p + st), r2 = _mm_loadu_ps(p + 2 * st), r3 = _mm_loadu_ps(p + 3 * st);
   _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
@@ -53,20 +56,21 @@ void transpose4(float const* p, std::ptrdiff_t st, float* o0, float* o1, float* 
 
 #if XSIMD_WITH_AVX
 template <class A, class T>
-void store_stream(xsimd::batch<T, A> const& x, T* p, requires_arch<xsimd::avx>) noexcept {
+[[gnu::always_inline]] inline void store_stream(xsimd::batch<T, A> const& x, T* p, requires_arch<xsimd::avx>) noexcept {
   if constexpr (std::is_same_v<T, float>) _mm256_stream_ps(p, x);
   else _mm256_stream_si256(reinterpret_cast<__m256i*>(p), x);
 }
 template <class A>
-void stream_fence(requires_arch<xsimd::avx>) noexcept {
+[[gnu::always_inline]] inline void stream_fence(requires_arch<xsimd::avx>) noexcept {
   _mm_sfence();
 }
 template <class To, class A, class From>
-xsimd::batch<To, A> reinterpret(xsimd::batch<From, A> const& x, requires_arch<xsimd::avx>) noexcept {
+[[gnu::always_inline]] inline xsimd::batch<To, A> reinterpret(xsimd::batch<From, A> const& x,
+                                                              requires_arch<xsimd::avx>) noexcept {
   return xsimd::batch<To, A>(x.data);
 }
 template <std::size_t XL, class A>
-fbatch<A> load_repeated(float const* p, requires_arch<xsimd::avx>) noexcept {
+[[gnu::always_inline]] inline fbatch<A> load_repeated(float const* p, requires_arch<xsimd::avx>) noexcept {
   if constexpr (XL == 2) {
     double d;
     std::memcpy(&d, p, sizeof d);
@@ -76,17 +80,18 @@ fbatch<A> load_repeated(float const* p, requires_arch<xsimd::avx>) noexcept {
   }
 }
 template <class A>
-void transpose4(float const* p, std::ptrdiff_t st, float* o0, float* o1, float* o2, float* o3,
+[[gnu::always_inline]] inline void transpose4(float const* p, std::ptrdiff_t st, float* o0, float* o1, float* o2,
+                                              float* o3,
                 requires_arch<xsimd::avx>) noexcept {
   transpose4<xsimd::sse2>(p, st, o0, o1, o2, o3, xsimd::sse2{});
 }
 #if defined(__F16C__)
 template <class A>
-fbatch<A> load_f16(half const* p, requires_arch<xsimd::avx>) noexcept {
+[[gnu::always_inline]] inline fbatch<A> load_f16(half const* p, requires_arch<xsimd::avx>) noexcept {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<__m128i const*>(p)));
 }
 template <class A>
-void store_f16(fbatch<A> const& x, half* p, requires_arch<xsimd::avx>) noexcept {
+[[gnu::always_inline]] inline void store_f16(fbatch<A> const& x, half* p, requires_arch<xsimd::avx>) noexcept {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
 }
 #endif
@@ -94,13 +99,14 @@ void store_f16(fbatch<A> const& x, half* p, requires_arch<xsimd::avx>) noexcept 
 
 #if XSIMD_WITH_FMA3_AVX
 template <class A>
-fbatch<A> fma(fbatch<A> const& x, fbatch<A> const& y, fbatch<A> const& z, requires_arch<xsimd::fma3<xsimd::avx>>) noexcept {
+[[gnu::always_inline]] inline fbatch<A> fma(fbatch<A> const& x, fbatch<A> const& y, fbatch<A> const& z,
+                                            requires_arch<xsimd::fma3<xsimd::avx>>) noexcept {
   return _mm256_fmadd_ps(x, y, z);
 }
 #endif
 #if XSIMD_WITH_FMA3_AVX2
 template <class A>
-fbatch<A> fma(fbatch<A> const& x, fbatch<A> const& y, fbatch<A> const& z,
+[[gnu::always_inline]] inline fbatch<A> fma(fbatch<A> const& x, fbatch<A> const& y, fbatch<A> const& z,
               requires_arch<xsimd::fma3<xsimd::avx2>>) noexcept {
   return _mm256_fmadd_ps(x, y, z);
 }
@@ -115,15 +121,18 @@ inline __m256i first_lanes(std::size_t n) noexcept {
 }
 }  // namespace detail
 template <class A>
-fbatch<A> load_partial(float const* p, std::size_t n, requires_arch<xsimd::avx2>) noexcept {
+[[gnu::always_inline]] inline fbatch<A> load_partial(float const* p, std::size_t n,
+                                                     requires_arch<xsimd::avx2>) noexcept {
   return _mm256_maskload_ps(p, detail::first_lanes(n));
 }
 template <class A>
-void store_partial(fbatch<A> const& x, float* p, std::size_t n, requires_arch<xsimd::avx2>) noexcept {
+[[gnu::always_inline]] inline void store_partial(fbatch<A> const& x, float* p, std::size_t n,
+                                                 requires_arch<xsimd::avx2>) noexcept {
   _mm256_maskstore_ps(p, detail::first_lanes(n), x);
 }
 template <class A>
-fbatch<A> permute_lanes(fbatch<A> const& x, std::int32_t const* idx, requires_arch<xsimd::avx2>) noexcept {
+[[gnu::always_inline]] inline fbatch<A> permute_lanes(fbatch<A> const& x, std::int32_t const* idx,
+                                                      requires_arch<xsimd::avx2>) noexcept {
   return _mm256_permutevar8x32_ps(x, _mm256_loadu_si256(reinterpret_cast<__m256i const*>(idx)));
 }
 template <class A>
@@ -131,7 +140,7 @@ template <class A>
 struct LanePermuter<A> {
   fbatch<A> in;
   LanePermuter(float const* p, std::size_t span) noexcept : in(load_partial<A>(p, span, A{})) {}
-  fbatch<A> operator()(std::int32_t const* idx) const noexcept {
+  [[gnu::always_inline]] fbatch<A> operator()(std::int32_t const* idx) const noexcept {
     __m256i const ix = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(idx));
     __m256 const used = _mm256_castsi256_ps(_mm256_cmpgt_epi32(ix, _mm256_set1_epi32(-1)));
     return _mm256_and_ps(_mm256_permutevar8x32_ps(in, ix), used);
@@ -141,7 +150,8 @@ template <class A>
   requires std::derived_from<A, xsimd::avx2>
 class LaneIndex<A> {
  public:
-  explicit LaneIndex(std::int32_t const* idx) noexcept : ix_(_mm256_loadu_si256(reinterpret_cast<__m256i const*>(idx))) {}
+  explicit LaneIndex(std::int32_t const* idx) noexcept
+      : ix_(_mm256_loadu_si256(reinterpret_cast<__m256i const*>(idx))) {}
   [[gnu::always_inline]] fbatch<A> load(float const* p) const noexcept {
     return _mm256_permutevar8x32_ps(_mm256_loadu_ps(p), ix_);
   }
@@ -153,42 +163,47 @@ class LaneIndex<A> {
 
 #if XSIMD_WITH_AVX512F
 template <class A>
-fbatch<A> fma(fbatch<A> const& x, fbatch<A> const& y, fbatch<A> const& z, requires_arch<xsimd::avx512f>) noexcept {
+[[gnu::always_inline]] inline fbatch<A> fma(fbatch<A> const& x, fbatch<A> const& y, fbatch<A> const& z,
+                                            requires_arch<xsimd::avx512f>) noexcept {
   return _mm512_fmadd_ps(x, y, z);
 }
 #if defined(__F16C__)
 template <class A>
-fbatch<A> load_f16(half const* p, requires_arch<xsimd::avx512f>) noexcept {
+[[gnu::always_inline]] inline fbatch<A> load_f16(half const* p, requires_arch<xsimd::avx512f>) noexcept {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<__m256i const*>(p)));
 }
 template <class A>
-void store_f16(fbatch<A> const& x, half* p, requires_arch<xsimd::avx512f>) noexcept {
+[[gnu::always_inline]] inline void store_f16(fbatch<A> const& x, half* p, requires_arch<xsimd::avx512f>) noexcept {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
 }
 #endif
 template <class A>
-fbatch<A> load_partial(float const* p, std::size_t n, requires_arch<xsimd::avx512f>) noexcept {
+[[gnu::always_inline]] inline fbatch<A> load_partial(float const* p, std::size_t n,
+                                                     requires_arch<xsimd::avx512f>) noexcept {
   return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1u), p);
 }
 template <class A>
-void store_partial(fbatch<A> const& x, float* p, std::size_t n, requires_arch<xsimd::avx512f>) noexcept {
+[[gnu::always_inline]] inline void store_partial(fbatch<A> const& x, float* p, std::size_t n,
+                                                 requires_arch<xsimd::avx512f>) noexcept {
   _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1u), x);
 }
 template <class A, class T>
-void store_stream(xsimd::batch<T, A> const& x, T* p, requires_arch<xsimd::avx512f>) noexcept {
+[[gnu::always_inline]] inline void store_stream(xsimd::batch<T, A> const& x, T* p,
+                                                requires_arch<xsimd::avx512f>) noexcept {
   if constexpr (std::is_same_v<T, float>) _mm512_stream_ps(p, x);
   else _mm512_stream_si512(reinterpret_cast<__m512i*>(p), x);
 }
 template <class A>
-void stream_fence(requires_arch<xsimd::avx512f>) noexcept {
+[[gnu::always_inline]] inline void stream_fence(requires_arch<xsimd::avx512f>) noexcept {
   _mm_sfence();
 }
 template <class To, class A, class From>
-xsimd::batch<To, A> reinterpret(xsimd::batch<From, A> const& x, requires_arch<xsimd::avx512f>) noexcept {
+[[gnu::always_inline]] inline xsimd::batch<To, A> reinterpret(xsimd::batch<From, A> const& x,
+                                                              requires_arch<xsimd::avx512f>) noexcept {
   return xsimd::batch<To, A>(x.data);
 }
 template <std::size_t XL, class A>
-fbatch<A> load_repeated(float const* p, requires_arch<xsimd::avx512f>) noexcept {
+[[gnu::always_inline]] inline fbatch<A> load_repeated(float const* p, requires_arch<xsimd::avx512f>) noexcept {
   if constexpr (XL == 2) {
     double d;
     std::memcpy(&d, p, sizeof d);
@@ -200,12 +215,14 @@ fbatch<A> load_repeated(float const* p, requires_arch<xsimd::avx512f>) noexcept 
   }
 }
 template <class A>
-void transpose4(float const* p, std::ptrdiff_t st, float* o0, float* o1, float* o2, float* o3,
+[[gnu::always_inline]] inline void transpose4(float const* p, std::ptrdiff_t st, float* o0, float* o1, float* o2,
+                                              float* o3,
                 requires_arch<xsimd::avx512f>) noexcept {
   transpose4<xsimd::sse2>(p, st, o0, o1, o2, o3, xsimd::sse2{});
 }
 template <class A>
-fbatch<A> permute_lanes(fbatch<A> const& x, std::int32_t const* idx, requires_arch<xsimd::avx512f>) noexcept {
+[[gnu::always_inline]] inline fbatch<A> permute_lanes(fbatch<A> const& x, std::int32_t const* idx,
+                                                      requires_arch<xsimd::avx512f>) noexcept {
   return _mm512_permutexvar_ps(_mm512_loadu_si512(idx), x);
 }
 template <class A>
@@ -213,7 +230,7 @@ template <class A>
 struct LanePermuter<A> {
   fbatch<A> in;
   LanePermuter(float const* p, std::size_t span) noexcept : in(load_partial<A>(p, span, A{})) {}
-  fbatch<A> operator()(std::int32_t const* idx) const noexcept {
+  [[gnu::always_inline]] fbatch<A> operator()(std::int32_t const* idx) const noexcept {
     __m512i const ix = _mm512_loadu_si512(idx);
     __mmask16 const used = _mm512_cmpge_epi32_mask(ix, _mm512_setzero_si512());
     return _mm512_maskz_permutexvar_ps(used, ix, in);
@@ -224,7 +241,8 @@ template <class A>
 class LaneIndex<A> {
  public:
   explicit LaneIndex(std::int32_t const* idx) noexcept : ix_(_mm512_loadu_si512(idx)) {}
-  [[gnu::always_inline]] fbatch<A> load(float const* p) const noexcept { return _mm512_permutexvar_ps(ix_, _mm512_loadu_ps(p)); }
+  [[gnu::always_inline]] fbatch<A> load(float const* p) const noexcept { return _mm512_permutexvar_ps(ix_,
+                                        _mm512_loadu_ps(p)); }
 
  private:
   __m512i ix_;
