@@ -3,6 +3,7 @@
 
 #include <tilebsp/core/half.hpp>
 #include <tilebsp/simd/arch.hpp>
+#include <tilebsp/simd/reduction.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -10,8 +11,6 @@
 #include <type_traits>
 
 namespace tilebsp::simd {
-
-enum class Reduction { add, mul, max, min, square_add, log_add };
 
 /// The value an empty reduction gives.
 constexpr float identity(Reduction r) noexcept {
