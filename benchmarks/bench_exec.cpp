@@ -1,4 +1,5 @@
 // Executor benchmarks: empty supersteps against spin and OpenMP barriers; exchanges against memcpy.
+#include <tilebsp/exec/detail/barrier.hpp>  // cpu_relax, for the spin barrier it is measured against
 #include <tilebsp/tilebsp.hpp>
 
 #include <benchmark/benchmark.h>

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tilebsp/config.hpp>
+#include <tilebsp/exec/detail/engine_core.hpp>
 #include <tilebsp/exec/engine.hpp>
 
 #include <algorithm>
@@ -16,51 +17,9 @@
 #include <vector>
 
 namespace tilebsp {
-namespace detail {
 
-/// Merges adjacent contiguous copies, then deals the bytes out evenly to `threads` lists.
-inline std::vector<std::vector<CopyOp>> split_copies(std::vector<CopyOp> const& in, unsigned threads) {
-  std::vector<CopyOp> ops;
-  for (auto const& c : in) {
-    if (!ops.empty()) {
-      auto& p = ops.back();
-      if (contiguous(p) && contiguous(c) && p.elem == c.elem && p.src + p.count * p.elem == c.src &&
-          p.dst + p.count * p.elem == c.dst) {
-        p.count += c.count;
-        continue;
-      }
-    }
-    ops.push_back(c);
-  }
-  std::int64_t total = 0;
-  for (auto const& c : ops) total += c.count * c.elem;
-  std::vector<std::vector<CopyOp>> out(threads);
-  std::int64_t done = 0;
-  unsigned t = 0;
-  for (auto c : ops) {
-    while (c.count > 0) {
-      std::int64_t const quota = total * (t + 1) / threads - done;  // bytes thread t still takes
-      std::int64_t n = t + 1 == threads ? c.count : std::min<std::int64_t>(c.count, (quota + c.elem - 1) / c.elem);
-      if (n <= 0) {
-        ++t;
-        continue;
-      }
-      CopyOp part = c;
-      part.count = n;
-      out[t].push_back(part);
-      done += n * c.elem;
-      c.src += n * c.src_stride;
-      c.dst += n * c.dst_stride;
-      c.count -= n;
-    }
-  }
-  return out;
-}
-
-}  // namespace detail
-
-TILEBSP_INLINE Engine::Engine(Executable exe, EngineOptions opt)
-    : exe_(std::move(exe)), s_(exe_.schedule()), g_(*s_.graph), threads_(static_cast<unsigned>(opt.host_threads ? opt.host_threads : std::max(1u, std::thread::hardware_concurrency()))), profiling_(opt.profiling), host_kernels_(opt.host_kernels), team_(threads_), barrier_(threads_) {
+TILEBSP_INLINE detail::EngineCore::EngineCore(Executable exe, EngineOptions const& opt, HostContext& host)
+    : exe_(std::move(exe)), s_(exe_.schedule()), g_(*s_.graph), host_(host), threads_(static_cast<unsigned>(opt.host_threads ? opt.host_threads : std::max(1u, std::thread::hardware_concurrency()))), profiling_(opt.profiling), host_kernels_(opt.host_kernels), team_(threads_), barrier_(threads_) {
   for (auto const& v : g_.variables) {
     data_.push_back(detail::allocate(static_cast<std::size_t>(v.size) * size_of(v.type)));
     if (v.constant && !v.initial.empty()) std::memcpy(data_.back().get(), v.initial.data(), v.initial.size());
@@ -97,7 +56,7 @@ TILEBSP_INLINE Engine::Engine(Executable exe, EngineOptions opt)
   }
 }
 
-TILEBSP_INLINE void Engine::run(std::size_t program) {
+TILEBSP_INLINE void detail::EngineCore::run(std::size_t program) {
   if (program >= s_.programs.size())
     throw index_error("run: program " + std::to_string(program) + " out of range (the executable has " +
                       std::to_string(s_.programs.size()) + " programs)");
@@ -114,7 +73,7 @@ TILEBSP_INLINE void Engine::run(std::size_t program) {
   if (error_) std::rethrow_exception(error_);
 }
 
-TILEBSP_INLINE Profile Engine::profile() const {
+TILEBSP_INLINE Profile detail::EngineCore::profile() const {
   Profile p;
   p.target = g_.target;
   p.host_threads = threads_;
@@ -165,7 +124,7 @@ TILEBSP_INLINE Profile Engine::profile() const {
   return p;
 }
 
-TILEBSP_INLINE void Engine::read_bytes(Tensor const& t, void* dst, std::size_t bytes) const {
+TILEBSP_INLINE void detail::EngineCore::read_bytes(Tensor const& t, void* dst, std::size_t bytes) const {
   check_access("read", t, bytes);
   auto* out = static_cast<std::byte*>(dst);
   std::size_t const eb = size_of(t.element_type());
@@ -176,7 +135,7 @@ TILEBSP_INLINE void Engine::read_bytes(Tensor const& t, void* dst, std::size_t b
   });
 }
 
-TILEBSP_INLINE void Engine::write_bytes(Tensor const& t, void const* src, std::size_t bytes) {
+TILEBSP_INLINE void detail::EngineCore::write_bytes(Tensor const& t, void const* src, std::size_t bytes) {
   check_access("write", t, bytes);
   auto const* in = static_cast<std::byte const*>(src);
   std::size_t const eb = size_of(t.element_type());
@@ -189,13 +148,13 @@ TILEBSP_INLINE void Engine::write_bytes(Tensor const& t, void const* src, std::s
   });
 }
 
-TILEBSP_INLINE void Engine::bind_host_paths() {
+TILEBSP_INLINE void detail::EngineCore::bind_host_paths() {
   HostBinding const at{[this](std::uint32_t var) { return data_.at(var).get(); },
                        [this](std::uint32_t var) { return host_writes_.at(var) ? &*host_writes_[var] : nullptr; }};
   for (auto const& hp : s_.host_paths) paths_.push_back(host_kernels_ && hp.kernel ? hp.kernel.bind(at) : HostTask{});
 }
 
-TILEBSP_INLINE void Engine::mark_program_writes() {
+TILEBSP_INLINE void detail::EngineCore::mark_program_writes() {
   std::vector<bool> written(g_.variables.size(), false);
   for (auto const& cs : s_.compute_sets)
     for (auto v : cs.writes) written[v] = true;
@@ -210,7 +169,7 @@ TILEBSP_INLINE void Engine::mark_program_writes() {
     if (!written[v]) host_writes_[v] = 1;
 }
 
-TILEBSP_INLINE void Engine::check_access(char const* op, Tensor const& t, std::size_t bytes) const {
+TILEBSP_INLINE void detail::EngineCore::check_access(char const* op, Tensor const& t, std::size_t bytes) const {
   if (!t.valid()) throw error(std::string(op) + ": the tensor is empty (default-constructed)");
   if (t.graph_id() != g_.id) throw error(std::string(op) + ": the tensor belongs to another graph");
   t.for_each_run([&](std::uint32_t var, std::int64_t, std::int64_t, std::int64_t) {
@@ -221,7 +180,7 @@ TILEBSP_INLINE void Engine::check_access(char const* op, Tensor const& t, std::s
     throw shape_error(std::string(op) + ": the tensor has " + std::to_string(t.num_elements()) + " elements");
 }
 
-TILEBSP_INLINE std::vector<detail::CopyOp> Engine::tensor_ops(std::vector<detail::Run> const& runs, std::byte* buffer,
+TILEBSP_INLINE std::vector<detail::CopyOp> detail::EngineCore::tensor_ops(std::vector<detail::Run> const& runs, std::byte* buffer,
                                                              std::uint32_t eb, bool to_buffer) const {
   std::vector<detail::CopyOp> ops;
   std::int64_t off = 0;
@@ -235,7 +194,7 @@ TILEBSP_INLINE std::vector<detail::CopyOp> Engine::tensor_ops(std::vector<detail
   return ops;
 }
 
-TILEBSP_INLINE detail::ComputeSetExec Engine::bind_compute_set(detail::ComputeSetPlan const& plan) {
+TILEBSP_INLINE detail::ComputeSetExec detail::EngineCore::bind_compute_set(detail::ComputeSetPlan const& plan) {
   detail::ComputeSetExec e;
   std::size_t arena = 0;
   for (auto const& pv : plan.vertices) {
@@ -341,14 +300,14 @@ TILEBSP_INLINE detail::ComputeSetExec Engine::bind_compute_set(detail::ComputeSe
   return e;
 }
 
-TILEBSP_INLINE detail::Staging const* Engine::find_staging(detail::PlacedVertex const& pv, std::uint32_t field,
+TILEBSP_INLINE detail::Staging const* detail::EngineCore::find_staging(detail::PlacedVertex const& pv, std::uint32_t field,
                                                            std::uint32_t item) {
   for (auto const& st : pv.staging)
     if (st.field == field && st.item == item) return &st;
   return nullptr;
 }
 
-TILEBSP_INLINE detail::ExchangeExec Engine::bind_exchange(detail::ExchangePlan const& plan) {
+TILEBSP_INLINE detail::ExchangeExec detail::EngineCore::bind_exchange(detail::ExchangePlan const& plan) {
   detail::ExchangeExec e;
   e.staged = plan.staged;
   std::vector<detail::CopyOp> direct, in, out;
@@ -373,13 +332,13 @@ TILEBSP_INLINE detail::ExchangeExec Engine::bind_exchange(detail::ExchangePlan c
   return e;
 }
 
-TILEBSP_INLINE void Engine::fail(bool& failed) {
+TILEBSP_INLINE void detail::EngineCore::fail(bool& failed) {
   std::lock_guard lock(error_mutex_);
   if (!error_) error_ = std::current_exception();
   failed = true;
 }
 
-TILEBSP_INLINE void Engine::run_compute(detail::ComputeSetExec const& e, unsigned tid) const {
+TILEBSP_INLINE void detail::EngineCore::run_compute(detail::ComputeSetExec const& e, unsigned tid) const {
   for (std::size_t i = e.split[tid]; i < e.split[tid + 1]; ++i) {
     auto const& it = e.items[i];
     for (auto g = it.gather_begin; g < it.gather_end; ++g) detail::run_copy(e.gathers[g]);
@@ -388,7 +347,7 @@ TILEBSP_INLINE void Engine::run_compute(detail::ComputeSetExec const& e, unsigne
   }
 }
 
-TILEBSP_INLINE void Engine::stream(detail::Instr const& in) {
+TILEBSP_INLINE void detail::EngineCore::stream(detail::Instr const& in) {
   auto const& fifo = g_.fifos[static_cast<std::size_t>(in.a)];
   auto& c = fifos_[static_cast<std::size_t>(in.a)];
   Tensor const& t = s_.slots[static_cast<std::size_t>(in.b)];
@@ -414,13 +373,13 @@ TILEBSP_INLINE void Engine::stream(detail::Instr const& in) {
   if (c.drain) c.drain(host);
 }
 
-TILEBSP_INLINE bool Engine::flag_value(std::size_t slot) const noexcept {
+TILEBSP_INLINE bool detail::EngineCore::flag_value(std::size_t slot) const noexcept {
   std::uint32_t v = 0;
   std::memcpy(&v, flags_[slot], size_of(s_.slots[slot].element_type()));
   return v != 0;
 }
 
-TILEBSP_INLINE void Engine::execute(std::size_t program, unsigned tid) {
+TILEBSP_INLINE void detail::EngineCore::execute(std::size_t program, unsigned tid) {
   auto const& code = s_.programs[program].code;
   auto& counters = counters_[tid];
   auto* counts = counts_[program].data();
@@ -460,7 +419,7 @@ TILEBSP_INLINE void Engine::execute(std::size_t program, unsigned tid) {
         if (barrier_.arrive_and_wait(failed)) return;
         break;
       case detail::Op::host:
-        if (tid == 0) guarded([&] { s_.callbacks[static_cast<std::size_t>(in.a)](*this); });
+        if (tid == 0) guarded([&] { s_.callbacks[static_cast<std::size_t>(in.a)](host_); });
         if (barrier_.arrive_and_wait(failed)) return;
         break;
       case detail::Op::sync:
@@ -504,6 +463,68 @@ TILEBSP_INLINE void Engine::execute(std::size_t program, unsigned tid) {
     }
     pc = next;
   }
+}
+
+TILEBSP_INLINE detail::EngineCore::~EngineCore() {
+  for (auto& c : fifos_) c.wait();
+  for (auto const& [ops, p] : objects_) ops->destroy(p);
+}
+
+TILEBSP_INLINE detail::FifoConnection& detail::EngineCore::connection(char const* op, Fifo const& f, ElementType type) {
+  if (f.graph != g_.id || f.id >= fifos_.size()) throw error(std::string(op) + ": the FIFO belongs to another graph");
+  if (f.type != type)
+    throw type_error(std::string(op) + ": FIFO '" + g_.fifos[f.id].name + "' carries " + std::string(name_of(f.type)) +
+                     " but the host type is " + std::string(name_of(type)));
+  return fifos_[f.id];
+}
+
+TILEBSP_INLINE Engine::Engine(Executable exe, EngineOptions opt)
+    : core_(std::make_unique<detail::EngineCore>(std::move(exe), opt, *this)) {}
+TILEBSP_INLINE Engine::~Engine() = default;
+TILEBSP_INLINE std::size_t Engine::host_threads() const noexcept { return core_->threads_; }
+TILEBSP_INLINE Executable const& Engine::executable() const noexcept { return core_->exe_; }
+TILEBSP_INLINE void Engine::run(std::size_t program) { core_->run(program); }
+TILEBSP_INLINE Profile Engine::profile() const { return core_->profile(); }
+TILEBSP_INLINE void Engine::read_bytes(Tensor const& t, void* dst, std::size_t bytes) const {
+  core_->read_bytes(t, dst, bytes);
+}
+TILEBSP_INLINE void Engine::write_bytes(Tensor const& t, void const* src, std::size_t bytes) {
+  core_->write_bytes(t, src, bytes);
+}
+
+TILEBSP_INLINE void Engine::connect_buffer(Fifo const& f, ElementType type, std::byte* data, std::size_t elements,
+                                           std::size_t bytes, bool circular, bool read_only) {
+  if (read_only && f.graph == core_->g_.id && f.id < core_->g_.fifos.size() && !f.to_device)
+    throw stream_error("connect: device-to-host FIFO '" + core_->fifo_name(f) + "' needs writable host memory");
+  auto& c = core_->connection("connect", f, type);
+  c.wait();
+  if (elements % std::max<std::size_t>(f.elements, 1) != 0 || (f.elements > 0 && elements == 0))
+    throw stream_error("connect: FIFO '" + core_->fifo_name(f) + "' moves " + std::to_string(f.elements) +
+                       " elements per transfer; the host buffer of " + std::to_string(elements) +
+                       " elements is not a positive multiple of that");
+  c = {};
+  c.connected = true;
+  c.buffer = data;
+  c.buffer_bytes = bytes;
+  c.circular = circular;
+}
+
+TILEBSP_INLINE void Engine::connect_callback(Fifo const& f, ElementType type, std::size_t element_bytes,
+                                             std::function<void(std::byte*)> fill,
+                                             std::function<void(std::byte const*)> drain, ConnectOptions options) {
+  auto& c = core_->connection("connect", f, type);
+  if (options.prefetch && !f.to_device)
+    throw stream_error("connect: prefetch applies to infeeds; FIFO '" + core_->fifo_name(f) + "' is an outfeed");
+  if (f.to_device && !fill) throw stream_error("connect: an infeed callback must accept std::span<T>");
+  if (!f.to_device && !drain) throw stream_error("connect: an outfeed callback must accept std::span<T const>");
+  c.wait();
+  c = {};
+  c.connected = true;
+  c.prefetch = options.prefetch;
+  if (f.to_device) c.fill = std::move(fill);
+  else c.drain = std::move(drain);
+  c.scratch.resize(f.elements * element_bytes + 1);
+  if (c.prefetch) c.next.resize(c.scratch.size());
 }
 
 }  // namespace tilebsp

@@ -3,15 +3,12 @@
 
 #include <atomic>
 #include <cstdint>
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
 
 namespace tilebsp::detail {
 
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
+  __builtin_ia32_pause();  // PAUSE, without <immintrin.h>
 #elif defined(__aarch64__)
   asm volatile("yield");
 #endif

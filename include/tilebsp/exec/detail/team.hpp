@@ -1,7 +1,7 @@
 // Team: a fixed pool of host threads that run one job at a time in lockstep with the calling thread.
 #pragma once
 
-#include <tilebsp/exec/barrier.hpp>
+#include <tilebsp/exec/detail/barrier.hpp>
 
 #include <atomic>
 #include <cstdint>

@@ -1,0 +1,141 @@
+// EngineCore: the state and the interpreter behind an Engine (its memory, bound compute sets and exchanges, FIFO
+// connections, thread team); <tilebsp/exec/engine.hpp> holds only a pointer to it.
+#pragma once
+
+#include <tilebsp/exec/detail/barrier.hpp>
+#include <tilebsp/exec/detail/copy.hpp>
+#include <tilebsp/exec/detail/team.hpp>
+#include <tilebsp/exec/profile.hpp>
+#include <tilebsp/program/compile.hpp>
+#include <tilebsp/program/host_context.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace tilebsp {
+struct EngineOptions;
+namespace detail {
+
+struct WorkItem {
+  std::size_t tile = 0;
+  std::size_t size = 0;  ///< bytes per vertex object
+  void (*compute)(void*, std::size_t) = nullptr;
+  void* first = nullptr;
+  std::size_t count = 0;
+  std::uint32_t gather_begin = 0, gather_end = 0, scatter_begin = 0, scatter_end = 0;
+  std::uint64_t weight = 0;
+};
+
+struct ComputeSetExec {
+  std::vector<WorkItem> items;
+  std::vector<CopyOp> gathers, scatters;
+  std::vector<std::size_t> split;  ///< thread t runs items [split[t], split[t + 1])
+};
+
+struct ExchangeExec {
+  std::vector<std::vector<CopyOp>> phase1, phase2;  ///< per thread; phase2 only when staged
+  bool staged = false;
+  std::unique_ptr<std::byte[]> stage;
+};
+
+struct FifoConnection {
+  bool connected = false;
+  std::byte* buffer = nullptr;  ///< host buffer (read for infeeds, written for outfeeds)
+  std::size_t buffer_bytes = 0, pos = 0, transfers = 0;
+  bool circular = true;
+  std::function<void(std::byte*)> fill;          ///< infeed callback
+  std::function<void(std::byte const*)> drain;   ///< outfeed callback
+  std::vector<std::byte> scratch;
+  bool prefetch = false;
+  std::vector<std::byte> next;  ///< filled by the pending prefetch
+  std::future<void> pending;    ///< the prefetch in flight (destruction waits for it)
+
+  /// The next infeed transfer in scratch: from the prefetch when there is one, and starts the following one.
+  void take_next() {
+    if (!prefetch) {
+      fill(scratch.data());
+      return;
+    }
+    if (!pending.valid()) fill(next.data());
+    else pending.get();  // rethrows the callback's exception
+    scratch.swap(next);
+    pending = std::async(std::launch::async, [this] { fill(next.data()); });
+  }
+  void wait() {
+    if (pending.valid()) pending.wait();
+  }
+};
+
+/// Everything an Engine owns. `host` is the Engine itself, handed to host callbacks.
+class EngineCore {
+ public:
+  EngineCore(Executable exe, EngineOptions const& opt, HostContext& host);
+  ~EngineCore();
+  EngineCore(EngineCore const&) = delete;
+  EngineCore& operator=(EngineCore const&) = delete;
+
+  void run(std::size_t program);
+  Profile profile() const;
+  void read_bytes(Tensor const& t, void* dst, std::size_t bytes) const;
+  void write_bytes(Tensor const& t, void const* src, std::size_t bytes);
+  /// The connection of FIFO f, after checking that f belongs to this graph and carries `type`.
+  FifoConnection& connection(char const* op, Fifo const& f, ElementType type);
+  std::string const& fifo_name(Fifo const& f) const { return g_.fifos[f.id].name; }
+
+  Executable exe_;
+  Schedule const& s_;
+  GraphImpl const& g_;
+  HostContext& host_;
+  unsigned threads_;
+  bool profiling_;
+  bool host_kernels_;
+
+ private:
+  /// Binds each host path's kernel to this engine's memory (host kernels on); an empty task runs the body.
+  void bind_host_paths();
+  /// Variables no step writes get a host-write counter (HostBinding::host_writes); the others none.
+  void mark_program_writes();
+  std::byte* at(std::uint32_t var, std::int64_t elem, std::size_t eb) const {
+    return data_[var].get() + elem * static_cast<std::int64_t>(eb);
+  }
+  void check_access(char const* op, Tensor const& t, std::size_t bytes) const;
+  /// Copy ops between a tensor's elements and a contiguous host buffer.
+  std::vector<CopyOp> tensor_ops(std::vector<Run> const& runs, std::byte* buffer, std::uint32_t eb,
+                                 bool to_buffer) const;
+  ComputeSetExec bind_compute_set(ComputeSetPlan const& plan);
+  static Staging const* find_staging(PlacedVertex const& pv, std::uint32_t field, std::uint32_t item);
+  ExchangeExec bind_exchange(ExchangePlan const& plan);
+  void fail(bool& failed);
+  void run_compute(ComputeSetExec const& e, unsigned tid) const;
+  void stream(Instr const& in);
+  /// A flag's value, read without allocating (every thread evaluates it at each branch).
+  bool flag_value(std::size_t slot) const noexcept;
+  void execute(std::size_t program, unsigned tid);
+
+  std::vector<std::optional<std::uint64_t>> host_writes_;  ///< per variable: host writes so far (program-written: none)
+  Team team_;
+  Barrier barrier_;
+  std::vector<Buffer> data_, arenas_, staging_;
+  std::vector<std::unique_ptr<FieldBinding[]>> lists_;
+  std::vector<std::pair<VertexOps const*, void*>> objects_;
+  std::vector<ComputeSetExec> cs_;
+  std::vector<ExchangeExec> ex_;
+  std::vector<HostTask> paths_;  ///< per host path: its bound task, or empty (the body runs)
+  std::vector<FifoConnection> fifos_;
+  std::vector<std::byte const*> flags_;  ///< per slot: host address of a one-element tensor
+  std::vector<std::vector<std::int64_t>> counters_;
+  std::vector<std::vector<std::uint64_t>> counts_, ns_;
+  std::mutex error_mutex_;
+  std::exception_ptr error_;
+};
+
+}  // namespace detail
+}  // namespace tilebsp
