@@ -1,6 +1,7 @@
 // Graph: variables and constants mapped to tiles, compute sets of vertices, and host FIFOs; g.shard(i) views.
 #pragma once
 
+#include <tilebsp/config.hpp>
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/target.hpp>
 #include <tilebsp/core/tensor.hpp>
@@ -196,11 +197,7 @@ std::int64_t for_each_mapped(GraphImpl const& g, Tensor const& t, F&& f) {
 /// (`shard(i)`) numbers tiles locally (0 .. tiles_per_ipu - 1) and places everything on IPU i.
 class Graph {
  public:
-  explicit Graph(Target target) : shared_(std::make_shared<Shared>(std::make_shared<detail::GraphImpl>())) {
-    impl().target = std::move(target);
-    impl().id = detail::GraphImpl::next_id();
-    tile_count_ = impl().target.num_tiles();
-  }
+  explicit Graph(Target target);
 
   Target const& target() const noexcept { return impl().target; }
   /// Tiles addressable through this graph (all tiles, or one IPU's tiles for a shard view).
@@ -210,25 +207,9 @@ class Graph {
   std::uint32_t id() const noexcept { return impl().id; }
 
   /// A view of this graph whose tiles are IPU `ipu`'s tiles.
-  Graph shard(std::size_t ipu) const {
-    if (ipu >= impl().target.ipus)
-      throw index_error("shard: IPU " + std::to_string(ipu) + " out of range (target '" + impl().target.name +
-                        "' has " + std::to_string(impl().target.ipus) + " IPUs)");
-    Graph g = *this;
-    g.tile_begin_ = ipu * impl().target.tiles_per_ipu;
-    g.tile_count_ = impl().target.tiles_per_ipu;
-    return g;
-  }
+  Graph shard(std::size_t ipu) const;
 
-  Tensor add_variable(ElementType type, Shape shape, std::string name, VariableOptions opt = {}) {
-    detail::Variable v;
-    v.name = std::move(name);
-    v.type = type;
-    v.shape = shape;
-    v.size = static_cast<std::int64_t>(product(shape));
-    v.temporary = opt.temporary;
-    return add(std::move(v));
-  }
+  Tensor add_variable(ElementType type, Shape shape, std::string name, VariableOptions opt = {});
   template <ElementLike T>
   Tensor add_variable(Shape shape, std::string name, VariableOptions opt = {}) {
     return add_variable(element_type_v<T>, std::move(shape), std::move(name), opt);
@@ -236,19 +217,7 @@ class Graph {
   /// A read-only tensor holding `values` (row-major); it must still be mapped to tiles.
   template <ElementLike T>
   Tensor add_constant(Shape shape, std::span<T const> values, std::string name) {
-    if (values.size() != product(shape))
-      throw shape_error("add_constant: '" + name + "' has shape " + to_string(shape) + " (" +
-                        std::to_string(product(shape)) + " elements) but " + std::to_string(values.size()) +
-                        " values were given");
-    detail::Variable v;
-    v.name = std::move(name);
-    v.type = element_type_v<T>;
-    v.shape = shape;
-    v.size = static_cast<std::int64_t>(values.size());
-    v.constant = true;
-    v.initial.resize(values.size() * sizeof(T));
-    if (!values.empty()) std::memcpy(v.initial.data(), values.data(), v.initial.size());
-    return add(std::move(v));
+    return add_constant_bytes(std::move(shape), element_type_v<T>, values.data(), values.size(), std::move(name));
   }
   template <ElementLike T>
   Tensor add_constant(Shape shape, std::initializer_list<T> values, std::string name) {
@@ -262,43 +231,13 @@ class Graph {
   }
 
   /// Maps every element of `t` to `tile` (a tile of this view).
-  void set_tile_mapping(Tensor const& t, std::size_t tile) {
-    check_tensor("set_tile_mapping", t);
-    auto const g = global_tile("set_tile_mapping", tile);
-    t.for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
-      auto& m = impl().variables[var].mapping;
-      if (stride == 1) {
-        m.assign(start, start + count, g);
-      } else {
-        for (std::int64_t i = 0; i < count; ++i) m.assign(start + i * stride, start + i * stride + 1, g);
-      }
-    });
-  }
+  void set_tile_mapping(Tensor const& t, std::size_t tile);
 
   /// Where `t`'s elements live, as regions of its flattened indices per tile of this view. Elements on tiles
   /// outside the view (another shard) are left out. Throws mapping_error when some elements are unmapped.
-  TileMapping tile_mapping(Tensor const& t) const {
-    check_tensor("tile_mapping", t);
-    std::vector<TileMapping::value_type> r;
-    auto const lo = tile_begin_, hi = lo + tile_count_;
-    auto const unmapped = detail::for_each_mapped(impl(), t, [&](std::int64_t b, std::int64_t e, std::uint32_t tile) {
-      if (tile < lo || tile >= hi) return;
-      Interval iv{static_cast<std::size_t>(b), static_cast<std::size_t>(e)};
-      std::size_t const local = tile - lo;
-      if (!r.empty() && r.back().first == local && r.back().second.end == iv.begin) r.back().second.end = iv.end;
-      else r.emplace_back(local, iv);
-    });
-    if (unmapped > 0)
-      throw mapping_error("tile_mapping: " + std::to_string(unmapped) + " of " + std::to_string(t.num_elements()) +
-                          " elements are not mapped to any tile");
-    std::stable_sort(r.begin(), r.end(), [](auto const& a, auto const& b) { return a.first < b.first; });
-    return TileMapping(std::move(r));
-  }
+  TileMapping tile_mapping(Tensor const& t) const;
 
-  ComputeSet add_compute_set(std::string name) {
-    impl().compute_sets.push_back(std::move(name));
-    return {static_cast<std::uint32_t>(impl().compute_sets.size() - 1), impl().id};
-  }
+  ComputeSet add_compute_set(std::string name);
 
   /// Adds a vertex of type V on `tile` of this view; connections match V's fields in declaration order.
   /// Defined in <tilebsp/vertex/add_vertex.hpp>.
@@ -317,38 +256,20 @@ class Graph {
   /// Internal state, for the lowering and the engine. The non-const form is for building on it: where an
   /// executable still holds the state it was compiled from (snapshot()), the graph copies it first.
   detail::GraphImpl const& impl() const noexcept { return *shared_->impl; }
-  detail::GraphImpl& impl() {
-    auto& p = shared_->impl;
-    if (p.use_count() > 1) p = std::make_shared<detail::GraphImpl>(*p);
-    return *p;
-  }
+  detail::GraphImpl& impl();
   /// The graph as it is now, shared (not copied) until the graph next changes: compile keeps one. (Copying it
   /// was a third of compile's time for ResNeXt-101's 6.5 million vertices.)
   std::shared_ptr<detail::GraphImpl const> snapshot() const { return shared_->impl; }
 
   /// Global tile index of this view's `tile`; throws index_error when out of range.
-  std::uint32_t global_tile(char const* op, std::size_t tile) const {
-    if (tile >= tile_count_)
-      throw index_error(std::string(op) + ": tile " + std::to_string(tile) + " out of range (this graph has " +
-                        std::to_string(tile_count_) + " tiles)");
-    return static_cast<std::uint32_t>(tile_begin_ + tile);
-  }
-  void check_tensor(char const* op, Tensor const& t) const {
-    if (!t.valid()) throw error(std::string(op) + ": the tensor is empty (default-constructed)");
-    if (t.graph_id() != impl().id) throw error(std::string(op) + ": the tensor belongs to another graph");
-  }
+  std::uint32_t global_tile(char const* op, std::size_t tile) const;
+  void check_tensor(char const* op, Tensor const& t) const;
 
  private:
-  Tensor add(detail::Variable v) {
-    auto const id = static_cast<std::uint32_t>(impl().variables.size());
-    Tensor t(impl().id, id, v.type, v.shape);
-    impl().variables.push_back(std::move(v));
-    return t;
-  }
-  Fifo add_fifo(std::string name, ElementType type, std::size_t elements, bool to_device) {
-    impl().fifos.push_back({std::move(name), type, elements, to_device});
-    return {static_cast<std::uint32_t>(impl().fifos.size() - 1), impl().id, type, elements, to_device};
-  }
+  Tensor add(detail::Variable v);
+  /// add_constant of `count` elements of `type` at `values`.
+  Tensor add_constant_bytes(Shape shape, ElementType type, void const* values, std::size_t count, std::string name);
+  Fifo add_fifo(std::string name, ElementType type, std::size_t elements, bool to_device);
 
   /// Shared by every handle (copies, shard views) of one graph; `impl` also by the executables compiled from it.
   struct Shared {
@@ -360,3 +281,9 @@ class Graph {
 };
 
 }  // namespace tilebsp
+
+// Header-only (the default), the definitions follow; a target linking tilebsp::compiled (TILEBSP_COMPILED) gets
+// them from the library (src/core.cpp) instead.
+#ifndef TILEBSP_COMPILED
+#include <tilebsp/core/graph_impl.hpp>
+#endif

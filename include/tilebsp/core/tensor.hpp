@@ -1,6 +1,7 @@
 // Tensor: a typed, shaped view of graph variables. Views (slice, transpose, broadcast, concat...) never copy data.
 #pragma once
 
+#include <tilebsp/config.hpp>
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/shape.hpp>
 #include <tilebsp/core/types.hpp>
@@ -96,135 +97,43 @@ class Tensor {
   Tensor() = default;
 
   /// Internal: a whole variable. Use Graph::add_variable.
-  Tensor(std::uint32_t graph, std::uint32_t var, ElementType type, Shape shape)
-      : graph_(graph), type_(type), shape_(std::move(shape)) {
-    auto const n = static_cast<std::int64_t>(product(shape_));
-    seq_ = std::make_shared<detail::Sequence const>(std::vector<detail::Run>{{var, 0, 1, n}});
-    strides_ = contiguous_strides(shape_);
-  }
+  Tensor(std::uint32_t graph, std::uint32_t var, ElementType type, Shape shape);
 
   bool valid() const noexcept { return seq_ != nullptr; }
   ElementType element_type() const noexcept { return type_; }
   Shape const& shape() const noexcept { return shape_; }
   std::size_t rank() const noexcept { return shape_.size(); }
   std::size_t dim(std::size_t d) const {
-    check_dim("dim", d);
+    if (d >= shape_.size()) [[unlikely]] check_dim("dim", d);
     return shape_[d];
   }
   std::size_t num_elements() const noexcept { return product(shape_); }
   std::uint32_t graph_id() const noexcept { return graph_; }
 
   /// Elements [begin, end) of dimension `dim`.
-  Tensor slice(std::size_t begin, std::size_t end, std::size_t dim = 0) const {
-    check_dim("slice", dim);
-    if (begin > end || end > shape_[dim])
-      throw index_error("slice: range [" + std::to_string(begin) + ", " + std::to_string(end) +
-                        ") is out of bounds for dimension " + std::to_string(dim) + " of size " +
-                        std::to_string(shape_[dim]));
-    Tensor r = *this;
-    r.offset_ += static_cast<std::int64_t>(begin) * strides_[dim];
-    r.shape_[dim] = end - begin;
-    return r;
-  }
-  Tensor slice(Interval r, std::size_t dim = 0) const { return slice(r.begin, r.end, dim); }
+  Tensor slice(std::size_t begin, std::size_t end, std::size_t dim = 0) const;
+  Tensor slice(Interval r, std::size_t dim = 0) const;
   /// Per-dimension ranges [begins[d], ends[d]).
-  Tensor slice(Shape const& begins, Shape const& ends) const {
-    if (begins.size() != rank() || ends.size() != rank())
-      throw shape_error("slice: expected " + std::to_string(rank()) + " begins and ends, got " +
-                        std::to_string(begins.size()) + " and " + std::to_string(ends.size()));
-    Tensor r = *this;
-    for (std::size_t d = 0; d < rank(); ++d) r = r.slice(begins[d], ends[d], d);
-    return r;
-  }
+  Tensor slice(Shape const& begins, Shape const& ends) const;
   /// Element i of dimension 0, with that dimension removed.
-  Tensor index(std::size_t i) const {
-    if (rank() == 0) throw index_error("index: a rank-0 tensor cannot be indexed");
-    Tensor r = slice(i, i + 1, 0);
-    r.shape_.erase(r.shape_.begin());
-    r.strides_.erase(r.strides_.begin());
-    return r;
-  }
+  Tensor index(std::size_t i) const;
   Tensor operator[](std::size_t i) const { return index(i); }
 
   /// Same elements in row-major order, new shape with the same number of elements.
-  Tensor reshape(Shape shape) const {
-    if (product(shape) != num_elements())
-      throw shape_error("reshape: cannot reshape " + to_string(shape_) + " (" + std::to_string(num_elements()) +
-                        " elements) to " + to_string(shape));
-    Tensor r = is_contiguous() ? *this : materialised();
-    r.shape_ = std::move(shape);
-    r.strides_ = contiguous_strides(r.shape_);
-    return r;
-  }
+  Tensor reshape(Shape shape) const;
   Tensor flatten() const { return reshape({num_elements()}); }
   /// Swaps the two dimensions of a matrix.
-  Tensor transpose() const {
-    if (rank() != 2) throw shape_error("transpose: expected a rank-2 tensor, got " + to_string(shape_));
-    return dimshuffle({1, 0});
-  }
+  Tensor transpose() const;
   /// Dimension d of the result is dimension perm[d] of this tensor.
-  Tensor dimshuffle(std::vector<std::size_t> const& perm) const {
-    std::vector<bool> seen(rank(), false);
-    bool ok = perm.size() == rank();
-    for (auto p : perm) {
-      ok = ok && p < rank() && !seen[p];
-      if (p < rank()) seen[p] = true;
-    }
-    if (!ok) throw shape_error("dimshuffle: " + to_string(perm) + " is not a permutation of the " +
-                               std::to_string(rank()) + " dimensions of " + to_string(shape_));
-    Tensor r = *this;
-    for (std::size_t d = 0; d < rank(); ++d) {
-      r.shape_[d] = shape_[perm[d]];
-      r.strides_[d] = strides_[perm[d]];
-    }
-    return r;
-  }
+  Tensor dimshuffle(std::vector<std::size_t> const& perm) const;
   /// NumPy-style broadcast to `shape`: dimensions are matched from the right; size-1 dimensions repeat.
-  Tensor broadcast(Shape const& shape) const {
-    if (shape.size() < rank())
-      throw shape_error("broadcast: cannot broadcast " + to_string(shape_) + " to lower rank " + to_string(shape));
-    Tensor r = *this;
-    std::size_t const lead = shape.size() - rank();
-    r.shape_ = shape;
-    r.strides_.assign(shape.size(), 0);
-    for (std::size_t d = 0; d < rank(); ++d) {
-      if (shape_[d] == shape[lead + d]) {
-        r.strides_[lead + d] = strides_[d];
-      } else if (shape_[d] != 1) {
-        throw shape_error("broadcast: cannot broadcast " + to_string(shape_) + " to " + to_string(shape));
-      }
-    }
-    return r;
-  }
+  Tensor broadcast(Shape const& shape) const;
   /// Inserts a dimension of size 1 before dimension `dim` (dim == rank appends).
-  Tensor expand(std::size_t dim) const {
-    if (dim > rank()) throw index_error("expand: dimension " + std::to_string(dim) + " out of range for rank " +
-                                       std::to_string(rank()));
-    Tensor r = *this;
-    r.shape_.insert(r.shape_.begin() + static_cast<std::ptrdiff_t>(dim), 1);
-    r.strides_.insert(r.strides_.begin() + static_cast<std::ptrdiff_t>(dim), 0);
-    return r;
-  }
+  Tensor expand(std::size_t dim) const;
   /// Removes every dimension of size 1.
-  Tensor squeeze() const {
-    Tensor r = *this;
-    r.shape_.clear();
-    r.strides_.clear();
-    for (std::size_t d = 0; d < rank(); ++d)
-      if (shape_[d] != 1) {
-        r.shape_.push_back(shape_[d]);
-        r.strides_.push_back(strides_[d]);
-      }
-    return r;
-  }
+  Tensor squeeze() const;
   /// Reverses the order of elements along `dim`.
-  Tensor reverse(std::size_t dim) const {
-    check_dim("reverse", dim);
-    Tensor r = *this;
-    if (shape_[dim] > 1) r.offset_ += static_cast<std::int64_t>(shape_[dim] - 1) * strides_[dim];
-    r.strides_[dim] = -strides_[dim];
-    return r;
-  }
+  Tensor reverse(std::size_t dim) const;
 
   /// Calls f(var, start, stride, count) for maximal strided runs of variable elements, in row-major order.
   template <class F>
@@ -257,57 +166,21 @@ class Tensor {
   }
 
   /// All element runs, in row-major order.
-  std::vector<detail::Run> runs() const {
-    std::vector<detail::Run> out;
-    for_each_run([&](std::uint32_t v, std::int64_t s, std::int64_t st, std::int64_t n) { out.push_back({v, s, st, n}); });
-    return out;
-  }
+  std::vector<detail::Run> runs() const;
 
   /// The view as one variable's elements at affine positions, when it is one (every view of a single
   /// variable made with slice, index, transpose, dimshuffle, broadcast, expand, squeeze or reverse is).
-  std::optional<detail::Affine> affine() const {
-    if (!valid() || seq_->runs.size() != 1) return std::nullopt;
-    auto const& r = seq_->runs[0];
-    detail::Affine a{r.var, r.start + offset_ * r.stride, {}};
-    for (auto s : strides_) a.strides.push_back(s * r.stride);
-    return a;
-  }
+  std::optional<detail::Affine> affine() const;
 
   friend Tensor concat(std::vector<Tensor> const& ts, std::size_t dim);
 
  private:
-  static std::vector<std::int64_t> contiguous_strides(Shape const& s) {
-    std::vector<std::int64_t> st(s.size());
-    std::int64_t acc = 1;
-    for (std::size_t d = s.size(); d-- > 0;) {
-      st[d] = acc;
-      acc *= static_cast<std::int64_t>(s[d]);
-    }
-    return st;
-  }
-  void check_dim(char const* op, std::size_t d) const {
-    if (d >= rank())
-      throw index_error(std::string(op) + ": dimension " + std::to_string(d) + " out of range for rank " +
-                        std::to_string(rank()));
-  }
+  static std::vector<std::int64_t> contiguous_strides(Shape const& s);
+  void check_dim(char const* op, std::size_t d) const;
   /// True when the view's positions form one ascending unit-stride range of the sequence.
-  bool is_contiguous() const {
-    std::int64_t expect = 1;
-    for (std::size_t d = rank(); d-- > 0;) {
-      if (shape_[d] == 1) continue;
-      if (strides_[d] != expect) return false;
-      expect *= static_cast<std::int64_t>(shape_[d]);
-    }
-    return true;
-  }
+  bool is_contiguous() const;
   /// The same elements as a fresh contiguous sequence (a new element list, not new data).
-  Tensor materialised() const {
-    Tensor r = *this;
-    r.seq_ = std::make_shared<detail::Sequence const>(runs());
-    r.offset_ = 0;
-    r.strides_ = contiguous_strides(shape_);
-    return r;
-  }
+  Tensor materialised() const;
   template <class M>
   void emit(M& merger, std::int64_t p, std::int64_t s, std::int64_t n, std::size_t& hint) const {
     auto const& seq = *seq_;
@@ -333,42 +206,15 @@ class Tensor {
   std::int64_t offset_ = 0;
 };
 
+
+
 /// Joins tensors along `dim`; all other dimensions, the element type and the graph must agree.
-inline Tensor concat(std::vector<Tensor> const& ts, std::size_t dim = 0) {
-  if (ts.empty()) throw shape_error("concat: no tensors given");
-  Tensor const& a = ts.front();
-  if (dim >= a.rank())
-    throw index_error("concat: dimension " + std::to_string(dim) + " out of range for rank " +
-                      std::to_string(a.rank()));
-  std::size_t total = 0;
-  for (auto const& t : ts) {
-    if (t.element_type() != a.element_type())
-      throw type_error("concat: element types differ (" + std::string(name_of(a.element_type())) + " and " +
-                       std::string(name_of(t.element_type())) + ")");
-    if (t.graph_id() != a.graph_id()) throw error("concat: tensors belong to different graphs");
-    bool ok = t.rank() == a.rank();
-    for (std::size_t d = 0; ok && d < a.rank(); ++d) ok = d == dim || t.shape()[d] == a.shape()[d];
-    if (!ok)
-      throw shape_error("concat: shapes " + to_string(a.shape()) + " and " + to_string(t.shape()) +
-                        " differ outside dimension " + std::to_string(dim));
-    total += t.shape()[dim];
-  }
-  // Concatenate along dimension 0 of each tensor with `dim` moved to the front, then move it back.
-  std::vector<std::size_t> perm{dim}, inverse(a.rank());
-  for (std::size_t d = 0; d < a.rank(); ++d)
-    if (d != dim) perm.push_back(d);
-  for (std::size_t d = 0; d < a.rank(); ++d) inverse[perm[d]] = d;
-  std::vector<detail::Run> all;
-  for (auto const& t : ts) {
-    auto r = t.dimshuffle(perm).runs();
-    all.insert(all.end(), r.begin(), r.end());
-  }
-  Tensor out = a.dimshuffle(perm);
-  out.seq_ = std::make_shared<detail::Sequence const>(std::move(all));
-  out.offset_ = 0;
-  out.shape_[0] = total;
-  out.strides_ = Tensor::contiguous_strides(out.shape_);
-  return out.dimshuffle(inverse);
-}
+TILEBSP_INLINE Tensor concat(std::vector<Tensor> const& ts, std::size_t dim = 0);
 
 }  // namespace tilebsp
+
+// Header-only (the default), the definitions follow; a target linking tilebsp::compiled (TILEBSP_COMPILED) gets
+// them from the library (src/core.cpp) instead.
+#ifndef TILEBSP_COMPILED
+#include <tilebsp/core/tensor_impl.hpp>
+#endif

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -38,14 +39,17 @@ struct TileMemory {
 /// The result of compile(): a flat schedule per program, ready for an Engine.
 class Executable {
  public:
+  Executable() = default;
+  /// Internal: what compile() makes.
+  Executable(std::shared_ptr<detail::Schedule const> schedule, std::vector<TileMemory> memory)
+      : s_(std::move(schedule)), memory_(std::move(memory)) {}
+
   Target const& target() const noexcept { return s_->graph->target; }
   std::size_t num_programs() const noexcept { return s_->programs.size(); }
   std::vector<TileMemory> const& memory() const noexcept { return memory_; }
   detail::Schedule const& schedule() const noexcept { return *s_; }
 
  private:
-  template <class... P>
-  friend Executable compile(Graph const&, CompileOptions const&, P const&...);
   std::shared_ptr<detail::Schedule const> s_;
   std::vector<TileMemory> memory_;
 };
@@ -85,6 +89,11 @@ TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s);
 
 TILEBSP_INLINE void check_memory(Schedule const& s, std::vector<TileMemory> const& mem);
 
+/// compile(): checks the graph's mapping, lowers the programs (`lower` calls each one's lower() between
+/// begin_program and end_program), estimates cycles and accounts memory.
+TILEBSP_INLINE Executable compile_programs(Graph const& g, CompileOptions const& options,
+                                           std::function<void(Lowering&)> const& lower);
+
 }  // namespace detail
 
 /// Lowers `programs` (run later as engine.run(0), run(1), ...) into an Executable. Throws mapping_error for
@@ -92,17 +101,9 @@ TILEBSP_INLINE void check_memory(Schedule const& s, std::vector<TileMemory> cons
 template <class... P>
 Executable compile(Graph const& g, CompileOptions const& options, P const&... programs) {
   static_assert((ProgramLike<P> && ...), "compile: every argument after the options must be a program");
-  detail::check_mapped(g.impl());
-  auto s = std::make_shared<detail::Schedule>();
-  s->graph = g.snapshot();
-  Lowering l(*s->graph, *s);
-  ((l.begin_program(), programs.lower(l), l.end_program()), ...);
-  detail::estimate_cycles(*s);
-  Executable e;
-  e.memory_ = detail::account_memory(*s);
-  if (!options.allow_out_of_memory) detail::check_memory(*s, e.memory_);
-  e.s_ = std::move(s);
-  return e;
+  return detail::compile_programs(g, options, [&](Lowering& l) {
+    ((l.begin_program(), programs.lower(l), l.end_program()), ...);
+  });
 }
 template <ProgramLike... P>
 Executable compile(Graph const& g, P const&... programs) {

@@ -258,4 +258,17 @@ TILEBSP_INLINE void check_memory(Schedule const& s, std::vector<TileMemory> cons
                       (over > 1 ? " (" + std::to_string(over - 1) + " more tiles are out of memory)" : ""));
 }
 
+TILEBSP_INLINE Executable compile_programs(Graph const& g, CompileOptions const& options,
+                                           std::function<void(Lowering&)> const& lower) {
+  check_mapped(g.impl());
+  auto s = std::make_shared<Schedule>();
+  s->graph = g.snapshot();
+  Lowering l(*s->graph, *s);
+  lower(l);
+  estimate_cycles(*s);
+  auto memory = account_memory(*s);
+  if (!options.allow_out_of_memory) check_memory(*s, memory);
+  return Executable(std::move(s), std::move(memory));
+}
+
 }  // namespace tilebsp::detail

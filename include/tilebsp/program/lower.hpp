@@ -138,27 +138,18 @@ void tile_changes(GraphImpl const& g, std::uint32_t var, std::int64_t start, std
 /// Builds a Schedule from program values. Programs call its methods from their lower() members.
 class Lowering {
  public:
-  Lowering(GraphImpl const& g, Schedule& s) : g_(g), s_(s), cs_plan_(g.compute_sets.size(), -1) {
-    by_cs_.resize(g.compute_sets.size());
-    for (std::uint32_t i = 0; i < g.vertices.size(); ++i) by_cs_[g.vertices[i].compute_set].push_back(i);
-  }
+  Lowering(GraphImpl const& g, Schedule& s);
 
   GraphImpl const& graph() const noexcept { return g_; }
 
-  void begin_program() {
-    s_.programs.emplace_back();
-    prog_ = &s_.programs.back();
-  }
-  void end_program() { flush(); }
+  void begin_program();
+  void end_program();
 
   void execute(ComputeSet cs);
 
   void copy(Tensor const& src, Tensor const& dst);
 
-  void sync() {
-    flush();
-    emit({Op::sync});
-  }
+  void sync();
   void stream(Fifo const& f, Tensor const& t, bool to_device);
   void host(std::function<void(HostContext&)> fn);
 
@@ -167,14 +158,8 @@ class Lowering {
   void end_repeat(std::size_t begin_pc);
   /// Emits a conditional branch on `flag` whose target is patched later with patch().
   std::size_t branch_if_false(Tensor const& flag);
-  std::size_t jump(std::size_t target = 0) {
-    flush();
-    return emit({Op::jump, -1, static_cast<std::int32_t>(target), 0});
-  }
-  std::size_t here() {
-    flush();
-    return prog_->code.size();
-  }
+  std::size_t jump(std::size_t target = 0);
+  std::size_t here();
   /// host_path(name, kernel, body): begin, lower the body, end. Nothing merges across the span's edges (a copy
   /// after it never joins the body's last superstep), so the body is exactly what the host task replaces. The
   /// body is straight-line supersteps (compute sets, copies, syncs: no repeat, branch, stream, host callback or

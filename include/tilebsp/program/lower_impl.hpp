@@ -361,4 +361,56 @@ TILEBSP_INLINE void Lowering::check_conflicts(std::string const& cs, std::vector
   }
 }
 
+TILEBSP_INLINE Lowering::Lowering(GraphImpl const& g, Schedule& s)
+    : g_(g), s_(s), cs_plan_(g.compute_sets.size(), -1) {
+  by_cs_.resize(g.compute_sets.size());
+  for (std::uint32_t i = 0; i < g.vertices.size(); ++i) by_cs_[g.vertices[i].compute_set].push_back(i);
+}
+
+TILEBSP_INLINE void Lowering::begin_program() {
+  s_.programs.emplace_back();
+  prog_ = &s_.programs.back();
+}
+
+TILEBSP_INLINE void Lowering::end_program() { flush(); }
+
+TILEBSP_INLINE void Lowering::sync() {
+  flush();
+  emit({Op::sync});
+}
+
+TILEBSP_INLINE std::size_t Lowering::jump(std::size_t target) {
+  flush();
+  return emit({Op::jump, -1, static_cast<std::int32_t>(target), 0});
+}
+
+TILEBSP_INLINE std::size_t Lowering::here() {
+  flush();
+  return prog_->code.size();
+}
+
+TILEBSP_INLINE void check_flag(char const* op, Tensor const& flag) {
+  if (!flag.valid()) throw error(std::string(op) + ": the flag tensor is empty (default-constructed)");
+  if (flag.element_type() != ElementType::boolean && flag.element_type() != ElementType::i32 &&
+      flag.element_type() != ElementType::u32 && flag.element_type() != ElementType::u8)
+    throw type_error(std::string(op) + ": the flag must be bool or an integer type, not " +
+                     std::string(name_of(flag.element_type())));
+  if (flag.num_elements() != 1)
+    throw shape_error(std::string(op) + ": the flag must have exactly one element, it has shape " +
+                      to_string(flag.shape()));
+}
+
+TILEBSP_INLINE void check_stream(char const* op, Fifo const& f, Tensor const& t, bool to_device) {
+  if (!t.valid()) throw error(std::string(op) + ": the tensor is empty (default-constructed)");
+  if (f.to_device != to_device)
+    throw stream_error(std::string(op) + ": the FIFO is " + (f.to_device ? "host-to-device" : "device-to-host"));
+  if (f.graph != t.graph_id()) throw error(std::string(op) + ": the FIFO and the tensor belong to different graphs");
+  if (f.type != t.element_type())
+    throw type_error(std::string(op) + ": the FIFO carries " + std::string(name_of(f.type)) + " but the tensor holds " +
+                     std::string(name_of(t.element_type())));
+  if (f.elements != t.num_elements())
+    throw stream_error(std::string(op) + ": element count mismatch: the FIFO moves " + std::to_string(f.elements) +
+                       " elements but the tensor has " + std::to_string(t.num_elements()));
+}
+
 }  // namespace tilebsp::detail

@@ -1,6 +1,7 @@
 // Programs as values: seq, execute, copy, repeat, repeat_while, if_, stream_in/out, host, sync, and Sequence.
 #pragma once
 
+#include <tilebsp/config.hpp>
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/core/tensor.hpp>
@@ -96,16 +97,7 @@ struct RepeatWhile {
   }
 };
 namespace detail {
-inline void check_flag(char const* op, Tensor const& flag) {
-  if (!flag.valid()) throw error(std::string(op) + ": the flag tensor is empty (default-constructed)");
-  if (flag.element_type() != ElementType::boolean && flag.element_type() != ElementType::i32 &&
-      flag.element_type() != ElementType::u32 && flag.element_type() != ElementType::u8)
-    throw type_error(std::string(op) + ": the flag must be bool or an integer type, not " +
-                     std::string(name_of(flag.element_type())));
-  if (flag.num_elements() != 1)
-    throw shape_error(std::string(op) + ": the flag must have exactly one element, it has shape " +
-                      to_string(flag.shape()));
-}
+TILEBSP_INLINE void check_flag(char const* op, Tensor const& flag);
 }  // namespace detail
 template <ProgramLike B>
 RepeatWhile<std::decay_t<B>> repeat_while(Tensor const& flag, B&& body) {
@@ -147,18 +139,7 @@ struct StreamOut {
   void lower(Lowering& l) const { l.stream(fifo, src, false); }
 };
 namespace detail {
-inline void check_stream(char const* op, Fifo const& f, Tensor const& t, bool to_device) {
-  if (!t.valid()) throw error(std::string(op) + ": the tensor is empty (default-constructed)");
-  if (f.to_device != to_device)
-    throw stream_error(std::string(op) + ": the FIFO is " + (f.to_device ? "host-to-device" : "device-to-host"));
-  if (f.graph != t.graph_id()) throw error(std::string(op) + ": the FIFO and the tensor belong to different graphs");
-  if (f.type != t.element_type())
-    throw type_error(std::string(op) + ": the FIFO carries " + std::string(name_of(f.type)) + " but the tensor holds " +
-                     std::string(name_of(t.element_type())));
-  if (f.elements != t.num_elements())
-    throw stream_error(std::string(op) + ": element count mismatch: the FIFO moves " + std::to_string(f.elements) +
-                       " elements but the tensor has " + std::to_string(t.num_elements()));
-}
+TILEBSP_INLINE void check_stream(char const* op, Fifo const& f, Tensor const& t, bool to_device);
 }  // namespace detail
 inline StreamIn stream_in(Fifo const& fifo, Tensor const& dst) {
   detail::check_stream("stream_in", fifo, dst, true);

@@ -1,0 +1,127 @@
+// Graph's definitions: included by <tilebsp/core/graph.hpp> (header-only) or compiled once into tilebsp::compiled
+// (src/core.cpp).
+#pragma once
+
+#include <tilebsp/config.hpp>
+#include <tilebsp/core/graph.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tilebsp {
+
+TILEBSP_INLINE Graph::Graph(Target target)
+    : shared_(std::make_shared<Shared>(std::make_shared<detail::GraphImpl>())) {
+  impl().target = std::move(target);
+  impl().id = detail::GraphImpl::next_id();
+  tile_count_ = impl().target.num_tiles();
+}
+
+TILEBSP_INLINE Graph Graph::shard(std::size_t ipu) const {
+  if (ipu >= impl().target.ipus)
+    throw index_error("shard: IPU " + std::to_string(ipu) + " out of range (target '" + impl().target.name +
+                      "' has " + std::to_string(impl().target.ipus) + " IPUs)");
+  Graph g = *this;
+  g.tile_begin_ = ipu * impl().target.tiles_per_ipu;
+  g.tile_count_ = impl().target.tiles_per_ipu;
+  return g;
+}
+
+TILEBSP_INLINE Tensor Graph::add_variable(ElementType type, Shape shape, std::string name, VariableOptions opt) {
+  detail::Variable v;
+  v.name = std::move(name);
+  v.type = type;
+  v.shape = shape;
+  v.size = static_cast<std::int64_t>(product(shape));
+  v.temporary = opt.temporary;
+  return add(std::move(v));
+}
+
+TILEBSP_INLINE void Graph::set_tile_mapping(Tensor const& t, std::size_t tile) {
+  check_tensor("set_tile_mapping", t);
+  auto const g = global_tile("set_tile_mapping", tile);
+  t.for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
+    auto& m = impl().variables[var].mapping;
+    if (stride == 1) {
+      m.assign(start, start + count, g);
+    } else {
+      for (std::int64_t i = 0; i < count; ++i) m.assign(start + i * stride, start + i * stride + 1, g);
+    }
+  });
+}
+
+TILEBSP_INLINE TileMapping Graph::tile_mapping(Tensor const& t) const {
+  check_tensor("tile_mapping", t);
+  std::vector<TileMapping::value_type> r;
+  auto const lo = tile_begin_, hi = lo + tile_count_;
+  auto const unmapped = detail::for_each_mapped(impl(), t, [&](std::int64_t b, std::int64_t e, std::uint32_t tile) {
+    if (tile < lo || tile >= hi) return;
+    Interval iv{static_cast<std::size_t>(b), static_cast<std::size_t>(e)};
+    std::size_t const local = tile - lo;
+    if (!r.empty() && r.back().first == local && r.back().second.end == iv.begin) r.back().second.end = iv.end;
+    else r.emplace_back(local, iv);
+  });
+  if (unmapped > 0)
+    throw mapping_error("tile_mapping: " + std::to_string(unmapped) + " of " + std::to_string(t.num_elements()) +
+                        " elements are not mapped to any tile");
+  std::stable_sort(r.begin(), r.end(), [](auto const& a, auto const& b) { return a.first < b.first; });
+  return TileMapping(std::move(r));
+}
+
+TILEBSP_INLINE ComputeSet Graph::add_compute_set(std::string name) {
+  impl().compute_sets.push_back(std::move(name));
+  return {static_cast<std::uint32_t>(impl().compute_sets.size() - 1), impl().id};
+}
+
+TILEBSP_INLINE detail::GraphImpl& Graph::impl() {
+  auto& p = shared_->impl;
+  if (p.use_count() > 1) p = std::make_shared<detail::GraphImpl>(*p);
+  return *p;
+}
+
+TILEBSP_INLINE std::uint32_t Graph::global_tile(char const* op, std::size_t tile) const {
+  if (tile >= tile_count_)
+    throw index_error(std::string(op) + ": tile " + std::to_string(tile) + " out of range (this graph has " +
+                      std::to_string(tile_count_) + " tiles)");
+  return static_cast<std::uint32_t>(tile_begin_ + tile);
+}
+
+TILEBSP_INLINE void Graph::check_tensor(char const* op, Tensor const& t) const {
+  if (!t.valid()) throw error(std::string(op) + ": the tensor is empty (default-constructed)");
+  if (t.graph_id() != impl().id) throw error(std::string(op) + ": the tensor belongs to another graph");
+}
+
+TILEBSP_INLINE Tensor Graph::add(detail::Variable v) {
+  auto const id = static_cast<std::uint32_t>(impl().variables.size());
+  Tensor t(impl().id, id, v.type, v.shape);
+  impl().variables.push_back(std::move(v));
+  return t;
+}
+
+TILEBSP_INLINE Tensor Graph::add_constant_bytes(Shape shape, ElementType type, void const* values, std::size_t count,
+                                               std::string name) {
+  if (count != product(shape))
+    throw shape_error("add_constant: '" + name + "' has shape " + to_string(shape) + " (" +
+                      std::to_string(product(shape)) + " elements) but " + std::to_string(count) + " values were given");
+  detail::Variable v;
+  v.name = std::move(name);
+  v.type = type;
+  v.shape = shape;
+  v.size = static_cast<std::int64_t>(count);
+  v.constant = true;
+  v.initial.resize(count * size_of(type));
+  if (count > 0) std::memcpy(v.initial.data(), values, v.initial.size());
+  return add(std::move(v));
+}
+
+TILEBSP_INLINE Fifo Graph::add_fifo(std::string name, ElementType type, std::size_t elements, bool to_device) {
+  impl().fifos.push_back({std::move(name), type, elements, to_device});
+  return {static_cast<std::uint32_t>(impl().fifos.size() - 1), impl().id, type, elements, to_device};
+}
+
+}  // namespace tilebsp
