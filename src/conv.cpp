@@ -1,5 +1,5 @@
 // tilebsp::compiled: the Tensor instances of <tilebsp/ops/conv.hpp>, built once for every target that links the library.
-#include <tilebsp/ops/conv.hpp>
+#include <tilebsp/ops/conv_impl.hpp>
 
 namespace tilebsp::ops {
 TILEBSP_OPS_CONV_INSTANCES(TILEBSP_DETAIL_INSTANCE)

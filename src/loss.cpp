@@ -1,5 +1,5 @@
 // tilebsp::compiled: the Tensor instances of <tilebsp/ops/loss.hpp>, built once for every target that links the library.
-#include <tilebsp/ops/loss.hpp>
+#include <tilebsp/ops/loss_impl.hpp>
 
 namespace tilebsp::ops {
 TILEBSP_OPS_LOSS_INSTANCES(TILEBSP_DETAIL_INSTANCE)

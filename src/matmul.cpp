@@ -1,5 +1,5 @@
 // tilebsp::compiled: the Tensor instances of <tilebsp/ops/matmul.hpp>, built once for every target that links the library.
-#include <tilebsp/ops/matmul.hpp>
+#include <tilebsp/ops/matmul_impl.hpp>
 
 namespace tilebsp::ops {
 TILEBSP_OPS_MATMUL_INSTANCES(TILEBSP_DETAIL_INSTANCE)

@@ -1,5 +1,5 @@
 // tilebsp::compiled: the Tensor instances of <tilebsp/ops/pool.hpp>, built once for every target that links the library.
-#include <tilebsp/ops/pool.hpp>
+#include <tilebsp/ops/pool_impl.hpp>
 
 namespace tilebsp::ops {
 TILEBSP_OPS_POOL_INSTANCES(TILEBSP_DETAIL_INSTANCE)

@@ -1,4 +1,6 @@
-// tilebsp: the umbrella header; it only includes.
+// tilebsp: the umbrella header; it only includes. It holds the public API (core, vertices, programs, the engine,
+// expressions, operators and their plans); the kernels (<tilebsp/simd/...>) and an operator's vertices
+// (<tilebsp/ops/<op>_impl.hpp>) are included on their own by code that uses them directly.
 #pragma once
 
 #include <tilebsp/config.hpp>
@@ -29,16 +31,10 @@
 
 #include <tilebsp/expr/eval.hpp>
 #include <tilebsp/expr/expr.hpp>
-#include <tilebsp/ops/map.hpp>
+
 #include <tilebsp/ops/conv.hpp>
 #include <tilebsp/ops/loss.hpp>
+#include <tilebsp/ops/map.hpp>
 #include <tilebsp/ops/matmul.hpp>
 #include <tilebsp/ops/pool.hpp>
 #include <tilebsp/ops/reduce.hpp>
-#include <tilebsp/plan/conv.hpp>
-#include <tilebsp/plan/conv_params.hpp>
-#include <tilebsp/plan/matmul.hpp>
-#include <tilebsp/simd/arch.hpp>
-#include <tilebsp/simd/conv.hpp>
-#include <tilebsp/simd/gemm.hpp>
-#include <tilebsp/simd/reduce.hpp>

@@ -9,7 +9,7 @@
 #include <tilebsp/ops/detail/host_task.hpp>
 #include <tilebsp/ops/detail/rank6.hpp>
 #include <tilebsp/ops/map.hpp>
-#include <tilebsp/ops/matmul.hpp>
+#include <tilebsp/ops/matmul_impl.hpp>
 #include <tilebsp/plan/conv.hpp>
 #include <tilebsp/program/programs.hpp>
 #include <tilebsp/simd/conv.hpp>
