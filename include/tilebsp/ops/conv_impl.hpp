@@ -255,6 +255,19 @@ inline void check_params(char const* op, ConvParams const& p) {
 }  // namespace detail
 
 namespace detail {
+/// Plans `q` and adds its compute sets: a new result (`map_result`) is mapped per plan first, then the serial steps
+/// and any reduction write `dst`, scaled by `alpha`. A template, so that only a file that calls a pass compiles its
+/// kernels.
+template <std::same_as<Tensor> T>
+void build_planned(Graph& g, Sequence& prog, ConvProblem const& q, ConvOptions const& options, ConvViews const& v,
+                   T const& dst, float alpha, bool map_result, std::string const& name) {
+  ConvPlan const p = plan_conv(view_target(g), q, options);
+  if (map_result) map_conv_result(g, p, v.out);
+  dispatch_conv_types(q, [&]<class TS, class TW, class TP, class TO>() {
+    build_conv<TS, TW, TP, TO>(g, prog, p, v, dst, alpha, name);
+  });
+}
+
 template <std::same_as<Tensor> T>
 void weight_pass(Graph& g, Sequence& prog, T const& grad_out, T const& acts, T const& dst, bool accumulate, float scale,
                  ConvParams const& params, ConvOptions const& options, std::string const& name, char const* op) {
@@ -267,12 +280,8 @@ void weight_pass(Graph& g, Sequence& prog, T const& grad_out, T const& acts, T c
               name);
     return;
   }
-  ConvPlan const p = plan_conv(view_target(g), q, options);
   ConvViews const v{activations6(acts, r, G), activations6(grad_out, r, G), weights6(dst, r)};
-  if (!accumulate) map_conv_result(g, p, v.out);
-  dispatch_conv_types(q, [&]<class TS, class TW, class TP, class TO>() {
-    build_conv<TS, TW, TP, TO>(g, prog, p, v, dst, scale, name);
-  });
+  build_planned(g, prog, q, options, v, dst, scale, !accumulate, name);
 }
 inline void check_weight_pass(char const* op, Graph const& g, Tensor const& grad_out, Tensor const& acts,
                               ConvParams const& params) {
@@ -358,12 +367,8 @@ T conv(Graph& g, Sequence& prog, T const& in, T const& weights, ConvParams const
     detail::pointwise(g, prog, detail::as_matrices(a, G), w3, detail::as_matrices(out, G), true, false, 1.0f, options, name);
     return out;
   }
-  ConvPlan const p = plan_conv(detail::view_target(g), q, options);
   detail::ConvViews const v{detail::activations6(in, r, G), detail::weights6(weights, r), detail::activations6(out, r, G)};
-  detail::map_conv_result(g, p, v.out);
-  detail::dispatch_conv_types(q, [&]<class TS, class TW, class TP, class TO>() {
-    detail::build_conv<TS, TW, TP, TO>(g, prog, p, v, out, 1.0f, name);
-  });
+  detail::build_planned(g, prog, q, options, v, out, 1.0f, true, name);
   return out;
 }
 
@@ -387,13 +392,9 @@ T conv_backward_input(Graph& g, Sequence& prog, T const& grad_out, T const& weig
                       options, name);
     return out;
   }
-  ConvPlan const p = plan_conv(detail::view_target(g), q, options);
   Tensor const w = detail::weights6(weights, r).reverse(1).reverse(2).reverse(3).dimshuffle({0, 1, 2, 3, 5, 4});
   detail::ConvViews const v{detail::activations6(grad_out, r, G), w, detail::activations6(out, r, G)};
-  detail::map_conv_result(g, p, v.out);
-  detail::dispatch_conv_types(q, [&]<class TS, class TW, class TP, class TO>() {
-    detail::build_conv<TS, TW, TP, TO>(g, prog, p, v, out, 1.0f, name);
-  });
+  detail::build_planned(g, prog, q, options, v, out, 1.0f, true, name);
   return out;
 }
 
