@@ -51,7 +51,7 @@ struct SpinBarrier {
       count_.store(0, std::memory_order_relaxed);
       gen_.store(gen + 1, std::memory_order_release);
     } else {
-      while (gen_.load(std::memory_order_acquire) == gen) tb::detail::cpu_relax();
+      while (gen_.load(std::memory_order_acquire) == gen) tb::exec::detail::cpu_relax();
     }
   }
   int n_;

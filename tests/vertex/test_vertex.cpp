@@ -26,11 +26,11 @@ struct Half2 {
 }  // namespace
 
 TEST_CASE("reflection: field count, names and kinds") {
-  CHECK(tb::detail::num_fields<Sum3>() == 3);
-  CHECK(tb::detail::field_name<Sum3, 0>() == "ins");
-  CHECK(tb::detail::field_name<Sum3, 2>() == "bias");
+  CHECK(tb::vertex::detail::num_fields<Sum3>() == 3);
+  CHECK(tb::vertex::detail::field_name<Sum3, 0>() == "ins");
+  CHECK(tb::vertex::detail::field_name<Sum3, 2>() == "bias");
   CHECK(tb::VertexLike<Sum3>);
-  CHECK(tb::detail::type_name<Sum3>().find("Sum3") != std::string_view::npos);
+  CHECK(tb::vertex::detail::type_name<Sum3>().find("Sum3") != std::string_view::npos);
 }
 
 TEST_CASE("input_list, params and the vertex's own cycle estimate") {

@@ -111,7 +111,7 @@ TEST_CASE("fetched inputs are read in place on the host and modelled as an excha
   CHECK(exe.memory()[3].peak_temporary == 400);
   CHECK(exe.memory()[0].peak_temporary == 0);
   auto const cycles = exe.schedule().programs[0].cycles[0];
-  CHECK(cycles == plan.cycles + plan.fetch_cycles + 2 * tb::detail::sync_cycles(g.target()));
+  CHECK(cycles == plan.cycles + plan.fetch_cycles + 2 * tb::plan::detail::sync_cycles(g.target()));
   tb::Engine e{std::move(exe), {.host_threads = 2}};
   e.write(x, iota(100));
   e.run();
@@ -144,7 +144,7 @@ TEST_CASE("supervisor vertices add their tile cycles; rank-3 views") {
   auto cs = g.add_compute_set("sum");
   g.add_vertex<SumPlanes>(cs, 0, p, acc);
   auto exe = tb::compile(g, tb::execute(cs));
-  CHECK(exe.schedule().compute_sets[0].cycles == tb::detail::compute_set_overhead_cycles + 1000);
+  CHECK(exe.schedule().compute_sets[0].cycles == tb::plan::detail::compute_set_overhead_cycles + 1000);
   tb::Engine e{std::move(exe), {.host_threads = 1}};
   e.write(p, iota(12));
   e.write(acc, std::vector<float>{1, 1, 1, 1});

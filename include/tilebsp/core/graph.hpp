@@ -44,7 +44,7 @@ struct VariableOptions {
   bool temporary = false;
 };
 
-namespace detail {
+namespace core::detail {
 
 /// Tile of each element range of one variable: begin -> (end, tile).
 class VariableMapping {
@@ -191,7 +191,7 @@ std::int64_t for_each_mapped(GraphImpl const& g, Tensor const& t, F&& f) {
   return unmapped;
 }
 
-}  // namespace detail
+}  // namespace core::detail
 
 /// A static graph for one target. Graph is a handle: copies refer to the same graph. A shard view
 /// (`shard(i)`) numbers tiles locally (0 .. tiles_per_ipu - 1) and places everything on IPU i.
@@ -255,25 +255,25 @@ class Graph {
 
   /// Internal state, for the lowering and the engine. The non-const form is for building on it: where an
   /// executable still holds the state it was compiled from (snapshot()), the graph copies it first.
-  detail::GraphImpl const& impl() const noexcept { return *shared_->impl; }
-  detail::GraphImpl& impl();
+  core::detail::GraphImpl const& impl() const noexcept { return *shared_->impl; }
+  core::detail::GraphImpl& impl();
   /// The graph as it is now, shared (not copied) until the graph next changes: compile keeps one. (Copying it
   /// was a third of compile's time for ResNeXt-101's 6.5 million vertices.)
-  std::shared_ptr<detail::GraphImpl const> snapshot() const { return shared_->impl; }
+  std::shared_ptr<core::detail::GraphImpl const> snapshot() const { return shared_->impl; }
 
   /// Global tile index of this view's `tile`; throws index_error when out of range.
   std::uint32_t global_tile(char const* op, std::size_t tile) const;
   void check_tensor(char const* op, Tensor const& t) const;
 
  private:
-  Tensor add(detail::Variable v);
+  Tensor add(core::detail::Variable v);
   /// add_constant of `count` elements of `type` at `values`.
   Tensor add_constant_bytes(Shape shape, ElementType type, void const* values, std::size_t count, std::string name);
   Fifo add_fifo(std::string name, ElementType type, std::size_t elements, bool to_device);
 
   /// Shared by every handle (copies, shard views) of one graph; `impl` also by the executables compiled from it.
   struct Shared {
-    std::shared_ptr<detail::GraphImpl> impl;
+    std::shared_ptr<core::detail::GraphImpl> impl;
   };
   std::shared_ptr<Shared> shared_;
   std::size_t tile_begin_ = 0;

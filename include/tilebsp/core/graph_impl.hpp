@@ -16,9 +16,9 @@
 namespace tilebsp {
 
 TILEBSP_INLINE Graph::Graph(Target target)
-    : shared_(std::make_shared<Shared>(std::make_shared<detail::GraphImpl>())) {
+    : shared_(std::make_shared<Shared>(std::make_shared<core::detail::GraphImpl>())) {
   impl().target = std::move(target);
-  impl().id = detail::GraphImpl::next_id();
+  impl().id = core::detail::GraphImpl::next_id();
   tile_count_ = impl().target.num_tiles();
 }
 
@@ -33,7 +33,7 @@ TILEBSP_INLINE Graph Graph::shard(std::size_t ipu) const {
 }
 
 TILEBSP_INLINE Tensor Graph::add_variable(ElementType type, Shape shape, std::string name, VariableOptions opt) {
-  detail::Variable v;
+  core::detail::Variable v;
   v.name = std::move(name);
   v.type = type;
   v.shape = shape;
@@ -59,7 +59,7 @@ TILEBSP_INLINE TileMapping Graph::tile_mapping(Tensor const& t) const {
   check_tensor("tile_mapping", t);
   std::vector<TileMapping::value_type> r;
   auto const lo = tile_begin_, hi = lo + tile_count_;
-  auto const unmapped = detail::for_each_mapped(impl(), t, [&](std::int64_t b, std::int64_t e, std::uint32_t tile) {
+  auto const unmapped = core::detail::for_each_mapped(impl(), t, [&](std::int64_t b, std::int64_t e, std::uint32_t tile) {
     if (tile < lo || tile >= hi) return;
     Interval iv{static_cast<std::size_t>(b), static_cast<std::size_t>(e)};
     std::size_t const local = tile - lo;
@@ -78,9 +78,9 @@ TILEBSP_INLINE ComputeSet Graph::add_compute_set(std::string name) {
   return {static_cast<std::uint32_t>(impl().compute_sets.size() - 1), impl().id};
 }
 
-TILEBSP_INLINE detail::GraphImpl& Graph::impl() {
+TILEBSP_INLINE core::detail::GraphImpl& Graph::impl() {
   auto& p = shared_->impl;
-  if (p.use_count() > 1) p = std::make_shared<detail::GraphImpl>(*p);
+  if (p.use_count() > 1) p = std::make_shared<core::detail::GraphImpl>(*p);
   return *p;
 }
 
@@ -96,7 +96,7 @@ TILEBSP_INLINE void Graph::check_tensor(char const* op, Tensor const& t) const {
   if (t.graph_id() != impl().id) throw error(std::string(op) + ": the tensor belongs to another graph");
 }
 
-TILEBSP_INLINE Tensor Graph::add(detail::Variable v) {
+TILEBSP_INLINE Tensor Graph::add(core::detail::Variable v) {
   auto const id = static_cast<std::uint32_t>(impl().variables.size());
   Tensor t(impl().id, id, v.type, v.shape);
   impl().variables.push_back(std::move(v));
@@ -108,7 +108,7 @@ TILEBSP_INLINE Tensor Graph::add_constant_bytes(Shape shape, ElementType type, v
   if (count != product(shape))
     throw shape_error("add_constant: '" + name + "' has shape " + to_string(shape) + " (" +
                       std::to_string(product(shape)) + " elements) but " + std::to_string(count) + " values were given");
-  detail::Variable v;
+  core::detail::Variable v;
   v.name = std::move(name);
   v.type = type;
   v.shape = shape;

@@ -16,7 +16,7 @@
 
 namespace tilebsp {
 
-namespace detail {
+namespace core::detail {
 
 /// `count` elements of variable `var`: start, start + stride, ... (stride may be 0 or negative).
 struct Run {
@@ -87,7 +87,7 @@ class RunMerger {
   bool have_ = false;
 };
 
-}  // namespace detail
+}  // namespace core::detail
 
 /// A view of elements of one graph's variables, with an element type and a row-major shape.
 /// Copying a Tensor copies the view, not the data. All view operations are O(rank) except reshape of a
@@ -150,7 +150,7 @@ class Tensor {
       }
     }
     if (dims.empty()) dims.emplace_back(1, 1);
-    detail::RunMerger<F> merger(f);
+    core::detail::RunMerger<F> merger(f);
     std::size_t hint = 0;
     std::vector<std::int64_t> idx(dims.size() - 1, 0);
     auto const [inner_n, inner_s] = dims.back();
@@ -166,11 +166,11 @@ class Tensor {
   }
 
   /// All element runs, in row-major order.
-  std::vector<detail::Run> runs() const;
+  std::vector<core::detail::Run> runs() const;
 
   /// The view as one variable's elements at affine positions, when it is one (every view of a single
   /// variable made with slice, index, transpose, dimshuffle, broadcast, expand, squeeze or reverse is).
-  std::optional<detail::Affine> affine() const;
+  std::optional<core::detail::Affine> affine() const;
 
   friend Tensor concat(std::vector<Tensor> const& ts, std::size_t dim);
 
@@ -198,7 +198,7 @@ class Tensor {
   }
   static std::string to_string(std::vector<std::size_t> const& v) { return tilebsp::to_string(v); }
 
-  std::shared_ptr<detail::Sequence const> seq_;
+  std::shared_ptr<core::detail::Sequence const> seq_;
   std::uint32_t graph_ = 0;
   ElementType type_ = ElementType::f32;
   Shape shape_;

@@ -18,7 +18,7 @@ namespace tilebsp {
 TILEBSP_INLINE Tensor::Tensor(std::uint32_t graph, std::uint32_t var, ElementType type, Shape shape)
     : graph_(graph), type_(type), shape_(std::move(shape)) {
   auto const n = static_cast<std::int64_t>(product(shape_));
-  seq_ = std::make_shared<detail::Sequence const>(std::vector<detail::Run>{{var, 0, 1, n}});
+  seq_ = std::make_shared<core::detail::Sequence const>(std::vector<core::detail::Run>{{var, 0, 1, n}});
   strides_ = contiguous_strides(shape_);
 }
 
@@ -131,16 +131,16 @@ TILEBSP_INLINE Tensor Tensor::reverse(std::size_t dim) const {
   return r;
 }
 
-TILEBSP_INLINE std::vector<detail::Run> Tensor::runs() const {
-  std::vector<detail::Run> out;
+TILEBSP_INLINE std::vector<core::detail::Run> Tensor::runs() const {
+  std::vector<core::detail::Run> out;
   for_each_run([&](std::uint32_t v, std::int64_t s, std::int64_t st, std::int64_t n) { out.push_back({v, s, st, n}); });
   return out;
 }
 
-TILEBSP_INLINE std::optional<detail::Affine> Tensor::affine() const {
+TILEBSP_INLINE std::optional<core::detail::Affine> Tensor::affine() const {
   if (!valid() || seq_->runs.size() != 1) return std::nullopt;
   auto const& r = seq_->runs[0];
-  detail::Affine a{r.var, r.start + offset_ * r.stride, {}};
+  core::detail::Affine a{r.var, r.start + offset_ * r.stride, {}};
   for (auto s : strides_) a.strides.push_back(s * r.stride);
   return a;
 }
@@ -173,7 +173,7 @@ TILEBSP_INLINE bool Tensor::is_contiguous() const {
 
 TILEBSP_INLINE Tensor Tensor::materialised() const {
   Tensor r = *this;
-  r.seq_ = std::make_shared<detail::Sequence const>(runs());
+  r.seq_ = std::make_shared<core::detail::Sequence const>(runs());
   r.offset_ = 0;
   r.strides_ = contiguous_strides(shape_);
   return r;
@@ -203,13 +203,13 @@ TILEBSP_INLINE Tensor concat(std::vector<Tensor> const& ts, std::size_t dim) {
   for (std::size_t d = 0; d < a.rank(); ++d)
     if (d != dim) perm.push_back(d);
   for (std::size_t d = 0; d < a.rank(); ++d) inverse[perm[d]] = d;
-  std::vector<detail::Run> all;
+  std::vector<core::detail::Run> all;
   for (auto const& t : ts) {
     auto r = t.dimshuffle(perm).runs();
     all.insert(all.end(), r.begin(), r.end());
   }
   Tensor out = a.dimshuffle(perm);
-  out.seq_ = std::make_shared<detail::Sequence const>(std::move(all));
+  out.seq_ = std::make_shared<core::detail::Sequence const>(std::move(all));
   out.offset_ = 0;
   out.shape_[0] = total;
   out.strides_ = Tensor::contiguous_strides(out.shape_);

@@ -45,7 +45,7 @@ constexpr std::string_view name_of(ElementType t) noexcept {
   return "?";
 }
 
-namespace detail {
+namespace core::detail {
 template <class T>
 struct element_type_of {};
 template <> struct element_type_of<float> : std::integral_constant<ElementType, ElementType::f32> {};
@@ -54,14 +54,14 @@ template <> struct element_type_of<std::int32_t> : std::integral_constant<Elemen
 template <> struct element_type_of<std::uint32_t> : std::integral_constant<ElementType, ElementType::u32> {};
 template <> struct element_type_of<std::uint8_t> : std::integral_constant<ElementType, ElementType::u8> {};
 template <> struct element_type_of<bool> : std::integral_constant<ElementType, ElementType::boolean> {};
-}  // namespace detail
+}  // namespace core::detail
 
 /// A C++ type that tensors can hold: float, half, int32_t, uint32_t, uint8_t, bool.
 template <class T>
-concept ElementLike = requires { detail::element_type_of<std::remove_cv_t<T>>::value; };
+concept ElementLike = requires { core::detail::element_type_of<std::remove_cv_t<T>>::value; };
 
 /// The ElementType of a C++ element type.
 template <ElementLike T>
-inline constexpr ElementType element_type_v = detail::element_type_of<std::remove_cv_t<T>>::value;
+inline constexpr ElementType element_type_v = core::detail::element_type_of<std::remove_cv_t<T>>::value;
 
 }  // namespace tilebsp

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tilebsp::detail {
+namespace tilebsp::core::detail {
 
 enum class FieldKind : std::uint8_t { input, output, inout, input_list, param };
 
@@ -77,4 +77,4 @@ struct VertexRecord {
   std::vector<FieldConnection> fields;
 };
 
-}  // namespace tilebsp::detail
+}  // namespace tilebsp::core::detail

@@ -13,7 +13,7 @@ namespace tilebsp {
 /// Receives each warning; the default prints "tilebsp warning: <text>" to std::clog.
 using WarningHandler = std::function<void(std::string_view)>;
 
-namespace detail {
+namespace core::detail {
 struct Warnings {
   std::mutex m;
   WarningHandler handler;
@@ -22,18 +22,18 @@ inline Warnings& warnings() {
   static Warnings w;
   return w;
 }
-}  // namespace detail
+}  // namespace core::detail
 
 /// Installs `h` (an empty handler restores the default); returns the previous handler.
 inline WarningHandler set_warning_handler(WarningHandler h) {
-  auto& w = detail::warnings();
+  auto& w = core::detail::warnings();
   std::lock_guard lock(w.m);
   return std::exchange(w.handler, std::move(h));
 }
 
 /// Reports a warning through the installed handler.
 inline void warn(std::string const& text) {
-  auto& w = detail::warnings();
+  auto& w = core::detail::warnings();
   std::lock_guard lock(w.m);
   if (w.handler) w.handler(text);
   else std::clog << "tilebsp warning: " << text << '\n';

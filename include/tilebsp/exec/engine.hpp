@@ -38,7 +38,7 @@ struct ConnectOptions {
   bool prefetch = false;
 };
 
-namespace detail {
+namespace exec::detail {
 class EngineCore;
 }
 
@@ -109,7 +109,7 @@ class Engine : public HostContext {
                         std::function<void(std::byte*)> fill, std::function<void(std::byte const*)> drain,
                         ConnectOptions options);
 
-  std::unique_ptr<detail::EngineCore> core_;
+  std::unique_ptr<exec::detail::EngineCore> core_;
 };
 
 }  // namespace tilebsp

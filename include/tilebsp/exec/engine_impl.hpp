@@ -18,10 +18,10 @@
 
 namespace tilebsp {
 
-TILEBSP_INLINE detail::EngineCore::EngineCore(Executable exe, EngineOptions const& opt, HostContext& host)
+TILEBSP_INLINE exec::detail::EngineCore::EngineCore(Executable exe, EngineOptions const& opt, HostContext& host)
     : exe_(std::move(exe)), s_(exe_.schedule()), g_(*s_.graph), host_(host), threads_(static_cast<unsigned>(opt.host_threads ? opt.host_threads : std::max(1u, std::thread::hardware_concurrency()))), profiling_(opt.profiling), host_kernels_(opt.host_kernels), team_(threads_), barrier_(threads_) {
   for (auto const& v : g_.variables) {
-    data_.push_back(detail::allocate(static_cast<std::size_t>(v.size) * size_of(v.type)));
+    data_.push_back(exec::detail::allocate(static_cast<std::size_t>(v.size) * size_of(v.type)));
     if (v.constant && !v.initial.empty()) std::memcpy(data_.back().get(), v.initial.data(), v.initial.size());
   }
   mark_program_writes();
@@ -32,17 +32,17 @@ TILEBSP_INLINE detail::EngineCore::EngineCore(Executable exe, EngineOptions cons
   for (auto const& p : s_.programs)
     for (std::size_t pc = 0; pc < p.code.size(); ++pc) {
       auto const& in = p.code[pc];
-      if (in.op == detail::Op::host_path && paths_[static_cast<std::size_t>(in.a)]) {
+      if (in.op == program::detail::Op::host_path && paths_[static_cast<std::size_t>(in.a)]) {
         pc = static_cast<std::size_t>(in.b) - 1;
-      } else if (in.op == detail::Op::superstep) {
+      } else if (in.op == program::detail::Op::superstep) {
         if (in.a >= 0) cs_runs[static_cast<std::size_t>(in.a)] = 1;
         if (in.b >= 0) ex_runs[static_cast<std::size_t>(in.b)] = 1;
       }
     }
   for (std::size_t i = 0; i < cs_runs.size(); ++i)
-    cs_.push_back(cs_runs[i] ? bind_compute_set(s_.compute_sets[i]) : detail::ComputeSetExec{});
+    cs_.push_back(cs_runs[i] ? bind_compute_set(s_.compute_sets[i]) : exec::detail::ComputeSetExec{});
   for (std::size_t i = 0; i < ex_runs.size(); ++i)
-    ex_.push_back(ex_runs[i] ? bind_exchange(s_.exchanges[i]) : detail::ExchangeExec{});
+    ex_.push_back(ex_runs[i] ? bind_exchange(s_.exchanges[i]) : exec::detail::ExchangeExec{});
   fifos_.resize(g_.fifos.size());
   // Flags of repeat_while / if_ are single elements: resolve their host addresses once.
   for (auto const& t : s_.slots) {
@@ -56,7 +56,7 @@ TILEBSP_INLINE detail::EngineCore::EngineCore(Executable exe, EngineOptions cons
   }
 }
 
-TILEBSP_INLINE void detail::EngineCore::run(std::size_t program) {
+TILEBSP_INLINE void exec::detail::EngineCore::run(std::size_t program) {
   if (program >= s_.programs.size())
     throw index_error("run: program " + std::to_string(program) + " out of range (the executable has " +
                       std::to_string(s_.programs.size()) + " programs)");
@@ -73,7 +73,7 @@ TILEBSP_INLINE void detail::EngineCore::run(std::size_t program) {
   if (error_) std::rethrow_exception(error_);
 }
 
-TILEBSP_INLINE Profile detail::EngineCore::profile() const {
+TILEBSP_INLINE Profile exec::detail::EngineCore::profile() const {
   Profile p;
   p.target = g_.target;
   p.host_threads = threads_;
@@ -89,7 +89,7 @@ TILEBSP_INLINE Profile detail::EngineCore::profile() const {
       sp.executions = counts_[pi][pc];
       sp.host_ns = ns_[pi][pc];
       switch (in.op) {
-        case detail::Op::superstep: {
+        case program::detail::Op::superstep: {
           sp.kind = "superstep";
           if (in.a >= 0) {
             auto const& cs = s_.compute_sets[static_cast<std::size_t>(in.a)];
@@ -106,12 +106,12 @@ TILEBSP_INLINE Profile detail::EngineCore::profile() const {
           }
           break;
         }
-        case detail::Op::stream_in: sp.kind = "stream_in"; sp.label = "stream_in '" + g_.fifos[static_cast<std::size_t>(in.a)].name + "'"; break;
-        case detail::Op::stream_out: sp.kind = "stream_out"; sp.label = "stream_out '" + g_.fifos[static_cast<std::size_t>(in.a)].name + "'"; break;
-        case detail::Op::host: sp.kind = "host"; sp.label = "host callback"; break;
-        case detail::Op::sync: sp.kind = "sync"; sp.label = "sync"; break;
-        case detail::Op::branch_if_false: sp.kind = "branch"; sp.label = "branch on flag"; break;
-        case detail::Op::host_path:
+        case program::detail::Op::stream_in: sp.kind = "stream_in"; sp.label = "stream_in '" + g_.fifos[static_cast<std::size_t>(in.a)].name + "'"; break;
+        case program::detail::Op::stream_out: sp.kind = "stream_out"; sp.label = "stream_out '" + g_.fifos[static_cast<std::size_t>(in.a)].name + "'"; break;
+        case program::detail::Op::host: sp.kind = "host"; sp.label = "host callback"; break;
+        case program::detail::Op::sync: sp.kind = "sync"; sp.label = "sync"; break;
+        case program::detail::Op::branch_if_false: sp.kind = "branch"; sp.label = "branch on flag"; break;
+        case program::detail::Op::host_path:
           sp.kind = "host_path";
           sp.label = "host path '" + s_.host_paths[static_cast<std::size_t>(in.a)].name + "'" +
                      (paths_[static_cast<std::size_t>(in.a)] ? "" : " (body runs)");
@@ -124,37 +124,37 @@ TILEBSP_INLINE Profile detail::EngineCore::profile() const {
   return p;
 }
 
-TILEBSP_INLINE void detail::EngineCore::read_bytes(Tensor const& t, void* dst, std::size_t bytes) const {
+TILEBSP_INLINE void exec::detail::EngineCore::read_bytes(Tensor const& t, void* dst, std::size_t bytes) const {
   check_access("read", t, bytes);
   auto* out = static_cast<std::byte*>(dst);
   std::size_t const eb = size_of(t.element_type());
   t.for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
-    detail::run_copy({data_[var].get() + start * static_cast<std::int64_t>(eb), out, stride * static_cast<std::int64_t>(eb),
+    exec::detail::run_copy({data_[var].get() + start * static_cast<std::int64_t>(eb), out, stride * static_cast<std::int64_t>(eb),
                       static_cast<std::int64_t>(eb), count, static_cast<std::uint32_t>(eb)});
     out += count * static_cast<std::int64_t>(eb);
   });
 }
 
-TILEBSP_INLINE void detail::EngineCore::write_bytes(Tensor const& t, void const* src, std::size_t bytes) {
+TILEBSP_INLINE void exec::detail::EngineCore::write_bytes(Tensor const& t, void const* src, std::size_t bytes) {
   check_access("write", t, bytes);
   auto const* in = static_cast<std::byte const*>(src);
   std::size_t const eb = size_of(t.element_type());
   t.for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
     if (g_.variables[var].constant) throw error("write: '" + g_.variables[var].name + "' is a constant");
     if (host_writes_[var]) ++*host_writes_[var];
-    detail::run_copy({in, data_[var].get() + start * static_cast<std::int64_t>(eb), static_cast<std::int64_t>(eb),
+    exec::detail::run_copy({in, data_[var].get() + start * static_cast<std::int64_t>(eb), static_cast<std::int64_t>(eb),
                       stride * static_cast<std::int64_t>(eb), count, static_cast<std::uint32_t>(eb)});
     in += count * static_cast<std::int64_t>(eb);
   });
 }
 
-TILEBSP_INLINE void detail::EngineCore::bind_host_paths() {
+TILEBSP_INLINE void exec::detail::EngineCore::bind_host_paths() {
   HostBinding const at{[this](std::uint32_t var) { return data_.at(var).get(); },
                        [this](std::uint32_t var) { return host_writes_.at(var) ? &*host_writes_[var] : nullptr; }};
   for (auto const& hp : s_.host_paths) paths_.push_back(host_kernels_ && hp.kernel ? hp.kernel.bind(at) : HostTask{});
 }
 
-TILEBSP_INLINE void detail::EngineCore::mark_program_writes() {
+TILEBSP_INLINE void exec::detail::EngineCore::mark_program_writes() {
   std::vector<bool> written(g_.variables.size(), false);
   for (auto const& cs : s_.compute_sets)
     for (auto v : cs.writes) written[v] = true;
@@ -162,14 +162,14 @@ TILEBSP_INLINE void detail::EngineCore::mark_program_writes() {
     for (auto const& tr : ex.transfers) written[tr.dst_var] = true;
   for (auto const& p : s_.programs)
     for (auto const& in : p.code)
-      if (in.op == detail::Op::stream_in)
+      if (in.op == program::detail::Op::stream_in)
         for (auto const& r : s_.slots[static_cast<std::size_t>(in.b)].runs()) written[r.var] = true;
   host_writes_.resize(g_.variables.size());
   for (std::size_t v = 0; v < written.size(); ++v)
     if (!written[v]) host_writes_[v] = 1;
 }
 
-TILEBSP_INLINE void detail::EngineCore::check_access(char const* op, Tensor const& t, std::size_t bytes) const {
+TILEBSP_INLINE void exec::detail::EngineCore::check_access(char const* op, Tensor const& t, std::size_t bytes) const {
   if (!t.valid()) throw error(std::string(op) + ": the tensor is empty (default-constructed)");
   if (t.graph_id() != g_.id) throw error(std::string(op) + ": the tensor belongs to another graph");
   t.for_each_run([&](std::uint32_t var, std::int64_t, std::int64_t, std::int64_t) {
@@ -180,28 +180,28 @@ TILEBSP_INLINE void detail::EngineCore::check_access(char const* op, Tensor cons
     throw shape_error(std::string(op) + ": the tensor has " + std::to_string(t.num_elements()) + " elements");
 }
 
-TILEBSP_INLINE std::vector<detail::CopyOp> detail::EngineCore::tensor_ops(std::vector<detail::Run> const& runs, std::byte* buffer,
+TILEBSP_INLINE std::vector<exec::detail::CopyOp> exec::detail::EngineCore::tensor_ops(std::vector<core::detail::Run> const& runs, std::byte* buffer,
                                                              std::uint32_t eb, bool to_buffer) const {
-  std::vector<detail::CopyOp> ops;
+  std::vector<exec::detail::CopyOp> ops;
   std::int64_t off = 0;
   for (auto const& r : runs) {
     std::byte* p = at(r.var, r.start, eb);
     std::byte* b = buffer + off * eb;
-    ops.push_back(to_buffer ? detail::CopyOp{p, b, r.stride * eb, eb, r.count, eb}
-                            : detail::CopyOp{b, p, eb, r.stride * eb, r.count, eb});
+    ops.push_back(to_buffer ? exec::detail::CopyOp{p, b, r.stride * eb, eb, r.count, eb}
+                            : exec::detail::CopyOp{b, p, eb, r.stride * eb, r.count, eb});
     off += r.count;
   }
   return ops;
 }
 
-TILEBSP_INLINE detail::ComputeSetExec detail::EngineCore::bind_compute_set(detail::ComputeSetPlan const& plan) {
-  detail::ComputeSetExec e;
+TILEBSP_INLINE exec::detail::ComputeSetExec exec::detail::EngineCore::bind_compute_set(program::detail::ComputeSetPlan const& plan) {
+  exec::detail::ComputeSetExec e;
   std::size_t arena = 0;
   for (auto const& pv : plan.vertices) {
     auto const* ops = g_.vertices[pv.record].ops;
     arena = (arena + ops->align - 1) / ops->align * ops->align + ops->size;
   }
-  arenas_.push_back(detail::allocate(arena));
+  arenas_.push_back(exec::detail::allocate(arena));
   std::byte* base = arenas_.back().get();
   std::size_t off = 0;
   for (auto const& pv : plan.vertices) {
@@ -212,19 +212,19 @@ TILEBSP_INLINE detail::ComputeSetExec detail::EngineCore::bind_compute_set(detai
     off += ops->size;
     ops->copy_construct(obj, rec.prototype.get());
     objects_.emplace_back(ops, obj);
-    detail::WorkItem item{rec.tile, ops->size, ops->compute, obj, 1, static_cast<std::uint32_t>(e.gathers.size()), 0,
+    exec::detail::WorkItem item{rec.tile, ops->size, ops->compute, obj, 1, static_cast<std::uint32_t>(e.gathers.size()), 0,
                           static_cast<std::uint32_t>(e.scatters.size()), 0, pv.cycles};
-    std::vector<detail::FieldBinding> b(rec.fields.size());
+    std::vector<core::detail::FieldBinding> b(rec.fields.size());
     for (std::uint32_t fi = 0; fi < rec.fields.size(); ++fi) {
       auto const& f = rec.fields[fi];
-      if (f.kind == detail::FieldKind::param) continue;
-      std::vector<detail::FieldBinding> items(f.tensors.size());
+      if (f.kind == core::detail::FieldKind::param) continue;
+      std::vector<core::detail::FieldBinding> items(f.tensors.size());
       for (std::uint32_t k = 0; k < f.tensors.size(); ++k) {
         auto const& t = f.tensors[k];
         auto const eb = static_cast<std::uint32_t>(size_of(t.element_type()));
         auto const* st = find_staging(pv, fi, k);
         if (st) {
-          staging_.push_back(detail::allocate(static_cast<std::size_t>(st->elements) * eb));
+          staging_.push_back(exec::detail::allocate(static_cast<std::size_t>(st->elements) * eb));
           std::byte* buf = staging_.back().get();
           auto const runs = t.runs();
           if (st->gather)
@@ -250,8 +250,8 @@ TILEBSP_INLINE detail::ComputeSetExec detail::EngineCore::bind_compute_set(detai
           items[k] = {runs.empty() ? nullptr : at(runs[0].var, runs[0].start, eb), t.num_elements()};
         }
       }
-      if (f.kind == detail::FieldKind::input_list) {
-        lists_.emplace_back(new detail::FieldBinding[std::max<std::size_t>(items.size(), 1)]);
+      if (f.kind == core::detail::FieldKind::input_list) {
+        lists_.emplace_back(new core::detail::FieldBinding[std::max<std::size_t>(items.size(), 1)]);
         std::copy(items.begin(), items.end(), lists_.back().get());
         b[fi] = {lists_.back().get(), items.size()};
       } else {
@@ -277,13 +277,13 @@ TILEBSP_INLINE detail::ComputeSetExec detail::EngineCore::bind_compute_set(detai
     split[t] = i;
   }
   // Within each thread's share, runs of same-type vertices stored contiguously become one call.
-  std::vector<detail::WorkItem> merged;
+  std::vector<exec::detail::WorkItem> merged;
   e.split.assign(threads_ + 1, 0);
   for (unsigned t = 0; t < threads_; ++t) {
     e.split[t] = merged.size();
     for (std::size_t k = split[t]; k < split[t + 1]; ++k) {
       auto const& it = e.items[k];
-      auto const staged = [](detail::WorkItem const& w) {
+      auto const staged = [](exec::detail::WorkItem const& w) {
         return w.gather_begin != w.gather_end || w.scatter_begin != w.scatter_end;
       };
       if (merged.size() > e.split[t] && !staged(it) && !staged(merged.back()) && merged.back().compute == it.compute &&
@@ -300,17 +300,17 @@ TILEBSP_INLINE detail::ComputeSetExec detail::EngineCore::bind_compute_set(detai
   return e;
 }
 
-TILEBSP_INLINE detail::Staging const* detail::EngineCore::find_staging(detail::PlacedVertex const& pv, std::uint32_t field,
+TILEBSP_INLINE program::detail::Staging const* exec::detail::EngineCore::find_staging(program::detail::PlacedVertex const& pv, std::uint32_t field,
                                                            std::uint32_t item) {
   for (auto const& st : pv.staging)
     if (st.field == field && st.item == item) return &st;
   return nullptr;
 }
 
-TILEBSP_INLINE detail::ExchangeExec detail::EngineCore::bind_exchange(detail::ExchangePlan const& plan) {
-  detail::ExchangeExec e;
+TILEBSP_INLINE exec::detail::ExchangeExec exec::detail::EngineCore::bind_exchange(program::detail::ExchangePlan const& plan) {
+  exec::detail::ExchangeExec e;
   e.staged = plan.staged;
-  std::vector<detail::CopyOp> direct, in, out;
+  std::vector<exec::detail::CopyOp> direct, in, out;
   if (plan.staged) {
     e.stage = std::make_unique<std::byte[]>(std::max<std::uint64_t>(plan.bytes, 1));
   }
@@ -327,32 +327,32 @@ TILEBSP_INLINE detail::ExchangeExec detail::EngineCore::bind_exchange(detail::Ex
       direct.push_back({src, dst, x.src_stride * eb, x.dst_stride * eb, x.count, x.elem_bytes});
     }
   }
-  e.phase1 = detail::split_copies(plan.staged ? in : direct, threads_);
-  if (plan.staged) e.phase2 = detail::split_copies(out, threads_);
+  e.phase1 = exec::detail::split_copies(plan.staged ? in : direct, threads_);
+  if (plan.staged) e.phase2 = exec::detail::split_copies(out, threads_);
   return e;
 }
 
-TILEBSP_INLINE void detail::EngineCore::fail(bool& failed) {
+TILEBSP_INLINE void exec::detail::EngineCore::fail(bool& failed) {
   std::lock_guard lock(error_mutex_);
   if (!error_) error_ = std::current_exception();
   failed = true;
 }
 
-TILEBSP_INLINE void detail::EngineCore::run_compute(detail::ComputeSetExec const& e, unsigned tid) const {
+TILEBSP_INLINE void exec::detail::EngineCore::run_compute(exec::detail::ComputeSetExec const& e, unsigned tid) const {
   for (std::size_t i = e.split[tid]; i < e.split[tid + 1]; ++i) {
     auto const& it = e.items[i];
-    for (auto g = it.gather_begin; g < it.gather_end; ++g) detail::run_copy(e.gathers[g]);
+    for (auto g = it.gather_begin; g < it.gather_end; ++g) exec::detail::run_copy(e.gathers[g]);
     it.compute(it.first, it.count);
-    for (auto s = it.scatter_begin; s < it.scatter_end; ++s) detail::run_copy(e.scatters[s]);
+    for (auto s = it.scatter_begin; s < it.scatter_end; ++s) exec::detail::run_copy(e.scatters[s]);
   }
 }
 
-TILEBSP_INLINE void detail::EngineCore::stream(detail::Instr const& in) {
+TILEBSP_INLINE void exec::detail::EngineCore::stream(program::detail::Instr const& in) {
   auto const& fifo = g_.fifos[static_cast<std::size_t>(in.a)];
   auto& c = fifos_[static_cast<std::size_t>(in.a)];
   Tensor const& t = s_.slots[static_cast<std::size_t>(in.b)];
   std::size_t const bytes = t.num_elements() * size_of(t.element_type());
-  bool const to_device = in.op == detail::Op::stream_in;
+  bool const to_device = in.op == program::detail::Op::stream_in;
   std::byte* host = nullptr;
   if (c.fill || c.drain) {
     if (to_device) c.take_next();
@@ -373,13 +373,13 @@ TILEBSP_INLINE void detail::EngineCore::stream(detail::Instr const& in) {
   if (c.drain) c.drain(host);
 }
 
-TILEBSP_INLINE bool detail::EngineCore::flag_value(std::size_t slot) const noexcept {
+TILEBSP_INLINE bool exec::detail::EngineCore::flag_value(std::size_t slot) const noexcept {
   std::uint32_t v = 0;
   std::memcpy(&v, flags_[slot], size_of(s_.slots[slot].element_type()));
   return v != 0;
 }
 
-TILEBSP_INLINE void detail::EngineCore::execute(std::size_t program, unsigned tid) {
+TILEBSP_INLINE void exec::detail::EngineCore::execute(std::size_t program, unsigned tid) {
   auto const& code = s_.programs[program].code;
   auto& counters = counters_[tid];
   auto* counts = counts_[program].data();
@@ -398,49 +398,49 @@ TILEBSP_INLINE void detail::EngineCore::execute(std::size_t program, unsigned ti
     auto const& in = code[pc];
     std::size_t next = pc + 1;
     switch (in.op) {
-      case detail::Op::superstep:
+      case program::detail::Op::superstep:
         if (in.a >= 0) {
           guarded([&] { run_compute(cs_[static_cast<std::size_t>(in.a)], tid); });
           if (barrier_.arrive_and_wait(failed)) return;
         }
         if (in.b >= 0) {
           auto const& ex = ex_[static_cast<std::size_t>(in.b)];
-          for (auto const& op : ex.phase1[tid]) detail::run_copy(op);
+          for (auto const& op : ex.phase1[tid]) exec::detail::run_copy(op);
           if (barrier_.arrive_and_wait(failed)) return;
           if (ex.staged) {
-            for (auto const& op : ex.phase2[tid]) detail::run_copy(op);
+            for (auto const& op : ex.phase2[tid]) exec::detail::run_copy(op);
             if (barrier_.arrive_and_wait(failed)) return;
           }
         }
         break;
-      case detail::Op::stream_in:
-      case detail::Op::stream_out:
+      case program::detail::Op::stream_in:
+      case program::detail::Op::stream_out:
         if (tid == 0) guarded([&] { stream(in); });
         if (barrier_.arrive_and_wait(failed)) return;
         break;
-      case detail::Op::host:
+      case program::detail::Op::host:
         if (tid == 0) guarded([&] { s_.callbacks[static_cast<std::size_t>(in.a)](host_); });
         if (barrier_.arrive_and_wait(failed)) return;
         break;
-      case detail::Op::sync:
+      case program::detail::Op::sync:
         if (barrier_.arrive_and_wait(failed)) return;
         break;
-      case detail::Op::repeat_begin:
+      case program::detail::Op::repeat_begin:
         counters[static_cast<std::size_t>(in.a)] = in.n;
         if (in.n == 0) next = static_cast<std::size_t>(in.b);
         break;
-      case detail::Op::repeat_end:
+      case program::detail::Op::repeat_end:
         if (--counters[static_cast<std::size_t>(in.a)] > 0) next = static_cast<std::size_t>(in.b);
         break;
-      case detail::Op::branch_if_false: {
+      case program::detail::Op::branch_if_false: {
         // Every thread reads the flag, then syncs so that nobody overwrites it before all have read it.
         bool const f = flag_value(static_cast<std::size_t>(in.a));
         if (barrier_.arrive_and_wait(failed)) return;
         if (!f) next = static_cast<std::size_t>(in.b);
         break;
       }
-      case detail::Op::jump: next = static_cast<std::size_t>(in.b); break;
-      case detail::Op::host_path:
+      case program::detail::Op::jump: next = static_cast<std::size_t>(in.b); break;
+      case program::detail::Op::host_path:
         // The one place that chooses between a span's host task and its body.
         if (auto const& task = paths_[static_cast<std::size_t>(in.a)]) {
           guarded([&] { task(tid, threads_); });
@@ -465,12 +465,12 @@ TILEBSP_INLINE void detail::EngineCore::execute(std::size_t program, unsigned ti
   }
 }
 
-TILEBSP_INLINE detail::EngineCore::~EngineCore() {
+TILEBSP_INLINE exec::detail::EngineCore::~EngineCore() {
   for (auto& c : fifos_) c.wait();
   for (auto const& [ops, p] : objects_) ops->destroy(p);
 }
 
-TILEBSP_INLINE detail::FifoConnection& detail::EngineCore::connection(char const* op, Fifo const& f, ElementType type) {
+TILEBSP_INLINE exec::detail::FifoConnection& exec::detail::EngineCore::connection(char const* op, Fifo const& f, ElementType type) {
   if (f.graph != g_.id || f.id >= fifos_.size()) throw error(std::string(op) + ": the FIFO belongs to another graph");
   if (f.type != type)
     throw type_error(std::string(op) + ": FIFO '" + g_.fifos[f.id].name + "' carries " + std::string(name_of(f.type)) +
@@ -479,7 +479,7 @@ TILEBSP_INLINE detail::FifoConnection& detail::EngineCore::connection(char const
 }
 
 TILEBSP_INLINE Engine::Engine(Executable exe, EngineOptions opt)
-    : core_(std::make_unique<detail::EngineCore>(std::move(exe), opt, *this)) {}
+    : core_(std::make_unique<exec::detail::EngineCore>(std::move(exe), opt, *this)) {}
 TILEBSP_INLINE Engine::~Engine() = default;
 TILEBSP_INLINE std::size_t Engine::host_threads() const noexcept { return core_->threads_; }
 TILEBSP_INLINE Executable const& Engine::executable() const noexcept { return core_->exe_; }

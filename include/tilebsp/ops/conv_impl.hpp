@@ -83,7 +83,7 @@ void build_conv(Graph& g, Sequence& prog, ConvPlan const& p, ConvViews const& v,
       g.set_tile_mapping(geometry(q, r).dst.of(parts6.index(part)), tile);
     });
   }
-  auto const rate = static_cast<float>(tilebsp::detail::macs_per_cycle(g.target(), q.input));
+  auto const rate = static_cast<float>(tilebsp::plan::detail::macs_per_cycle(g.target(), q.input));
   Sequence body;
   for (std::size_t s = 0; s < p.steps; ++s) {
     ComputeSet const cs = g.add_compute_set(name + (p.steps > 1 ? "/step" + std::to_string(s) : ""));
@@ -120,10 +120,7 @@ inline void map_conv_result(Graph& g, ConvPlan const& p, Tensor const& out6) {
     for (std::size_t ic = 0; ic < p.c_split; ++ic) {
       if (wu) {
         for (std::size_t ij = 0; ij < p.j_split; ++ij) {
-          simd::ConvRange r;
-          r.g0 = static_cast<std::int64_t>(std::min(q.groups, ig * p.g_tile)), r.g1 = static_cast<std::int64_t>(std::min(q.groups, (ig + 1) * p.g_tile));
-          r.c0 = static_cast<std::int64_t>(std::min(q.c, ic * p.c_tile)), r.c1 = static_cast<std::int64_t>(std::min(q.c, (ic + 1) * p.c_tile));
-          r.j0 = static_cast<std::int64_t>(std::min(q.j, ij * p.j_tile)), r.j1 = static_cast<std::int64_t>(std::min(q.j, (ij + 1) * p.j_tile));
+          simd::ConvRange const r = p.piece(ig, ij, ic, 0, 0);
           if (r.g0 >= r.g1 || r.c0 >= r.c1 || r.j0 >= r.j1) continue;
           g.set_tile_mapping(geometry(q, r).dst.of(out6), p.tile_of(ig, ij, ic, 0, 0));
         }
@@ -131,13 +128,8 @@ inline void map_conv_result(Graph& g, ConvPlan const& p, Tensor const& out6) {
       }
       for (std::size_t in = 0; in < p.n_split; ++in)
         for (std::size_t ir = 0; ir < p.r_split; ++ir) {
-          simd::ConvRange r;
-          r.g0 = static_cast<std::int64_t>(std::min(q.groups, ig * p.g_tile)), r.g1 = static_cast<std::int64_t>(std::min(q.groups, (ig + 1) * p.g_tile));
-          r.c0 = static_cast<std::int64_t>(std::min(q.c, ic * p.c_tile)), r.c1 = static_cast<std::int64_t>(std::min(q.c, (ic + 1) * p.c_tile));
-          r.n0 = static_cast<std::int64_t>(std::min(q.batch, in * p.n_tile)), r.n1 = static_cast<std::int64_t>(std::min(q.batch, (in + 1) * p.n_tile));
-          for (std::size_t d = 0; d < 3; ++d) r.lo[d] = 0, r.hi[d] = q.loop.dim[d].out;
-          auto const rows = static_cast<std::int64_t>(p.rows());
-          std::int64_t const b = std::min(rows, static_cast<std::int64_t>(ir * p.r_tile)), e = std::min(rows, static_cast<std::int64_t>((ir + 1) * p.r_tile));
+          simd::ConvRange r = p.piece(ig, 0, ic, in, ir);
+          std::int64_t const b = r.lo[rd], e = r.hi[rd];
           if (r.g0 >= r.g1 || r.c0 >= r.c1 || r.n0 >= r.n1 || b >= e) continue;
           std::size_t const parts = p.reduce ? p.j_split : 1;
           for (std::size_t ij = 0; ij < parts; ++ij) {
@@ -233,14 +225,14 @@ inline void check_conv_tensor(char const* op, Graph const& g, Tensor const& t, c
 /// Validates a pass and returns its problem.
 inline ConvProblem conv_problem_of(char const* op, ConvParams const& params, ConvPass kind, ElementType input,
                                    ConvOptions const& o, std::optional<ElementType> out_type) {
-  tilebsp::detail::check_amp(op, o.available_memory_proportion);
-  ConvProblem q = tilebsp::detail::conv_problem(params, kind);
+  tilebsp::plan::detail::check_amp(op, o.available_memory_proportion);
+  ConvProblem q = tilebsp::plan::detail::conv_problem(params, kind);
   q.input = input;
   check_float(op, "partials", o.partials);
   q.partials = o.partials;
   q.output = o.output_type.value_or(out_type.value_or(input));
   check_float(op, "the output type", q.output);
-  q.loop.winograd = tilebsp::detail::use_winograd(op, q, o.algorithm);
+  q.loop.winograd = tilebsp::plan::detail::use_winograd(op, q, o.algorithm);
   return q;
 }
 

@@ -229,7 +229,7 @@ inline Tensor piece_of(Tensor const& flat, MapPiece const& p) {
 /// True when every element of `t` lives on `tile` (a tile of g's view).
 inline bool all_on(Graph const& g, Tensor const& t, std::size_t tile) {
   bool ok = true;
-  tilebsp::detail::for_each_mapped(g.impl(), t, [&](std::int64_t, std::int64_t, std::uint32_t gt) {
+  tilebsp::core::detail::for_each_mapped(g.impl(), t, [&](std::int64_t, std::int64_t, std::uint32_t gt) {
     ok = ok && gt == g.first_tile() + tile;
   });
   return ok;

@@ -51,7 +51,7 @@ struct MatmulVertex {
     }
   }
   std::uint64_t cycle_estimate() const {
-    return tilebsp::detail::matmul_vertex_cycles(macs_per_cycle, c.dim(0), c.dim(1), c.dim(2), a.dim(2), sizeof(TW));
+    return tilebsp::plan::detail::matmul_vertex_cycles(macs_per_cycle, c.dim(0), c.dim(1), c.dim(2), a.dim(2), sizeof(TW));
   }
 };
 
@@ -73,7 +73,7 @@ struct MatmulReduce {
       }
   }
   std::uint64_t cycle_estimate() const {
-    return tilebsp::detail::matmul_reduce_cycles(out.dim(0) * out.dim(1), parts.dim(0), sizeof(TP));
+    return tilebsp::plan::detail::matmul_reduce_cycles(out.dim(0) * out.dim(1), parts.dim(0), sizeof(TP));
   }
 };
 
@@ -110,7 +110,7 @@ class MatmulHostKernel {
   };
   struct State {
     MatmulPlan plan;
-    std::optional<tilebsp::detail::Affine> a, b, c;
+    std::optional<tilebsp::core::detail::Affine> a, b, c;
     float alpha;
 
     Bound bind(HostBinding const& at) const {
@@ -210,8 +210,8 @@ class MatmulHostKernel {
       } else {
         auto* part = reinterpret_cast<TP*>(scratch(1).get((m * n * sizeof(TP) + sizeof(float) - 1) / sizeof(float)));
         for (std::size_t j = 0; j < plan.k_split; ++j) {
-          std::size_t const k0 = j * plan.k_tile;
-          steps(k0, std::min(q.k, k0 + plan.k_tile), simd::MatrixOut<TP>{part, i(n), 1});
+          auto const kb = plan.block(0, j, 0, 0);
+          steps(kb.k0, kb.k1, simd::MatrixOut<TP>{part, i(n), 1});
           for (std::size_t r = 0; r < m; ++r)
             for (std::size_t col = 0; col < n; ++col) {
               float& o = sv.data[i(r) * sv.rs + i(col) * sv.cs];
@@ -239,7 +239,7 @@ inline MatmulProblem problem_of(char const* op, Graph const& g, Tensor const& a,
                                 MatmulOptions const& o, std::optional<ElementType> acc_type) {
   g.check_tensor(op, a);
   g.check_tensor(op, b);
-  tilebsp::detail::check_amp(op, o.available_memory_proportion);
+  tilebsp::plan::detail::check_amp(op, o.available_memory_proportion);
   if (a.rank() != b.rank() || (a.rank() != 2 && a.rank() != 3))
     throw shape_error(std::string(op) + ": operands must both be matrices [M, K] x [K, N] or grouped [G, M, K] x "
                       "[G, K, N]; got " + to_string(a.shape()) + " and " + to_string(b.shape()));
@@ -324,9 +324,8 @@ void build(Graph& g, Sequence& prog, MatmulPlan const& p, Tensor const& a3, Tens
       for (std::size_t ik = 0; ik < p.k_split; ++ik)
         for (std::size_t in = 0; in < p.n_split; ++in)
           for (std::size_t im = 0; im < p.m_split; ++im) {
-            std::size_t const g0 = ig * p.g_tile, m0 = im * p.m_tile, n0 = in * p.n_tile, k0 = ik * p.k_tile;
-            f(p.tile_of(ig, ik, in, im), ik, g0, std::min(q.groups, g0 + p.g_tile), m0, std::min(q.m, m0 + p.m_tile), n0,
-              std::min(q.n, n0 + p.n_tile), k0, std::min(q.k, k0 + p.k_tile));
+            auto const b = p.block(ig, ik, in, im);
+            f(p.tile_of(ig, ik, in, im), ik, b.g0, b.g1, b.m0, b.m1, b.n0, b.n1, b.k0, b.k1);
           }
   };
   if (p.reduce)
@@ -334,7 +333,7 @@ void build(Graph& g, Sequence& prog, MatmulPlan const& p, Tensor const& a3, Tens
                    std::size_t n0, std::size_t n1, std::size_t, std::size_t) {
       g.set_tile_mapping(parts.slice({ik, g0, m0, n0}, {ik + 1, g1, m1, n1}), tile);
     });
-  auto const rate = static_cast<float>(tilebsp::detail::macs_per_cycle(g.target(), q.input));
+  auto const rate = static_cast<float>(tilebsp::plan::detail::macs_per_cycle(g.target(), q.input));
   Sequence body;
   for (std::size_t s = 0; s < p.k_steps; ++s) {
     ComputeSet const cs = g.add_compute_set(name + (p.k_steps > 1 ? "/step" + std::to_string(s) : ""));
@@ -364,13 +363,10 @@ void build(Graph& g, Sequence& prog, MatmulPlan const& p, Tensor const& a3, Tens
 
 /// Maps a new result per plan: each block on its tile, split between the K-split tiles when they reduce it.
 inline void map_result(Graph& g, MatmulPlan const& p, Tensor const& c3) {
-  auto const& q = p.problem;
   for (std::size_t ig = 0; ig < p.g_split; ++ig)
     for (std::size_t in = 0; in < p.n_split; ++in)
       for (std::size_t im = 0; im < p.m_split; ++im) {
-        std::size_t const g0 = ig * p.g_tile, m0 = im * p.m_tile, n0 = in * p.n_tile;
-        std::size_t const g1 = std::min(q.groups, g0 + p.g_tile), m1 = std::min(q.m, m0 + p.m_tile),
-                          n1 = std::min(q.n, n0 + p.n_tile);
+        auto const [g0, g1, m0, m1, n0, n1, k0, k1] = p.block(ig, 0, in, im);
         std::size_t const parts = p.reduce ? p.k_split : 1, cols = n1 - n0, rows = m1 - m0;
         // Whole rows per part when there are enough rows, else elements (row segments).
         std::size_t const unit = rows >= parts ? cols : 1, e = rows * cols / unit;

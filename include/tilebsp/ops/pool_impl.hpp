@@ -159,7 +159,7 @@ class MaxPoolHostKernel {
     simd::ConvLoop loop;
     std::size_t rd;
     std::int64_t batch, channels;
-    std::optional<tilebsp::detail::Affine> src, dst;
+    std::optional<tilebsp::core::detail::Affine> src, dst;
 
     Bound bind(HostBinding const& at) const { return {at(src->var), at(dst->var), std::make_shared<UnitQueue>()}; }
     void run(Bound const& at, unsigned /*t*/, unsigned threads) const {
@@ -217,7 +217,7 @@ class MaxPoolGradHostKernel {
     simd::ConvLoop loop;
     std::size_t rd = 0;
     std::int64_t batch = 0, channels = 0;
-    tilebsp::detail::Affine t[4];  // in, out, grad_out, grad_in
+    tilebsp::core::detail::Affine t[4];  // in, out, grad_out, grad_in
 
     Bound bind(HostBinding const& at) const {
       return {{at(t[0].var), at(t[1].var), at(t[2].var), at(t[3].var)}, std::make_shared<UnitQueue>()};
@@ -302,7 +302,7 @@ Tn max_pool(Graph& g, Sequence& prog, Tn const& in, PoolParams const& params, st
         for (std::size_t d = 0; d < 3; ++d) {
           rg.lo[d] = 0, rg.hi[d] = L.dim[d].out;
           if (d == rd) rg.lo[d] = static_cast<std::int64_t>(row0), rg.hi[d] = static_cast<std::int64_t>(row1);
-          auto const [a, b] = tilebsp::detail::source_range(L.dim[d], rg.lo[d], rg.hi[d]);
+          auto const [a, b] = tilebsp::plan::detail::source_range(L.dim[d], rg.lo[d], rg.hi[d]);
           so[d + 1] = a, ss[d + 1] = b - a;
         }
         geo.src = {so, ss};
@@ -370,7 +370,7 @@ Tn max_pool_backward(Graph& g, Sequence& prog, Tn const& in, Tn const& out, Tn c
       b.rd = rd, b.n = static_cast<std::int64_t>(n), b.c0 = static_cast<std::int64_t>(c0), b.c1 = static_cast<std::int64_t>(c1);
       b.lo = static_cast<std::int64_t>(ib * rows / bands), b.hi = static_cast<std::int64_t>((ib + 1) * rows / bands);
       auto const [o_lo, o_hi] = simd::pool_outputs_reading(L.dim[rd], b.lo, b.hi);
-      auto const [x_lo, x_hi] = tilebsp::detail::source_range(L.dim[rd], o_lo, o_hi);
+      auto const [x_lo, x_hi] = tilebsp::plan::detail::source_range(L.dim[rd], o_lo, o_hi);
       // Blocks over the whole field but dimension rd: the input rows the windows read (at least the band), the
       // output rows, the band.
       detail::Index6 const origin{b.n, 0, 0, 0, 0, b.c0};

@@ -8,6 +8,7 @@
 #include <tilebsp/plan/matmul.hpp>
 #include <tilebsp/simd/conv_loop.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -16,6 +17,8 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <utility>
 
 namespace tilebsp {
 
@@ -73,7 +76,7 @@ struct ConvProblem {
   std::size_t taps() const noexcept { return static_cast<std::size_t>(loop.taps()); }
 };
 
-namespace detail {
+namespace plan::detail {
 
 /// The loop of a pass of `p` (validated).
 inline ConvProblem conv_problem(ConvParams const& p, ConvPass kind) {
@@ -130,7 +133,7 @@ inline std::pair<std::int64_t, std::int64_t> source_range(simd::ConvDim const& D
   return last < first ? std::pair<std::int64_t, std::int64_t>{0, 0} : std::pair{first, last + 1};
 }
 
-}  // namespace detail
+}  // namespace plan::detail
 
 /// The splits of a convolution pass across tiles. Parallel splits: batch (n), the first spatial output
 /// dimension (rows), groups (g), lane channels (c) and reduction channels (j); the weight update reduces over
@@ -158,10 +161,40 @@ struct ConvPlan : PlanCosts {
   std::size_t tile_of(std::size_t ig, std::size_t ij, std::size_t ic, std::size_t in, std::size_t ir) const noexcept {
     return (((ig * j_split + ij) * c_split + ic) * n_split + in) * r_split + ir;
   }
+
+  // The plan's decomposition, in one place: the vertices, the result's mapping and the host path all take their
+  // ranges from piece() and part(), which is what makes the host path's sums bitwise the vertices'.
+
+  /// The ranges of piece (ig, ij, ic, in, ir): groups, reduction channels, lane channels, batch and the rows of the
+  /// split dimension, every other output dimension whole. A range is empty where a split overruns the problem.
+  simd::ConvRange piece(std::size_t ig, std::size_t ij, std::size_t ic, std::size_t in, std::size_t ir) const noexcept {
+    auto const span = [](std::size_t i, std::size_t tile, std::size_t total) {
+      return std::pair<std::int64_t, std::int64_t>(static_cast<std::int64_t>(std::min(total, i * tile)),
+                                                    static_cast<std::int64_t>(std::min(total, (i + 1) * tile)));
+    };
+    simd::ConvRange r;
+    std::tie(r.g0, r.g1) = span(ig, g_tile, problem.groups);
+    std::tie(r.j0, r.j1) = span(ij, j_tile, problem.j);
+    std::tie(r.c0, r.c1) = span(ic, c_tile, problem.c);
+    std::tie(r.n0, r.n1) = span(in, n_tile, problem.batch);
+    for (std::size_t d = 0; d < 3; ++d) r.lo[d] = 0, r.hi[d] = problem.loop.dim[d].out;
+    std::tie(r.lo[problem.row_dim], r.hi[problem.row_dim]) = span(ir, r_tile, rows());
+    return r;
+  }
+  /// The index of piece (ij, in, ir)'s partial in the final reduction: its reduction split.
+  std::size_t part_of(std::size_t ij, std::size_t in, std::size_t ir) const noexcept {
+    return problem.kind == ConvPass::weight_update ? in * r_split + ir : ij;
+  }
+  /// The reduction share of partial `part` (0 <= part < parts()), as the ranges of its pieces: the reduction
+  /// channels [j0, j1) (forward, backward input), or the batch [n0, n1) and rows [lo, hi) of the split dimension
+  /// (weight update). The inverse of part_of.
+  simd::ConvRange part(std::size_t i) const noexcept {
+    return problem.kind == ConvPass::weight_update ? piece(0, 0, 0, i / r_split, i % r_split) : piece(0, i, 0, 0, 0);
+  }
   std::string describe() const;
 };
 
-namespace detail {
+namespace plan::detail {
 
 inline void evaluate(ConvPlan& p, Target const& t) {
   auto const& q = p.problem;
@@ -210,25 +243,25 @@ inline auto conv_tie(ConvPlan const& p) {
   return std::tuple(p.j_split, p.steps, p.g_split, p.n_split, p.r_split, p.c_split);
 }
 
-}  // namespace detail
+}  // namespace plan::detail
 
 /// Plans `q` on target `t` within options.available_memory_proportion (option_error outside [0, 1]); when no
 /// plan fits, warns and relaxes the bound as plan_matmul does.
 inline ConvPlan plan_conv(Target const& t, ConvProblem const& q, ConvOptions const& o = {}) {
-  ConvPlan const base = detail::base_plan<ConvPlan>("conv", t, q, o);
+  ConvPlan const base = plan::detail::base_plan<ConvPlan>("conv", t, q, o);
   std::size_t const tiles = t.num_tiles();
   std::uint64_t const bound = base.bound;
   bool const wu = q.kind == ConvPass::weight_update;
   std::size_t const rows = static_cast<std::size_t>(q.loop.dim[q.row_dim].out);
   std::optional<ConvPlan> fast, small, fastest;
-  auto const speed = [](ConvPlan const& p) { return std::tuple_cat(std::tuple(p.cycles, p.temp_bytes), detail::conv_tie(p)); };
-  auto const memory = [](ConvPlan const& p) { return std::tuple_cat(std::tuple(p.temp_bytes, p.cycles), detail::conv_tie(p)); };
+  auto const speed = [](ConvPlan const& p) { return std::tuple_cat(std::tuple(p.cycles, p.temp_bytes), plan::detail::conv_tie(p)); };
+  auto const memory = [](ConvPlan const& p) { return std::tuple_cat(std::tuple(p.temp_bytes, p.cycles), plan::detail::conv_tie(p)); };
   static constexpr std::size_t serial_steps[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
-  for (auto const& [gs, gt] : detail::split_candidates(q.groups, tiles))
-    for (auto const& [js, jt] : detail::split_candidates(q.j, tiles / gs))
-      for (auto const& [cs, ct] : detail::split_candidates(q.c, tiles / (gs * js)))
-        for (auto const& [ns, nt] : detail::split_candidates(q.batch, tiles / (gs * js * cs)))
-          for (auto const& [rs, rt] : detail::split_candidates(rows, tiles / (gs * js * cs * ns))) {
+  for (auto const& [gs, gt] : plan::detail::split_candidates(q.groups, tiles))
+    for (auto const& [js, jt] : plan::detail::split_candidates(q.j, tiles / gs))
+      for (auto const& [cs, ct] : plan::detail::split_candidates(q.c, tiles / (gs * js)))
+        for (auto const& [ns, nt] : plan::detail::split_candidates(q.batch, tiles / (gs * js * cs)))
+          for (auto const& [rs, rt] : plan::detail::split_candidates(rows, tiles / (gs * js * cs * ns))) {
             ConvPlan p = base;
             p.g_split = gs, p.j_split = js, p.c_split = cs, p.n_split = ns, p.r_split = rs;
             p.g_tile = gt, p.j_tile = jt, p.c_tile = ct, p.n_tile = nt, p.r_tile = rt;
@@ -239,14 +272,14 @@ inline ConvPlan plan_conv(Target const& t, ConvProblem const& q, ConvOptions con
             for (std::size_t i = 0; i < std::size(serial_steps); ++i) {
               std::size_t const s = serial_steps[i];
               if (s > 1 && s > serial) break;
-              std::size_t const step = detail::ceil_div(serial, s);
+              std::size_t const step = plan::detail::ceil_div(serial, s);
               if (s > 1 && step == last_step) continue;
               bool const last = i + 1 == std::size(serial_steps) || serial_steps[i + 1] > serial;
               if (fitted && !last) continue;
               last_step = step;
               p.steps = s;
               p.reduce = q.accumulate || p.parts() > 1 || (s > 1 && q.output != q.partials);
-              detail::evaluate(p, t);
+              plan::detail::evaluate(p, t);
               if (p.temp_bytes <= bound) {
                 fitted = true;
                 if (!fast || speed(p) < speed(*fast)) fast = p;
@@ -255,7 +288,7 @@ inline ConvPlan plan_conv(Target const& t, ConvProblem const& q, ConvOptions con
               if (!fastest || speed(p) < speed(*fastest)) fastest = p;
             }
           }
-  return detail::settle(t, base.amp, bound, "conv " + std::string(name_of(q.kind)) + " " + q.params.describe(),
+  return plan::detail::settle(t, base.amp, bound, "conv " + std::string(name_of(q.kind)) + " " + q.params.describe(),
                         std::move(fast), std::move(small), std::move(fastest));
 }
 

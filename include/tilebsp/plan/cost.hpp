@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-namespace tilebsp::detail {
+namespace tilebsp::plan::detail {
 
 /// One element-wise copy between two variables, inside one (source tile, destination tile) pair.
 struct Transfer {
@@ -67,4 +67,4 @@ inline std::uint64_t exchange_cycles(Target const& t, std::vector<Transfer> cons
   return static_cast<std::uint64_t>(std::ceil(worst));
 }
 
-}  // namespace tilebsp::detail
+}  // namespace tilebsp::plan::detail

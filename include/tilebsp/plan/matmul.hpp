@@ -103,10 +103,23 @@ struct MatmulPlan : PlanCosts {
   std::size_t tile_of(std::size_t ig, std::size_t ik, std::size_t in, std::size_t im) const noexcept {
     return ((ig * k_split + ik) * n_split + in) * m_split + im;
   }
+  /// The ranges of piece (ig, ik, in, im): groups [g0, g1), rows of A and C [m0, m1), columns of B and C [n0, n1)
+  /// and its share of K [k0, k1), the partial it adds to the final stage. The vertices, the result's mapping and
+  /// the host path all take their ranges from here, which is what makes the host path's sums bitwise the
+  /// vertices'. A range is empty where a split overruns the problem.
+  struct Block {
+    std::size_t g0, g1, m0, m1, n0, n1, k0, k1;
+  };
+  Block block(std::size_t ig, std::size_t ik, std::size_t in, std::size_t im) const noexcept {
+    auto const at = [](std::size_t i, std::size_t tile, std::size_t total) { return std::min(total, i * tile); };
+    return {at(ig, g_tile, problem.groups), at(ig + 1, g_tile, problem.groups), at(im, m_tile, problem.m),
+            at(im + 1, m_tile, problem.m),  at(in, n_tile, problem.n),          at(in + 1, n_tile, problem.n),
+            at(ik, k_tile, problem.k),      at(ik + 1, k_tile, problem.k)};
+  }
   std::string describe() const;
 };
 
-namespace detail {
+namespace plan::detail {
 
 inline std::size_t ceil_div(std::size_t a, std::size_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
 
@@ -267,41 +280,41 @@ Plan base_plan(char const* op, Target const& t, Problem const& q, Options const&
   return p;
 }
 
-}  // namespace detail
+}  // namespace plan::detail
 
 /// Plans `q` on target `t`. Throws option_error for an AMP outside [0, 1]. When no plan keeps the temporary
 /// memory within the bound, warns (see set_warning_handler) and relaxes it, as the plan's `fit` records.
 inline MatmulPlan plan_matmul(Target const& t, MatmulProblem const& q, MatmulOptions const& o = {}) {
-  MatmulPlan const base = detail::base_plan<MatmulPlan>("matmul", t, q, o);
+  MatmulPlan const base = plan::detail::base_plan<MatmulPlan>("matmul", t, q, o);
   std::size_t const tiles = t.num_tiles();
   std::uint64_t const bound = base.bound;
   std::optional<MatmulPlan> fast, small, fastest;
   static constexpr std::size_t serial_steps[] = {1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64};
-  for (auto const& [gs, gt] : detail::split_candidates(q.groups, tiles))
-    for (auto const& [ms, mt] : detail::split_candidates(q.m, tiles / gs))
-      for (auto const& [ns, nt] : detail::split_candidates(q.n, tiles / (gs * ms)))
-        for (auto const& [ks, kt] : detail::split_candidates(q.k, tiles / (gs * ms * ns))) {
+  for (auto const& [gs, gt] : plan::detail::split_candidates(q.groups, tiles))
+    for (auto const& [ms, mt] : plan::detail::split_candidates(q.m, tiles / gs))
+      for (auto const& [ns, nt] : plan::detail::split_candidates(q.n, tiles / (gs * ms)))
+        for (auto const& [ks, kt] : plan::detail::split_candidates(q.k, tiles / (gs * ms * ns))) {
           MatmulPlan p = base;
           p.g_split = gs, p.m_split = ms, p.n_split = ns, p.k_split = ks;
           p.g_tile = gt, p.m_tile = mt, p.n_tile = nt, p.k_tile = kt;
           std::size_t last_step = 0;
           for (std::size_t s : serial_steps) {
             if (s > 1 && s > kt) break;
-            std::size_t const step = detail::ceil_div(kt, s);
+            std::size_t const step = plan::detail::ceil_div(kt, s);
             if (s > 1 && step == last_step) continue;
             last_step = step;
             p.k_steps = s;
             p.reduce = q.accumulate || ks > 1 || (s > 1 && q.output != q.partials);
-            detail::evaluate(p, t);
-            if (p.temp_bytes <= bound && (!fast || detail::speed_key(p) < detail::speed_key(*fast))) fast = p;
-            if (!small || detail::memory_key(p) < detail::memory_key(*small)) small = p;
-            if (!fastest || detail::speed_key(p) < detail::speed_key(*fastest)) fastest = p;
+            plan::detail::evaluate(p, t);
+            if (p.temp_bytes <= bound && (!fast || plan::detail::speed_key(p) < plan::detail::speed_key(*fast))) fast = p;
+            if (!small || plan::detail::memory_key(p) < plan::detail::memory_key(*small)) small = p;
+            if (!fastest || plan::detail::speed_key(p) < plan::detail::speed_key(*fastest)) fastest = p;
           }
         }
   std::string const what = "matmul " + std::string(q.groups > 1 ? std::to_string(q.groups) + " groups of " : "") +
                            std::to_string(q.m) + "x" + std::to_string(q.k) + " * " + std::to_string(q.k) + "x" +
                            std::to_string(q.n);
-  return detail::settle(t, base.amp, bound, what, std::move(fast), std::move(small), std::move(fastest));
+  return plan::detail::settle(t, base.amp, bound, what, std::move(fast), std::move(small), std::move(fastest));
 }
 
 inline std::string MatmulPlan::describe() const {

@@ -28,7 +28,7 @@ struct CompileOptions {
 };
 
 /// Bytes used on one tile: data live all the time plus the peak of data live part of the time (Poplar's
-/// "always live" and "not always live"; see detail::account_memory for the rules).
+/// "always live" and "not always live"; see program::detail::account_memory for the rules).
 struct TileMemory {
   std::uint64_t always_live = 0;
   std::uint64_t peak_live = 0;       ///< peak of variables, temporaries and buffers live part of the time
@@ -41,20 +41,22 @@ class Executable {
  public:
   Executable() = default;
   /// Internal: what compile() makes.
-  Executable(std::shared_ptr<detail::Schedule const> schedule, std::vector<TileMemory> memory)
+  Executable(std::shared_ptr<program::detail::Schedule const> schedule, std::vector<TileMemory> memory)
       : s_(std::move(schedule)), memory_(std::move(memory)) {}
 
   Target const& target() const noexcept { return s_->graph->target; }
   std::size_t num_programs() const noexcept { return s_->programs.size(); }
   std::vector<TileMemory> const& memory() const noexcept { return memory_; }
-  detail::Schedule const& schedule() const noexcept { return *s_; }
+  program::detail::Schedule const& schedule() const noexcept { return *s_; }
 
  private:
-  std::shared_ptr<detail::Schedule const> s_;
+  std::shared_ptr<program::detail::Schedule const> s_;
   std::vector<TileMemory> memory_;
 };
 
-namespace detail {
+namespace program::detail {
+using core::detail::GraphImpl;
+using core::detail::VertexRecord;
 
 TILEBSP_INLINE void check_mapped(GraphImpl const& g);
 
@@ -94,14 +96,14 @@ TILEBSP_INLINE void check_memory(Schedule const& s, std::vector<TileMemory> cons
 TILEBSP_INLINE Executable compile_programs(Graph const& g, CompileOptions const& options,
                                            std::function<void(Lowering&)> const& lower);
 
-}  // namespace detail
+}  // namespace program::detail
 
 /// Lowers `programs` (run later as engine.run(0), run(1), ...) into an Executable. Throws mapping_error for
 /// unmapped data or fields reaching other tiles, write_conflict_error, and out_of_memory.
 template <class... P>
 Executable compile(Graph const& g, CompileOptions const& options, P const&... programs) {
   static_assert((ProgramLike<P> && ...), "compile: every argument after the options must be a program");
-  return detail::compile_programs(g, options, [&](Lowering& l) {
+  return program::detail::compile_programs(g, options, [&](Lowering& l) {
     ((l.begin_program(), programs.lower(l), l.end_program()), ...);
   });
 }

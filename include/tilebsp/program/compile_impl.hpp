@@ -13,7 +13,11 @@
 #include <utility>
 #include <vector>
 
-namespace tilebsp::detail {
+namespace tilebsp::program::detail {
+using core::detail::GraphImpl;
+using core::detail::VertexRecord;
+using plan::detail::exchange_cycles;
+using plan::detail::sync_cycles;
 
 TILEBSP_INLINE void check_mapped(GraphImpl const& g) {
   for (auto const& v : g.variables) {
@@ -271,4 +275,4 @@ TILEBSP_INLINE Executable compile_programs(Graph const& g, CompileOptions const&
   return Executable(std::move(s), std::move(memory));
 }
 
-}  // namespace tilebsp::detail
+}  // namespace tilebsp::program::detail

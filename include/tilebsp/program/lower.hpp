@@ -18,7 +18,12 @@
 #include <unordered_map>
 #include <vector>
 
-namespace tilebsp::detail {
+namespace tilebsp::program::detail {
+using core::detail::FieldKind;
+using core::detail::GraphImpl;
+using core::detail::VariableMapping;
+using core::detail::VertexRecord;
+using plan::detail::Transfer;
 
 /// Sorted, merged element ranges of variables: the footprint of a tensor, used for overlap checks.
 class ElementSet {
@@ -191,8 +196,8 @@ class Lowering {
 
   /// Checks a compute set's vertices (locality, conflicts), estimates cycles, and orders them by tile.
   ComputeSetPlan plan_compute_set(std::uint32_t cs) const;
-  static bool reads_(FieldKind k) { return detail::reads(k); }
-  static bool writes_(FieldKind k) { return detail::writes(k); }
+  static bool reads_(FieldKind k) { return core::detail::reads(k); }
+  static bool writes_(FieldKind k) { return core::detail::writes(k); }
 
   /// The vertex's own estimate, evaluated on a copy whose fields have their sizes but no data.
   std::uint64_t vertex_estimate(VertexRecord const& rec) const;
@@ -216,14 +221,14 @@ class Lowering {
   bool exchange_staged_ = false;
 };
 
-}  // namespace tilebsp::detail
+}  // namespace tilebsp::program::detail
 
 namespace tilebsp {
 /// What a program's lower() receives (ProgramLike): the schedule being built. A program node lowers itself by
 /// calling execute(cs), copy(src, dst), sync(), stream(fifo, tensor, to_device), host(fn), begin_repeat(n) /
 /// end_repeat(begin), branch_if_false(flag) / jump() / here() / patch(), begin_host_path() / end_host_path(), or the
 /// lower() of the programs it holds. Users write program nodes against this name; its class is an internal.
-using Lowering = detail::Lowering;
+using Lowering = program::detail::Lowering;
 }  // namespace tilebsp
 
 // Header-only (the default), the definitions follow; a target linking tilebsp::compiled (TILEBSP_COMPILED) gets

@@ -15,7 +15,13 @@
 #include <utility>
 #include <vector>
 
-namespace tilebsp::detail {
+namespace tilebsp::program::detail {
+using core::detail::FieldBinding;
+using core::detail::GraphImpl;
+using core::detail::VertexRecord;
+using plan::detail::Transfer;
+using plan::detail::default_vertex_cycles;
+using plan::detail::tile_compute_cycles;
 
 TILEBSP_INLINE void Lowering::execute(ComputeSet cs) {
   if (cs.graph != g_.id) throw error("execute: the compute set belongs to another graph");
@@ -413,4 +419,4 @@ TILEBSP_INLINE void check_stream(char const* op, Fifo const& f, Tensor const& t,
                        " elements but the tensor has " + std::to_string(t.num_elements()));
 }
 
-}  // namespace tilebsp::detail
+}  // namespace tilebsp::program::detail

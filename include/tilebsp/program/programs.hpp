@@ -96,12 +96,12 @@ struct RepeatWhile {
     l.add_loop(test, back);
   }
 };
-namespace detail {
+namespace program::detail {
 TILEBSP_INLINE void check_flag(char const* op, Tensor const& flag);
-}  // namespace detail
+}  // namespace program::detail
 template <ProgramLike B>
 RepeatWhile<std::decay_t<B>> repeat_while(Tensor const& flag, B&& body) {
-  detail::check_flag("repeat_while", flag);
+  program::detail::check_flag("repeat_while", flag);
   return {flag, std::forward<B>(body)};
 }
 
@@ -122,7 +122,7 @@ struct If {
 };
 template <ProgramLike T, ProgramLike E = Seq<>>
 If<std::decay_t<T>, std::decay_t<E>> if_(Tensor const& flag, T&& then_, E&& else_ = {}) {
-  detail::check_flag("if_", flag);
+  program::detail::check_flag("if_", flag);
   return {flag, std::forward<T>(then_), std::forward<E>(else_)};
 }
 
@@ -138,15 +138,15 @@ struct StreamOut {
   Fifo fifo;
   void lower(Lowering& l) const { l.stream(fifo, src, false); }
 };
-namespace detail {
+namespace program::detail {
 TILEBSP_INLINE void check_stream(char const* op, Fifo const& f, Tensor const& t, bool to_device);
-}  // namespace detail
+}  // namespace program::detail
 inline StreamIn stream_in(Fifo const& fifo, Tensor const& dst) {
-  detail::check_stream("stream_in", fifo, dst, true);
+  program::detail::check_stream("stream_in", fifo, dst, true);
   return {fifo, dst};
 }
 inline StreamOut stream_out(Tensor const& src, Fifo const& fifo) {
-  detail::check_stream("stream_out", fifo, src, false);
+  program::detail::check_stream("stream_out", fifo, src, false);
   return {src, fifo};
 }
 

@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
-namespace tilebsp::detail {
+namespace tilebsp::program::detail {
+using core::detail::GraphImpl;
+using plan::detail::Transfer;
 
 enum class Op : std::uint8_t {
   superstep,        ///< a: compute set plan (-1: none), b: exchange plan (-1: none)
@@ -105,4 +107,4 @@ struct Schedule {
   std::size_t counters = 0;
 };
 
-}  // namespace tilebsp::detail
+}  // namespace tilebsp::program::detail

@@ -11,7 +11,10 @@
 #include <vector>
 
 namespace tilebsp {
-namespace detail {
+namespace vertex::detail {
+using core::detail::FieldConnection;
+using core::detail::FieldKind;
+using core::detail::VertexRecord;
 
 enum class Connection { ok, not_a_vertex, bad_member, arity, tensor_field, list_field, param_field, fetch_write };
 
@@ -99,12 +102,12 @@ void add_vertex_impl(Graph& g, ComputeSet cs, std::size_t tile, A&&... args) {
   impl.vertices.push_back(std::move(rec));
 }
 
-}  // namespace detail
+}  // namespace vertex::detail
 
 template <class V, class... Args>
 void Graph::add_vertex(ComputeSet cs, std::size_t tile, Args&&... connections) {
-  using detail::Connection;
-  constexpr Connection r = detail::check_connections<V, std::remove_cvref_t<Args>...>();
+  using vertex::detail::Connection;
+  constexpr Connection r = vertex::detail::check_connections<V, std::remove_cvref_t<Args>...>();
   static_assert(r != Connection::not_a_vertex,
                 "add_vertex: V must be a copyable struct declared with BOOST_HANA_DEFINE_STRUCT and a member compute()");
   static_assert(r != Connection::bad_member,
@@ -120,7 +123,7 @@ void Graph::add_vertex(ComputeSet cs, std::size_t tile, Args&&... connections) {
                 "add_vertex: a param<T> field must be connected to a value convertible to T (not a Tensor)");
   static_assert(r != Connection::fetch_write,
                 "add_vertex: fetch() connects only input fields (input<T>, input_view<T, R>): fetched data is read-only");
-  if constexpr (r == Connection::ok) detail::add_vertex_impl<V>(*this, cs, tile, std::forward<Args>(connections)...);
+  if constexpr (r == Connection::ok) vertex::detail::add_vertex_impl<V>(*this, cs, tile, std::forward<Args>(connections)...);
 }
 
 }  // namespace tilebsp

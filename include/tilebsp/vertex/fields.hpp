@@ -12,7 +12,10 @@
 
 namespace tilebsp {
 
-namespace detail {
+namespace vertex::detail {
+using core::detail::FieldBinding;
+using core::detail::FieldKind;
+using core::detail::max_view_rank;
 /// Contiguous tile-local elements seen by a vertex; Ptr is T const* for inputs, T* for outputs.
 template <class T, class Ptr, FieldKind K>
 class span_field {
@@ -82,27 +85,27 @@ class view_field {
   std::size_t shape_[R] = {};
   std::ptrdiff_t stride_[R] = {};
 };
-}  // namespace detail
+}  // namespace vertex::detail
 
 /// Elements the vertex reads.
 template <ElementLike T>
-class input : public detail::span_field<T, T const*, detail::FieldKind::input> {};
+class input : public vertex::detail::span_field<T, T const*, core::detail::FieldKind::input> {};
 /// Elements the vertex writes (their previous values are unspecified to it).
 template <ElementLike T>
-class output : public detail::span_field<T, T*, detail::FieldKind::output> {};
+class output : public vertex::detail::span_field<T, T*, core::detail::FieldKind::output> {};
 /// Elements the vertex reads and writes.
 template <ElementLike T>
-class inout : public detail::span_field<T, T*, detail::FieldKind::inout> {};
+class inout : public vertex::detail::span_field<T, T*, core::detail::FieldKind::inout> {};
 
 /// A rank-R strided view the vertex reads (R = 2: a matrix block, possibly transposed).
 template <ElementLike T, std::size_t R = 2>
-class input_view : public detail::view_field<T, T const*, detail::FieldKind::input, R> {};
+class input_view : public vertex::detail::view_field<T, T const*, core::detail::FieldKind::input, R> {};
 /// A rank-R strided view the vertex writes.
 template <ElementLike T, std::size_t R = 2>
-class output_view : public detail::view_field<T, T*, detail::FieldKind::output, R> {};
+class output_view : public vertex::detail::view_field<T, T*, core::detail::FieldKind::output, R> {};
 /// A rank-R strided view the vertex reads and writes.
 template <ElementLike T, std::size_t R = 2>
-class inout_view : public detail::view_field<T, T*, detail::FieldKind::inout, R> {};
+class inout_view : public vertex::detail::view_field<T, T*, core::detail::FieldKind::inout, R> {};
 
 /// A connection for an input field to data that may live on other tiles: compile() models the exchange that
 /// brings it to the vertex's tile before the compute set (cycles, and the received bytes as temporary memory of
@@ -119,21 +122,21 @@ template <ElementLike T>
 class input_list {
  public:
   using value_type = T;
-  static constexpr detail::FieldKind kind = detail::FieldKind::input_list;
+  static constexpr core::detail::FieldKind kind = core::detail::FieldKind::input_list;
 
   class iterator {
    public:
     using value_type = std::span<T const>;
     using difference_type = std::ptrdiff_t;
     iterator() = default;
-    explicit iterator(detail::FieldBinding const* p) : p_(p) {}
+    explicit iterator(core::detail::FieldBinding const* p) : p_(p) {}
     value_type operator*() const noexcept { return {static_cast<T const*>(p_->data), p_->size}; }
     iterator& operator++() noexcept { return ++p_, *this; }
     iterator operator++(int) noexcept { return iterator(p_++); }
     friend bool operator==(iterator, iterator) = default;
 
    private:
-    detail::FieldBinding const* p_ = nullptr;
+    core::detail::FieldBinding const* p_ = nullptr;
   };
 
   std::size_t size() const noexcept { return size_; }
@@ -143,13 +146,13 @@ class input_list {
   iterator begin() const noexcept { return iterator(items_); }
   iterator end() const noexcept { return iterator(items_ + size_); }
 
-  void bind(detail::FieldBinding b) noexcept {
-    items_ = static_cast<detail::FieldBinding const*>(b.data);
+  void bind(core::detail::FieldBinding b) noexcept {
+    items_ = static_cast<core::detail::FieldBinding const*>(b.data);
     size_ = b.size;
   }
 
  private:
-  detail::FieldBinding const* items_ = nullptr;
+  core::detail::FieldBinding const* items_ = nullptr;
   std::size_t size_ = 0;
 };
 
@@ -158,20 +161,20 @@ template <class T>
 class param {
  public:
   using value_type = T;
-  static constexpr detail::FieldKind kind = detail::FieldKind::param;
+  static constexpr core::detail::FieldKind kind = core::detail::FieldKind::param;
 
   param() = default;
   param(T v) : value_(std::move(v)) {}  // NOLINT: implicit by design
   operator T const&() const noexcept { return value_; }
   T const& get() const noexcept { return value_; }
   T const* operator->() const noexcept { return &value_; }
-  void bind(detail::FieldBinding) noexcept {}
+  void bind(core::detail::FieldBinding) noexcept {}
 
  private:
   T value_{};
 };
 
-namespace detail {
+namespace vertex::detail {
 template <class F> inline constexpr bool is_field_v = false;
 template <class T> inline constexpr bool is_field_v<input<T>> = true;
 template <class T> inline constexpr bool is_field_v<output<T>> = true;
@@ -197,6 +200,6 @@ template <class F> inline constexpr bool is_list_field_v = false;
 template <class T> inline constexpr bool is_list_field_v<input_list<T>> = true;
 template <class F> inline constexpr bool is_param_field_v = false;
 template <class T> inline constexpr bool is_param_field_v<param<T>> = true;
-}  // namespace detail
+}  // namespace vertex::detail
 
 }  // namespace tilebsp

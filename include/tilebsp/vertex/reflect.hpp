@@ -22,7 +22,9 @@
 
 namespace tilebsp {
 
-namespace detail {
+namespace vertex::detail {
+using core::detail::FieldBinding;
+using core::detail::VertexOps;
 
 /// The spelled name of T, from the compiler (for error messages and profiles).
 template <class T>
@@ -87,7 +89,7 @@ VertexOps const* vertex_ops() {
   return &ops;
 }
 
-}  // namespace detail
+}  // namespace vertex::detail
 
 /// A vertex (codelet): a copyable struct declared with BOOST_HANA_DEFINE_STRUCT whose reflected members are
 /// tilebsp fields, with a member `compute()`. An optional `cycle_estimate() const` feeds the cost model; a

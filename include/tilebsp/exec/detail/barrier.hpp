@@ -4,7 +4,7 @@
 #include <atomic>
 #include <cstdint>
 
-namespace tilebsp::detail {
+namespace tilebsp::exec::detail {
 
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -69,4 +69,4 @@ class Barrier {
   Flag failed_[2];
 };
 
-}  // namespace tilebsp::detail
+}  // namespace tilebsp::exec::detail

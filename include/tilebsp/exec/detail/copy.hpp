@@ -10,7 +10,7 @@
 #include <new>
 #include <vector>
 
-namespace tilebsp::detail {
+namespace tilebsp::exec::detail {
 
 /// One host copy: `count` elements of `elem` bytes with byte strides.
 struct CopyOp {
@@ -88,4 +88,4 @@ inline Buffer allocate(std::size_t bytes) {
   return Buffer(p);
 }
 
-}  // namespace tilebsp::detail
+}  // namespace tilebsp::exec::detail

@@ -22,7 +22,17 @@
 
 namespace tilebsp {
 struct EngineOptions;
-namespace detail {
+namespace exec::detail {
+using core::detail::FieldBinding;
+using core::detail::GraphImpl;
+using core::detail::Run;
+using core::detail::VertexOps;
+using program::detail::ComputeSetPlan;
+using program::detail::ExchangePlan;
+using program::detail::Instr;
+using program::detail::PlacedVertex;
+using program::detail::Schedule;
+using program::detail::Staging;
 
 struct WorkItem {
   std::size_t tile = 0;
@@ -137,5 +147,5 @@ class EngineCore {
   std::exception_ptr error_;
 };
 
-}  // namespace detail
+}  // namespace exec::detail
 }  // namespace tilebsp

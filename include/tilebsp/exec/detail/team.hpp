@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-namespace tilebsp::detail {
+namespace tilebsp::exec::detail {
 
 /// Thread 0 is the caller of run(); threads 1..n-1 are owned by the team and park when idle.
 class Team {
@@ -58,4 +58,4 @@ class Team {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace tilebsp::detail
+}  // namespace tilebsp::exec::detail

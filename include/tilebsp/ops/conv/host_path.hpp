@@ -48,7 +48,7 @@ class ConvHostKernel {
   };
   struct State {
     ConvPlan plan;
-    std::optional<tilebsp::detail::Affine> src, other, out;
+    std::optional<tilebsp::core::detail::Affine> src, other, out;
     float alpha;
 
     Bound bind(HostBinding const& at) const {
@@ -173,11 +173,11 @@ class ConvHostKernel {
       Index6 const origin{r.n0, r.lo[0], r.lo[1], r.lo[2], r.g0, r.c0};
       Index6 const shape{r.n1 - r.n0, r.hi[0] - r.lo[0], r.hi[1] - r.lo[1], r.hi[2] - r.lo[2], r.g1 - r.g0, r.c1 - r.c0};
       reduce_unit(origin, shape, [&](std::size_t part, auto const& dst) {
-        std::int64_t const j0 = static_cast<std::int64_t>(part * p.j_tile);
-        if (j0 >= J) return false;
-        steps(j0, std::min(J, j0 + static_cast<std::int64_t>(p.j_tile)), dst);
+        simd::ConvRange const share = p.part(part);
+        if (share.j0 >= share.j1) return false;
+        steps(share.j0, share.j1, dst);
         return true;
-      }, p.j_split, d6);
+      }, p.parts(), d6);
     }
 
     void gradient_unit(simd::ConvRange r, simd::Operand6<TS const> const& s6, simd::Operand6<TW const> const& o6,
@@ -200,17 +200,12 @@ class ConvHostKernel {
       auto const& D = q.loop.dim;
       Index6 const origin{r.g0, 0, 0, 0, r.j0, r.c0};
       Index6 const shape{r.g1 - r.g0, D[0].taps, D[1].taps, D[2].taps, r.j1 - r.j0, r.c1 - r.c0};
-      auto const B = static_cast<std::int64_t>(q.batch);
       reduce_unit(origin, shape, [&](std::size_t part, auto const& dst) {
-        auto const in = static_cast<std::int64_t>(part / p.r_split), ir = static_cast<std::int64_t>(part % p.r_split);
-        std::int64_t const n0 = std::min(B, in * static_cast<std::int64_t>(p.n_tile));
-        std::int64_t const r0 = std::min(rows, ir * static_cast<std::int64_t>(p.r_tile));
-        std::int64_t const n1 = std::min(B, n0 + static_cast<std::int64_t>(p.n_tile));
-        std::int64_t const r1 = std::min(rows, r0 + static_cast<std::int64_t>(p.r_tile));
-        if (n0 >= n1 || r0 >= r1) return false;
-        steps(n0, n1, r0, r1, dst);
+        simd::ConvRange const share = p.part(part);
+        if (share.n0 >= share.n1 || share.lo[rd] >= share.hi[rd]) return false;
+        steps(share.n0, share.n1, share.lo[rd], share.hi[rd], dst);
         return true;
-      }, p.n_split * p.r_split, d6, true);
+      }, p.parts(), d6, true);
     }
 
     /// Computes `parts` partials of a unit-shaped block (part(i, dst) writes partial i, of type TP, into dst and

@@ -62,7 +62,7 @@ struct ConvVertex {
     auto const& r = g.range;
     std::array<double, 3> e{};
     for (std::size_t d = 0; d < 3; ++d) e[d] = static_cast<double>(r.hi[d] - r.lo[d]);
-    double const macs = tilebsp::detail::conv_block_macs(g.loop, static_cast<double>(r.n1 - r.n0), e, static_cast<double>(r.g1 - r.g0),
+    double const macs = tilebsp::plan::detail::conv_block_macs(g.loop, static_cast<double>(r.n1 - r.n0), e, static_cast<double>(r.g1 - r.g0),
                                                          static_cast<double>(r.c1 - r.c0), static_cast<double>(r.j1 - r.j0));
     return 50 + static_cast<std::uint64_t>(std::ceil(macs / macs_per_cycle)) + (dst.size() * sizeof(TD) + 7) / 8;
   }
@@ -81,29 +81,19 @@ template <class F>
 void each_piece(ConvPlan const& p, std::size_t step, F&& f) {
   auto const& q = p.problem;
   bool const wu = q.kind == ConvPass::weight_update;
-  std::size_t const rd = q.row_dim, rows = p.rows();
+  std::size_t const rd = q.row_dim;
   for (std::size_t ig = 0; ig < p.g_split; ++ig)
     for (std::size_t ij = 0; ij < p.j_split; ++ij)
       for (std::size_t ic = 0; ic < p.c_split; ++ic)
         for (std::size_t in = 0; in < p.n_split; ++in)
           for (std::size_t ir = 0; ir < p.r_split; ++ir) {
-            simd::ConvRange r;
-            auto const span = [](std::size_t i, std::size_t tile, std::size_t total) {
-              return std::pair<std::int64_t, std::int64_t>(static_cast<std::int64_t>(std::min(total, i * tile)),
-                                                            static_cast<std::int64_t>(std::min(total, (i + 1) * tile)));
-            };
-            std::tie(r.g0, r.g1) = span(ig, p.g_tile, q.groups);
-            std::tie(r.j0, r.j1) = span(ij, p.j_tile, q.j);
-            std::tie(r.c0, r.c1) = span(ic, p.c_tile, q.c);
-            std::tie(r.n0, r.n1) = span(in, p.n_tile, q.batch);
-            for (std::size_t d = 0; d < 3; ++d) r.lo[d] = 0, r.hi[d] = q.loop.dim[d].out;
-            std::tie(r.lo[rd], r.hi[rd]) = span(ir, p.r_tile, rows);
+            simd::ConvRange r = p.piece(ig, ij, ic, in, ir);
             // The serial step's share of the reduction channels (or rows).
             auto& a = wu ? r.lo[rd] : r.j0;
             auto& b = wu ? r.hi[rd] : r.j1;
             if (step != whole_piece) std::tie(a, b) = p.serial().range(a, b, step);
             if (a >= b || r.g0 >= r.g1 || r.c0 >= r.c1 || r.n0 >= r.n1 || r.lo[rd] >= r.hi[rd] || r.j0 >= r.j1) continue;
-            f(p.tile_of(ig, ij, ic, in, ir), wu ? in * p.r_split + ir : ij, r);
+            f(p.tile_of(ig, ij, ic, in, ir), p.part_of(ij, in, ir), r);
           }
 }
 
@@ -115,7 +105,7 @@ inline ConvGeometry geometry(ConvProblem const& q, simd::ConvRange const& r) {
   bool const wu = q.kind == ConvPass::weight_update;
   Index6 so{r.n0, 0, 0, 0, r.g0, r.j0}, ss{r.n1 - r.n0, 0, 0, 0, r.g1 - r.g0, r.j1 - r.j0};
   for (std::size_t d = 0; d < 3; ++d) {
-    auto const [a, b] = tilebsp::detail::source_range(q.loop.dim[d], r.lo[d], r.hi[d]);
+    auto const [a, b] = tilebsp::plan::detail::source_range(q.loop.dim[d], r.lo[d], r.hi[d]);
     so[d + 1] = a, ss[d + 1] = b - a;
   }
   g.src = {so, ss};

@@ -38,9 +38,9 @@ inline void check_float(char const* op, char const* what, ElementType t) {
 
 /// True when each operand is one strided variable and the result shares a variable with neither input: what the
 /// whole-operator host kernels need (else the vertices run).
-inline bool one_variable_each(std::optional<tilebsp::detail::Affine> const& in0,
-                              std::optional<tilebsp::detail::Affine> const& in1,
-                              std::optional<tilebsp::detail::Affine> const& out) {
+inline bool one_variable_each(std::optional<tilebsp::core::detail::Affine> const& in0,
+                              std::optional<tilebsp::core::detail::Affine> const& in1,
+                              std::optional<tilebsp::core::detail::Affine> const& out) {
   return in0 && in1 && out && out->var != in0->var && out->var != in1->var;
 }
 

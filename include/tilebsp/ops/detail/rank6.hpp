@@ -40,7 +40,7 @@ struct Block6 {
 /// A rank-6 view of one variable (Tensor::affine) at its host address `base`, as a kernel operand: what the
 /// whole-operator host kernels read and write in place.
 template <class T>
-simd::Operand6<T> affine_operand6(tilebsp::detail::Affine const& a, std::byte* base) {
+simd::Operand6<T> affine_operand6(tilebsp::core::detail::Affine const& a, std::byte* base) {
   simd::Operand6<T> op;
   op.data = reinterpret_cast<T*>(base) + a.start;
   for (std::size_t d = 0; d < 6; ++d) op.stride[d] = static_cast<std::ptrdiff_t>(a.strides[d]);
