@@ -115,6 +115,10 @@ int run(Options const& o) {
   mnist::Data const data = mnist::load_data(o.data);
   mnist::Config c = o.model;
   c.rows = data.train.rows, c.cols = data.train.cols;
+  // Refused before anything is built: a training batch is drawn from the training set.
+  if (!o.evaluate_only && c.batch > data.train.count)
+    throw tb::option_error("--batch-size " + std::to_string(c.batch) + " is more than the " +
+                           std::to_string(data.train.count) + " training images in " + o.data);
   std::printf("data: %s: %zu training and %zu test images of %zux%zu, read in %.2f s\n", o.data.c_str(), data.train.count,
               data.test.count, c.rows, c.cols, seconds_since(t0));
 
@@ -173,6 +177,9 @@ int main(int argc, char** argv) {
   Options const o = parse(argc, argv);
   try {
     return run(o);
+  } catch (tb::option_error const& e) {  // a setting the data or the model cannot take: a bad command line
+    std::cerr << "mnist: " << e.what() << "\n(see mnist --help)\n";
+    return 2;
   } catch (mnist::idx_error const& e) {
     std::cerr << "mnist: " << e.what() << "\n";
     return 1;

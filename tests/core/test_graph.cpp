@@ -21,6 +21,26 @@ TEST_CASE("target presets") {
   CHECK_THROWS_AS(tb::targets::tiny(0), tb::index_error);
 }
 
+TEST_CASE("a variable larger than the whole target is refused at add_variable, at once") {
+  tb::Graph g{tb::targets::tiny(4, 1000)};  // 4000 bytes in all
+  CHECK(g.add_variable<float>({1000}, "fits").num_elements() == 1000);  // exactly the target's memory
+  CHECK_THROWS_WITH_AS(g.add_variable<float>({1001}, "x"),
+                       "add_variable 'x': [1001] f32 is 4004 bytes, more than the whole target's memory (4000 bytes: 4 "
+                       "tiles x 1000 bytes, tiny4)",
+                       tb::out_of_memory);
+  CHECK_THROWS_WITH_AS(g.add_variable(tb::f16, {2001}, "h"),
+                       "add_variable 'h': [2001] f16 is 4002 bytes, more than the whole target's memory (4000 bytes: 4 "
+                       "tiles x 1000 bytes, tiny4)",
+                       tb::out_of_memory);
+  // A shape whose size overflows 64 bits (a sample's --batch-size 999999999999 times an image) is refused the same way.
+  tb::Graph mk2{tb::targets::ipu_mk2()};
+  CHECK_THROWS_WITH_AS(mk2.add_variable<float>({999999999999, 1u << 20, 1u << 20}, "images"),
+                       "add_variable 'images': [999999999999, 1048576, 1048576] f32 is more than 2^64 bytes, more than "
+                       "the whole target's memory (940572672 bytes: 1472 tiles x 638976 bytes, ipu_mk2)",
+                       tb::out_of_memory);
+  CHECK(g.add_variable<float>({0}, "empty").num_elements() == 0);
+}
+
 TEST_CASE("set_tile_mapping and tile_mapping regions, including views") {
   tb::Graph g{tb::targets::tiny(4)};
   auto t = g.add_variable<float>({4, 4}, "t");

@@ -109,7 +109,7 @@ TEST_CASE("concat along any dimension, across variables") {
 }
 
 TEST_CASE("large views stay compact: a transposed 1024x1024 matrix has one run per row") {
-  tb::Graph g{tb::targets::tiny(4)};
+  tb::Graph g{tb::targets::tiny(4, 1 << 20)};  // 4 MiB of data must fit the target
   auto m = g.add_variable<float>({1024, 1024}, "m");
   CHECK(m.transpose().runs().size() == 1024);
   CHECK(m.slice(0, 512, 1).runs().size() == 1024);

@@ -357,3 +357,16 @@ TEST_CASE("matmul: results do not depend on the number of host threads") {
   auto const one = run(1);
   for (std::size_t t : {2, 3, 7}) CHECK(run(t) == one);
 }
+
+TEST_CASE("matmul refuses a result larger than the whole target before planning it") {
+  // Operators create their results and temporaries with Graph::add_variable, which refuses a variable larger than
+  // the whole target's memory: an impossible matmul fails at once, naming the result.
+  tb::Graph g{tb::targets::tiny(2, 1 << 16)};
+  tb::Tensor a = g.add_variable<float>({8192, 1}, "a");
+  tb::Tensor b = g.add_variable<float>({1, 8192}, "b");
+  tb::map_linearly(g, a);
+  tb::map_linearly(g, b);
+  tb::Sequence prog;
+  CHECK_THROWS_WITH_AS(tb::ops::matmul(g, prog, a, b, {}, "ab"),
+                       doctest::Contains("'ab"), tb::out_of_memory);
+}

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -33,11 +34,24 @@ TILEBSP_INLINE Graph Graph::shard(std::size_t ipu) const {
 }
 
 TILEBSP_INLINE Tensor Graph::add_variable(ElementType type, Shape shape, std::string name, VariableOptions opt) {
+  // A variable larger than the whole target's memory can never be mapped: refuse it now, in microseconds, rather
+  // than after the graph is built and lowered (or never, when the host runs out of memory first).
+  Target const& t = target();
+  std::uint64_t elements = 1, bytes = 0;
+  bool overflow = false;
+  for (std::size_t d : shape) overflow |= __builtin_mul_overflow(elements, std::uint64_t{d}, &elements);
+  overflow |= __builtin_mul_overflow(elements, std::uint64_t{size_of(type)}, &bytes);
+  if (overflow || bytes > t.total_bytes() || elements > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    throw out_of_memory("add_variable '" + name + "': " + to_string(shape) + " " + std::string(name_of(type)) +
+                        " is " + (overflow ? std::string("more than 2^64") : std::to_string(bytes)) +
+                        " bytes, more than the whole target's memory (" + std::to_string(t.total_bytes()) +
+                        " bytes: " + std::to_string(t.num_tiles()) + " tiles x " + std::to_string(t.bytes_per_tile) +
+                        " bytes, " + t.name + ")");
   core::detail::Variable v;
   v.name = std::move(name);
   v.type = type;
   v.shape = shape;
-  v.size = static_cast<std::int64_t>(product(shape));
+  v.size = static_cast<std::int64_t>(elements);
   v.temporary = opt.temporary;
   return add(std::move(v));
 }
