@@ -105,3 +105,54 @@ TEST_CASE("constants and tensors of other graphs") {
   auto t = h.add_variable<float>({2}, "t");
   CHECK_THROWS_WITH_AS(g.set_tile_mapping(t, 0), "set_tile_mapping: the tensor belongs to another graph", tb::error);
 }
+
+TEST_CASE("VariableMapping: appends, out-of-order and overlapping assignments agree with a per-element reference") {
+  // The mapping is a sorted vector with a queue of out-of-order assignments, resolved by a sweep: every element
+  // takes the tile of the last assignment covering it, as a per-element array does.
+  {
+    // Blocks of channels at every position, block by block (how operators map their results): every run of a
+    // later block lies before pieces already mapped, and none overlaps; the queue merges into the pieces.
+    tb::core::detail::VariableMapping m;
+    for (std::uint32_t block = 0; block < 4; ++block)
+      for (std::int64_t pos = 0; pos < 2000; ++pos) m.assign(pos * 8 + block * 2, pos * 8 + block * 2 + 2, block);
+    for (std::int64_t i = 0; i < 16000; ++i) CHECK(m.tile_of(i) == (i % 8) / 2);
+    CHECK(m.pieces() == 8000);
+  }
+  std::mt19937 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    std::int64_t const n = 1 + static_cast<std::int64_t>(rng() % 300);
+    std::vector<std::int64_t> want(static_cast<std::size_t>(n), -1);
+    tb::core::detail::VariableMapping m;
+    int const ops = 1 + static_cast<int>(rng() % 60);
+    std::int64_t next = 0;  // increasing assignments, with out-of-order ones mixed in
+    for (int k = 0; k < ops; ++k) {
+      std::int64_t b, e;
+      if (rng() % 3 != 0 && next < n) {
+        b = next, e = std::min(n, next + 1 + static_cast<std::int64_t>(rng() % 20));
+        next = e + static_cast<std::int64_t>(rng() % 3);  // sometimes a gap
+      } else {
+        b = static_cast<std::int64_t>(rng() % static_cast<unsigned>(n));
+        e = std::min(n, b + static_cast<std::int64_t>(rng() % 40));
+      }
+      auto const tile = static_cast<std::uint32_t>(rng() % 4);
+      m.assign(b, e, tile);
+      for (std::int64_t i = b; i < e; ++i) want[static_cast<std::size_t>(i)] = tile;
+      if (rng() % 5 == 0) CHECK(m.tile_of(b) == (b < e ? tile : want[static_cast<std::size_t>(b)]));  // a read between writes
+    }
+    std::vector<std::int64_t> got(static_cast<std::size_t>(n), -1);
+    std::int64_t unmapped_want = 0;
+    for (auto t : want) unmapped_want += t < 0;
+    CHECK(m.for_each(0, n, [&](std::int64_t b, std::int64_t e, std::uint32_t tile) {
+      for (std::int64_t i = b; i < e; ++i) got[static_cast<std::size_t>(i)] = tile;
+    }) == unmapped_want);
+    CHECK(got == want);
+    tb::core::detail::VariableMapping::Cursor c(m);
+    for (std::int64_t i = 0; i < n; i += 1 + static_cast<std::int64_t>(rng() % 3)) {
+      auto const p = c.at(i);
+      CHECK(p.begin <= i);
+      CHECK(i < p.end);
+      CHECK(p.tile == want[static_cast<std::size_t>(i)]);
+      CHECK(m.tile_of(i) == want[static_cast<std::size_t>(i)]);
+    }
+  }
+}

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <tilebsp/config.hpp>
+#include <tilebsp/core/detail/variable_mapping.hpp>
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/target.hpp>
 #include <tilebsp/core/tensor.hpp>
@@ -15,7 +16,6 @@
 #include <cstring>
 #include <algorithm>
 #include <limits>
-#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -45,97 +45,6 @@ struct VariableOptions {
 };
 
 namespace core::detail {
-
-/// Tile of each element range of one variable: begin -> (end, tile).
-class VariableMapping {
-  struct Entry {
-    std::int64_t end;
-    std::uint32_t tile;
-  };
-
- public:
-  void assign(std::int64_t b, std::int64_t e, std::uint32_t tile) {
-    if (b >= e) return;
-    split(b);
-    split(e);
-    map_.erase(map_.lower_bound(b), map_.lower_bound(e));
-    map_.emplace(b, Entry{e, tile});
-  }
-  /// Calls f(begin, end, tile) for mapped pieces of [b, e); returns the number of unmapped elements.
-  template <class F>
-  std::int64_t for_each(std::int64_t b, std::int64_t e, F&& f) const {
-    std::int64_t covered = 0;
-    auto it = map_.upper_bound(b);
-    if (it != map_.begin()) --it;
-    for (; it != map_.end() && it->first < e; ++it) {
-      std::int64_t const lo = std::max(b, it->first), hi = std::min(e, it->second.end);
-      if (lo < hi) {
-        f(lo, hi, it->second.tile);
-        covered += hi - lo;
-      }
-    }
-    return (e - b) - covered;
-  }
-  /// A piece of the mapping: elements [begin, end) on `tile`, or an unmapped gap (tile -1).
-  struct Piece {
-    std::int64_t begin, end, tile;
-  };
-  /// Finds pieces for elements looked up mostly in increasing order: from the piece it found last, it steps
-  /// forward over up to 8 pieces before it searches the whole mapping (a conv output mapped by blocks of groups
-  /// has a piece per position and block, and a vertex reads its block at consecutive positions).
-  class Cursor {
-   public:
-    explicit Cursor(VariableMapping const& m) : m_(&m), it_(m.map_.end()) {}
-    Piece at(std::int64_t i) {
-      auto const end = m_->map_.end();
-      if (it_ != end && it_->first <= i) {
-        for (int k = 0; k < 8; ++k) {
-          auto const next = std::next(it_);
-          if (next == end || next->first > i) return piece(i);
-          it_ = next;
-        }
-      }
-      it_ = m_->map_.upper_bound(i);
-      if (it_ == m_->map_.begin()) {
-        std::int64_t const next = it_ == end ? std::numeric_limits<std::int64_t>::max() : it_->first;
-        it_ = end;
-        return {std::numeric_limits<std::int64_t>::min(), next, -1};
-      }
-      --it_;
-      return piece(i);
-    }
-
-   private:
-    /// The piece at i given it_, the last piece beginning at or before i.
-    Piece piece(std::int64_t i) const {
-      if (i < it_->second.end) return {it_->first, it_->second.end, static_cast<std::int64_t>(it_->second.tile)};
-      auto const next = std::next(it_);
-      return {it_->second.end, next == m_->map_.end() ? std::numeric_limits<std::int64_t>::max() : next->first, -1};
-    }
-    VariableMapping const* m_;
-    std::map<std::int64_t, Entry>::const_iterator it_;
-  };
-  /// Tile of element i, or -1 when unmapped.
-  std::int64_t tile_of(std::int64_t i) const {
-    auto it = map_.upper_bound(i);
-    if (it == map_.begin()) return -1;
-    --it;
-    return i < it->second.end ? static_cast<std::int64_t>(it->second.tile) : -1;
-  }
-
- private:
-  void split(std::int64_t at) {
-    auto it = map_.upper_bound(at);
-    if (it == map_.begin()) return;
-    --it;
-    if (it->first < at && at < it->second.end) {
-      Entry tail{it->second.end, it->second.tile};
-      it->second.end = at;
-      map_.emplace(at, tail);
-    }
-  }
-  std::map<std::int64_t, Entry> map_;
-};
 
 struct Variable {
   std::string name;

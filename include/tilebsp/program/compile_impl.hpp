@@ -179,8 +179,16 @@ TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s) {
     auto const& p = s.programs[pi];
     std::vector<std::vector<Event>> events(tiles);
     auto const live = [&](std::uint32_t tile, std::size_t b, std::size_t e, std::uint64_t bytes, bool temporary) {
-      events[tile].push_back({b, static_cast<std::int64_t>(bytes), temporary});
-      events[tile].push_back({e + 1, -static_cast<std::int64_t>(bytes), temporary});
+      auto& ev = events[tile];
+      // A tile's buffers of one step (staging, fetches) arrive one after another: one pair of events for all.
+      if (std::size_t const n = ev.size();
+          n >= 2 && ev[n - 2].step == b && ev[n - 1].step == e + 1 && ev[n - 2].temporary == temporary) {
+        ev[n - 2].bytes += static_cast<std::int64_t>(bytes);
+        ev[n - 1].bytes -= static_cast<std::int64_t>(bytes);
+        return;
+      }
+      ev.push_back({b, static_cast<std::int64_t>(bytes), temporary});
+      ev.push_back({e + 1, -static_cast<std::int64_t>(bytes), temporary});
     };
     std::size_t last_host = 0;  // a callback at step 0 extends nothing
     for (std::size_t pc = 0; pc < p.code.size(); ++pc) {

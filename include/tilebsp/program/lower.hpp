@@ -15,7 +15,6 @@
 #include <string_view>
 #include <tuple>
 #include <utility>
-#include <unordered_map>
 #include <vector>
 
 namespace tilebsp::program::detail {

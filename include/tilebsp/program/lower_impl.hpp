@@ -11,13 +11,13 @@
 #include <string>
 #include <string_view>
 #include <tuple>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 namespace tilebsp::program::detail {
 using core::detail::FieldBinding;
 using core::detail::GraphImpl;
+using core::detail::Run;
 using core::detail::VertexRecord;
 using plan::detail::Transfer;
 using plan::detail::default_vertex_cycles;
@@ -186,13 +186,45 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
   std::vector<Access> reads, writes;
   std::vector<std::uint32_t> vars;
   std::vector<std::pair<std::int64_t, std::uint32_t>> ch;  // tile changes along one run
-  // Fetched bytes per (source, destination) tile pair, keyed source << 32 | destination: a hash map, as this
-  // is a lookup per run of every fetched field (an ordered map was a large share of compile's time), ordered
-  // below.
-  std::unordered_map<std::uint64_t, std::int64_t> fetched;
+  // Fetched bytes per (source, destination) tile pair, keyed source << 32 | destination: appended per vertex and
+  // source tile, then sorted and summed per key (below, and whenever the list grows long). A hash map
+  // here was 45% of this function's time (a cache miss per lookup, rehashes, and walking its nodes to order them).
+  std::vector<std::pair<std::uint64_t, std::int64_t>> fetched;
+  auto const sum_fetched = [&fetched] {
+    std::sort(fetched.begin(), fetched.end(), [](auto const& a, auto const& b) { return a.first < b.first; });
+    std::size_t out = 0;
+    for (std::size_t i = 0; i < fetched.size(); ++i) {
+      if (out > 0 && fetched[out - 1].first == fetched[i].first) fetched[out - 1].second += fetched[i].second;
+      else fetched[out++] = fetched[i];
+    }
+    fetched.resize(out);
+  };
+  std::size_t fetched_summed = 1 << 16;  // sum again once the list has grown past twice what it held
+  // A vertex's fetched bytes per source tile, and the source tiles it fetches from (a vertex reads its pieces
+  // from a few tiles, interleaved: summed here first, a list entry per source tile rather than per piece).
+  std::vector<std::int64_t> from_tile(g_.target.num_tiles(), 0);
+  std::vector<std::uint32_t> sources;
   PieceCursor cursor;
+  std::vector<Run> runs;
+  std::uint32_t fetching_tile = 0;  // the destination of the bytes in from_tile
+  // The fetched bytes of a run of vertices on one tile, one entry per source tile.
+  auto const flush_fetched = [&] {
+    for (std::uint32_t src : sources) {
+      fetched.emplace_back(std::uint64_t{src} << 32 | fetching_tile, from_tile[src]);
+      from_tile[src] = 0;
+    }
+    sources.clear();
+    if (fetched.size() > 2 * fetched_summed) {
+      sum_fetched();
+      fetched_summed = std::max(fetched_summed, fetched.size());
+    }
+  };
   for (std::uint32_t vi : by_cs_[cs]) {
     auto const& rec = g_.vertices[vi];
+    if (static_cast<std::uint32_t>(rec.tile) != fetching_tile) {
+      flush_fetched();
+      fetching_tile = static_cast<std::uint32_t>(rec.tile);
+    }
     std::string_view const vname = rec.ops->name;  // a string only for a message: the names are long
     PlacedVertex pv;
     pv.record = vi;
@@ -201,11 +233,12 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
       auto const& f = rec.fields[fi];
       for (std::uint32_t k = 0; k < f.tensors.size(); ++k) {
         auto const& t = f.tensors[k];
-        auto runs = t.runs();
+        runs.clear();  // one buffer for every field of the compute set: no allocation per tensor
+        t.for_each_run([&](std::uint32_t v, std::int64_t b, std::int64_t st, std::int64_t n) { runs.push_back({v, b, st, n}); });
         elements += static_cast<std::int64_t>(t.num_elements());
         auto const eb = static_cast<std::uint32_t>(size_of(t.element_type()));
         for (auto const& r : runs) {
-          vars.push_back(r.var);
+          if (vars.empty() || vars.back() != r.var) vars.push_back(r.var);  // sorted and made unique below
           if (f.fetched) {
             // Pieces on other tiles travel to this one before the compute phase.
             ch.clear();
@@ -214,7 +247,10 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
             for (std::size_t c = 0; c < ch.size(); ++c) {
               std::int64_t const o = ch[c].first, end = c + 1 < ch.size() ? ch[c + 1].first : r.count;
               auto const dst = static_cast<std::uint32_t>(rec.tile);
-              if (ch[c].second != dst) fetched[std::uint64_t{ch[c].second} << 32 | dst] += (end - o) * eb;
+              if (ch[c].second == dst) continue;
+              auto& b = from_tile[ch[c].second];
+              if (b == 0) sources.push_back(ch[c].second);
+              b += (end - o) * eb;
             }
           } else {
             tile_changes(g_, r.var, r.start, r.stride, r.count, [&](std::int64_t o, std::uint32_t tile) {
@@ -267,10 +303,10 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
       pv.cycles += static_cast<std::uint64_t>(st.elements) * ((st.gather ? 1 : 0) + (st.scatter ? 1 : 0));
     plan.vertices.push_back(std::move(pv));
   }
+  flush_fetched();
   check_conflicts(csname, reads, writes);
-  std::vector<std::pair<std::uint64_t, std::int64_t>> pairs(fetched.begin(), fetched.end());
-  std::sort(pairs.begin(), pairs.end());
-  for (auto const& [tiles, bytes] : pairs)
+  sum_fetched();
+  for (auto const& [tiles, bytes] : fetched)
     plan.fetches.push_back(
         {0, 0, 0, 1, 0, 1, bytes, static_cast<std::uint32_t>(tiles >> 32), static_cast<std::uint32_t>(tiles), 1});
   std::stable_sort(plan.vertices.begin(), plan.vertices.end(), [&](PlacedVertex const& a, PlacedVertex const& b) {

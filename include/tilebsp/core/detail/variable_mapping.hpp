@@ -1,0 +1,189 @@
+// VariableMapping: the tile of each element range of one variable, as a flat sorted list of pieces.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <queue>
+#include <utility>
+#include <vector>
+
+namespace tilebsp::core::detail {
+
+/// Tile of each element range of one variable. Pieces are kept in a vector sorted by their first element, so that
+/// the common ways of mapping cost O(1) per assignment: in increasing order (map_linearly, an operator's blocks
+/// row by row) a piece is appended, or merged into the last one. An assignment that overlaps or precedes a mapped
+/// piece is queued instead, and the queue is resolved (the last assignment of an element wins, as if each had been
+/// applied in turn) in one sweep, O(n log n), before the next read or once it is as long as the mapping. Reads
+/// resolve the queue themselves; like the rest of a Graph, a mapping is not to be read and written from several
+/// threads at once, and compile resolves every mapping before it reads them from more than one thread.
+class VariableMapping {
+ public:
+  /// A piece of the mapping: elements [begin, end) on `tile`, or an unmapped gap (tile -1).
+  struct Piece {
+    std::int64_t begin, end, tile;
+  };
+
+  void assign(std::int64_t b, std::int64_t e, std::uint32_t tile) {
+    if (b >= e) return;
+    if (queued_.empty() && (pieces_.empty() || b >= pieces_.back().end)) {
+      if (!pieces_.empty() && pieces_.back().end == b && pieces_.back().tile == tile) pieces_.back().end = e;
+      else pieces_.push_back({b, e, tile});
+      return;
+    }
+    queued_.push_back({b, e, tile});
+    if (queued_.size() >= std::max<std::size_t>(1024, pieces_.size())) resolve();
+  }
+
+  /// Calls f(begin, end, tile) for mapped pieces of [b, e); returns the number of unmapped elements.
+  template <class F>
+  std::int64_t for_each(std::int64_t b, std::int64_t e, F&& f) const {
+    resolve();
+    std::int64_t covered = 0;
+    for (auto it = first_at_or_after(b); it != pieces_.end() && it->begin < e; ++it) {
+      std::int64_t const lo = std::max(b, it->begin), hi = std::min(e, it->end);
+      if (lo < hi) {
+        f(lo, hi, it->tile);
+        covered += hi - lo;
+      }
+    }
+    return (e - b) - covered;
+  }
+
+  /// Finds pieces for elements looked up mostly in increasing order: from the piece it found last, it steps
+  /// forward over up to 8 pieces before it searches the whole mapping (a conv output mapped by blocks of groups
+  /// has a piece per position and block, and a vertex reads its block at consecutive positions).
+  class Cursor {
+   public:
+    explicit Cursor(VariableMapping const& m) : m_(&m) { m.resolve(); }
+    Piece at(std::int64_t i) {
+      auto const& p = m_->pieces_;
+      std::size_t const n = p.size();
+      // at_ is the last piece beginning at or before i, or n when none does.
+      if (at_ < n && p[at_].begin <= i) {
+        for (int k = 0; k < 8; ++k) {
+          if (at_ + 1 >= n || p[at_ + 1].begin > i) return piece(i);
+          ++at_;
+        }
+      }
+      auto const it = std::upper_bound(p.begin(), p.end(), i, [](std::int64_t x, Seg const& s) { return x < s.begin; });
+      if (it == p.begin()) {
+        at_ = n;
+        return {std::numeric_limits<std::int64_t>::min(), n == 0 ? std::numeric_limits<std::int64_t>::max() : p[0].begin,
+                -1};
+      }
+      at_ = static_cast<std::size_t>(it - p.begin()) - 1;
+      return piece(i);
+    }
+
+   private:
+    /// The piece at i given at_, the last piece beginning at or before i.
+    Piece piece(std::int64_t i) const {
+      auto const& p = m_->pieces_;
+      if (i < p[at_].end) return {p[at_].begin, p[at_].end, static_cast<std::int64_t>(p[at_].tile)};
+      return {p[at_].end, at_ + 1 == p.size() ? std::numeric_limits<std::int64_t>::max() : p[at_ + 1].begin, -1};
+    }
+    VariableMapping const* m_;
+    std::size_t at_ = std::numeric_limits<std::size_t>::max();
+  };
+
+  /// Tile of element i, or -1 when unmapped.
+  std::int64_t tile_of(std::int64_t i) const {
+    resolve();
+    auto const it = first_at_or_after(i);
+    return it != pieces_.end() && it->begin <= i && i < it->end ? static_cast<std::int64_t>(it->tile) : -1;
+  }
+
+  /// Resolves queued assignments now (compile calls it on every variable before reading mappings in parallel).
+  void resolve() const {
+    if (!queued_.empty() && !merge()) sweep();
+  }
+  /// Pieces of the mapping (after resolve()).
+  std::size_t pieces() const noexcept { return pieces_.size(); }
+
+ private:
+  struct Seg {
+    std::int64_t begin, end;
+    std::uint32_t tile;
+  };
+
+  /// The first piece that ends after i (the one holding i, or the next one).
+  std::vector<Seg>::const_iterator first_at_or_after(std::int64_t i) const {
+    return std::upper_bound(pieces_.begin(), pieces_.end(), i, [](std::int64_t x, Seg const& s) { return x < s.end; });
+  }
+
+  /// Applies the queue when its assignments overlap neither each other nor the mapped pieces (an operator mapping
+  /// its result block by block, each block a run per position): sorted and merged into the pieces in one pass.
+  /// Returns false, changing nothing, when they overlap.
+  bool merge() const {
+    std::vector<Seg> q = queued_;
+    std::sort(q.begin(), q.end(), [](Seg const& a, Seg const& b) { return a.begin < b.begin; });
+    for (std::size_t i = 1; i < q.size(); ++i)
+      if (q[i].begin < q[i - 1].end) return false;
+    std::vector<Seg> out;
+    out.reserve(pieces_.size() + q.size());
+    auto const add = [&](Seg const& s) {
+      if (!out.empty() && out.back().end > s.begin) return false;
+      if (!out.empty() && out.back().end == s.begin && out.back().tile == s.tile) out.back().end = s.end;
+      else out.push_back(s);
+      return true;
+    };
+    std::size_t a = 0, b = 0;
+    while (a < pieces_.size() || b < q.size()) {
+      bool const take_piece = b == q.size() || (a < pieces_.size() && pieces_[a].begin < q[b].begin);
+      if (!add(take_piece ? pieces_[a++] : q[b++])) return false;
+    }
+    pieces_ = std::move(out);
+    queued_.clear();
+    return true;
+  }
+
+  /// Applies the queue: every element takes the tile of the last assignment covering it. A sweep over the
+  /// boundaries of all pieces (priority 0: they do not overlap) and queued assignments (priority 1, 2, ... in
+  /// order), keeping the live assignments in a max-heap by priority.
+  void sweep() const {
+    std::vector<Seg> all;
+    all.reserve(pieces_.size() + queued_.size());
+    all.insert(all.end(), pieces_.begin(), pieces_.end());
+    all.insert(all.end(), queued_.begin(), queued_.end());
+    std::size_t const base = pieces_.size();
+    auto const priority = [&](std::size_t id) { return id < base ? std::size_t{0} : id - base + 1; };
+    struct Event {
+      std::int64_t at;
+      std::uint32_t id;
+      bool open;
+    };
+    std::vector<Event> events;
+    events.reserve(2 * all.size());
+    for (std::size_t id = 0; id < all.size(); ++id) {
+      events.push_back({all[id].begin, static_cast<std::uint32_t>(id), true});
+      events.push_back({all[id].end, static_cast<std::uint32_t>(id), false});
+    }
+    std::sort(events.begin(), events.end(), [](Event const& a, Event const& b) { return a.at < b.at; });
+    std::vector<char> closed(all.size(), 0);
+    std::priority_queue<std::pair<std::size_t, std::uint32_t>> live;  // (priority, id)
+    std::vector<Seg> out;
+    for (std::size_t k = 0; k < events.size();) {
+      std::int64_t const x = events[k].at;
+      for (; k < events.size() && events[k].at == x; ++k) {
+        if (events[k].open) live.push({priority(events[k].id), events[k].id});
+        else closed[events[k].id] = 1;
+      }
+      while (!live.empty() && closed[live.top().second]) live.pop();
+      if (live.empty() || k == events.size()) continue;
+      std::int64_t const next = events[k].at;
+      std::uint32_t const tile = all[live.top().second].tile;
+      if (!out.empty() && out.back().end == x && out.back().tile == tile) out.back().end = next;
+      else out.push_back({x, next, tile});
+    }
+    pieces_ = std::move(out);
+    queued_.clear();
+  }
+
+  // Mutable: a read resolves the queue first (see the class comment).
+  mutable std::vector<Seg> pieces_;
+  mutable std::vector<Seg> queued_;
+};
+
+}  // namespace tilebsp::core::detail
