@@ -252,3 +252,78 @@ TEST_CASE("an executable keeps the graph it was compiled from; building on after
                        "write: the tensor's variable was added to the graph after this program was compiled",
                        tb::error);
 }
+
+TEST_CASE("compute sets are planned on several threads: the executable is the same for any number") {
+  // A matmul that splits K (fetched partials, a reduction stage) and a map: several compute sets with fetches.
+  auto build = [](tb::Graph& g) {
+    auto a = g.add_variable<float>({48, 300}, "a"), b = g.add_variable<float>({300, 40}, "b");
+    tb::map_linearly(g, a);
+    tb::map_linearly(g, b);
+    tb::Sequence prog;
+    auto c = tb::ops::matmul(g, prog, a, b, {.available_memory_proportion = 0.05});
+    using namespace tb::expr;
+    static_cast<void>(tb::ops::map(g, prog, _1 * 2.0f + 1.0f, c));
+    return prog;
+  };
+  auto compile = [&](std::size_t threads) {
+    tb::Graph g{tb::targets::tiny(16, 1 << 16)};
+    auto prog = build(g);
+    return tb::compile(g, {.threads = threads}, prog);
+  };
+  auto const one = compile(1);
+  REQUIRE(one.schedule().compute_sets.size() >= 3);
+  for (std::size_t threads : {2u, 3u, 7u}) {
+    auto const other = compile(threads);
+    auto const& x = one.schedule();
+    auto const& y = other.schedule();
+    REQUIRE(x.compute_sets.size() == y.compute_sets.size());
+    for (std::size_t i = 0; i < x.compute_sets.size(); ++i) {
+      auto const& p = x.compute_sets[i];
+      auto const& q = y.compute_sets[i];
+      CHECK(p.id == q.id);
+      CHECK(p.cycles == q.cycles);
+      CHECK(p.vars == q.vars);
+      CHECK(p.reads == q.reads);
+      CHECK(p.writes == q.writes);
+      CHECK(p.full_writes == q.full_writes);
+      CHECK(p.fetch_cycles == q.fetch_cycles);
+      CHECK(p.fetch_bytes == q.fetch_bytes);
+      REQUIRE(p.vertices.size() == q.vertices.size());
+      for (std::size_t v = 0; v < p.vertices.size(); ++v) {
+        CHECK(p.vertices[v].record == q.vertices[v].record);
+        CHECK(p.vertices[v].cycles == q.vertices[v].cycles);
+      }
+      REQUIRE(p.fetches.size() == q.fetches.size());
+      for (std::size_t f = 0; f < p.fetches.size(); ++f) {
+        CHECK(p.fetches[f].src_tile == q.fetches[f].src_tile);
+        CHECK(p.fetches[f].dst_tile == q.fetches[f].dst_tile);
+        CHECK(p.fetches[f].count == q.fetches[f].count);
+      }
+    }
+    CHECK(x.programs[0].cycles == y.programs[0].cycles);
+    REQUIRE(one.memory().size() == other.memory().size());
+    for (std::size_t t = 0; t < one.memory().size(); ++t) {
+      CHECK(one.memory()[t].always_live == other.memory()[t].always_live);
+      CHECK(one.memory()[t].peak_live == other.memory()[t].peak_live);
+    }
+  }
+}
+
+TEST_CASE("a compute set's error is thrown only where a program executes it, whatever the planning threads") {
+  tb::Graph g{tb::targets::tiny(2)};
+  auto x = g.add_variable<float>({4}, "x"), y = g.add_variable<float>({4}, "y");
+  g.set_tile_mapping(x, 0);
+  g.set_tile_mapping(y, 0);
+  auto bad = g.add_compute_set("overlap");
+  g.add_vertex<tbt::Copy>(bad, 0, x.slice(0, 2), y.slice(0, 2));
+  g.add_vertex<tbt::Copy>(bad, 0, x.slice(1, 3), y.slice(1, 3));
+  auto good = g.add_compute_set("fine");
+  g.add_vertex<tbt::Copy>(good, 0, x, y);
+  for (std::size_t threads : {1u, 2u, 4u}) {
+    CHECK_NOTHROW(tb::compile(g, {.threads = threads}, tb::execute(good)));
+    CHECK_THROWS_WITH_AS(tb::compile(g, {.threads = threads}, tb::seq(tb::execute(good), tb::execute(bad))),
+                         "compute set 'overlap': vertex tbt::Copy (tile 0) field 'out' and vertex tbt::Copy (tile 0) "
+                         "field 'out' both write element 1 of 'y'",
+                         tb::write_conflict_error);
+  }
+}

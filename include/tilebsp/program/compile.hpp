@@ -25,6 +25,8 @@ struct CompileOptions {
   /// Compile even when a tile's memory is over-subscribed (for inspecting the profile), as Poplar's
   /// debug.allowOutOfMemory. The engine still runs: host memory is not tile memory.
   bool allow_out_of_memory = false;
+  /// Host threads that plan the compute sets (0: all hardware threads). The Executable is the same for any number.
+  std::size_t threads = 0;
 };
 
 /// Bytes used on one tile: data live all the time plus the peak of data live part of the time (Poplar's

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -276,6 +277,7 @@ TILEBSP_INLINE Executable compile_programs(Graph const& g, CompileOptions const&
   auto s = std::make_shared<Schedule>();
   s->graph = g.snapshot();
   Lowering l(*s->graph, *s);
+  l.plan_compute_sets(options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency()));
   lower(l);
   estimate_cycles(*s);
   auto memory = account_memory(*s);

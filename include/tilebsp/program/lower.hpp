@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -172,6 +173,11 @@ class Lowering {
   void end_host_path(std::size_t begin_pc);
   void patch(std::size_t pc, std::size_t target) { prog_->code[pc].b = static_cast<std::int32_t>(target); }
   void add_loop(std::size_t begin_pc, std::size_t end_pc) { prog_->loops.push_back({begin_pc, end_pc}); }
+  /// Plans every compute set that has vertices now, on up to `threads` host threads (compile calls it before it
+  /// lowers the programs; each plan depends on the graph alone, so the schedule is the same for any number of
+  /// threads). A compute set's error is thrown when a program executes it, as without planning ahead. A vertex's
+  /// cycle estimate may so run on several threads at once: it must not write shared state.
+  void plan_compute_sets(std::size_t threads);
 
  private:
   void flush();
@@ -215,6 +221,9 @@ class Lowering {
   ProgramCode* prog_ = nullptr;
   std::vector<std::vector<std::uint32_t>> by_cs_;
   std::vector<std::int32_t> cs_plan_;
+  /// Plans made ahead by plan_compute_sets (or the error planning threw, thrown when the compute set is executed).
+  std::vector<std::optional<ComputeSetPlan>> planned_;
+  std::vector<std::exception_ptr> plan_errors_;
   std::optional<Instr> pending_;
   ElementSet ex_src_, ex_dst_;
   bool exchange_staged_ = false;

@@ -6,10 +6,12 @@
 #include <tilebsp/program/lower.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -28,8 +30,10 @@ TILEBSP_INLINE void Lowering::execute(ComputeSet cs) {
   if (cs.id >= g_.compute_sets.size()) throw index_error("execute: unknown compute set " + std::to_string(cs.id));
   flush();
   if (cs_plan_[cs.id] < 0) {
+    if (cs.id < plan_errors_.size() && plan_errors_[cs.id]) std::rethrow_exception(plan_errors_[cs.id]);
+    ComputeSetPlan plan = cs.id < planned_.size() && planned_[cs.id] ? std::move(*planned_[cs.id]) : plan_compute_set(cs.id);
     cs_plan_[cs.id] = static_cast<std::int32_t>(s_.compute_sets.size());
-    s_.compute_sets.push_back(plan_compute_set(cs.id));
+    s_.compute_sets.push_back(std::move(plan));
   }
   pending_ = Instr{Op::superstep, cs_plan_[cs.id], -1, 0};
 }
@@ -407,6 +411,27 @@ TILEBSP_INLINE Lowering::Lowering(GraphImpl const& g, Schedule& s)
     : g_(g), s_(s), cs_plan_(g.compute_sets.size(), -1) {
   by_cs_.resize(g.compute_sets.size());
   for (std::uint32_t i = 0; i < g.vertices.size(); ++i) by_cs_[g.vertices[i].compute_set].push_back(i);
+}
+
+TILEBSP_INLINE void Lowering::plan_compute_sets(std::size_t threads) {
+  std::size_t const n = g_.compute_sets.size();
+  planned_.assign(n, std::nullopt);
+  plan_errors_.assign(n, nullptr);
+  std::atomic<std::size_t> next{0};
+  auto const work = [&] {
+    for (std::size_t cs; (cs = next.fetch_add(1, std::memory_order_relaxed)) < n;) {
+      if (by_cs_[cs].empty()) continue;  // nothing to plan ahead: planned when executed
+      try {
+        planned_[cs] = plan_compute_set(static_cast<std::uint32_t>(cs));
+      } catch (...) {
+        plan_errors_[cs] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> team;
+  for (std::size_t t = 1; t < std::max<std::size_t>(1, threads); ++t) team.emplace_back(work);
+  work();
+  for (auto& t : team) t.join();
 }
 
 TILEBSP_INLINE void Lowering::begin_program() {
