@@ -191,8 +191,8 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
   std::vector<std::uint32_t> vars;
   std::vector<std::pair<std::int64_t, std::uint32_t>> ch;  // tile changes along one run
   // Fetched bytes per (source, destination) tile pair, keyed source << 32 | destination: appended per vertex and
-  // source tile, then sorted and summed per key (below, and whenever the list grows long). A hash map
-  // here was 45% of this function's time (a cache miss per lookup, rehashes, and walking its nodes to order them).
+  // source tile, then sorted and summed per key (below, and whenever the list grows long): a hash map per piece
+  // cost a cache miss per lookup, rehashes, and a walk of its nodes to order them (benchmarks/RESULTS.md).
   std::vector<std::pair<std::uint64_t, std::int64_t>> fetched;
   auto const sum_fetched = [&fetched] {
     std::sort(fetched.begin(), fetched.end(), [](auto const& a, auto const& b) { return a.first < b.first; });
