@@ -15,8 +15,7 @@
 #include <vector>
 
 namespace tilebsp::program::detail {
-using core::detail::GraphImpl;
-using core::detail::VertexRecord;
+// Besides the names compile.hpp imports:
 using plan::detail::exchange_cycles;
 using plan::detail::sync_cycles;
 

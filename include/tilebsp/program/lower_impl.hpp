@@ -17,11 +17,9 @@
 #include <vector>
 
 namespace tilebsp::program::detail {
+// Besides the names lower.hpp imports:
 using core::detail::FieldBinding;
-using core::detail::GraphImpl;
 using core::detail::Run;
-using core::detail::VertexRecord;
-using plan::detail::Transfer;
 using plan::detail::default_vertex_cycles;
 using plan::detail::tile_compute_cycles;
 

@@ -5,7 +5,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <queue>
 #include <utility>
 #include <vector>
 
@@ -162,18 +161,25 @@ class VariableMapping {
     }
     std::sort(events.begin(), events.end(), [](Event const& a, Event const& b) { return a.at < b.at; });
     std::vector<char> closed(all.size(), 0);
-    std::priority_queue<std::pair<std::size_t, std::uint32_t>> live;  // (priority, id)
+    std::vector<std::pair<std::size_t, std::uint32_t>> live;  // a max-heap of (priority, id)
     std::vector<Seg> out;
     for (std::size_t k = 0; k < events.size();) {
       std::int64_t const x = events[k].at;
       for (; k < events.size() && events[k].at == x; ++k) {
-        if (events[k].open) live.push({priority(events[k].id), events[k].id});
-        else closed[events[k].id] = 1;
+        if (events[k].open) {
+          live.emplace_back(priority(events[k].id), events[k].id);
+          std::push_heap(live.begin(), live.end());
+        } else {
+          closed[events[k].id] = 1;
+        }
       }
-      while (!live.empty() && closed[live.top().second]) live.pop();
+      while (!live.empty() && closed[live.front().second]) {
+        std::pop_heap(live.begin(), live.end());
+        live.pop_back();
+      }
       if (live.empty() || k == events.size()) continue;
       std::int64_t const next = events[k].at;
-      std::uint32_t const tile = all[live.top().second].tile;
+      std::uint32_t const tile = all[live.front().second].tile;
       if (!out.empty() && out.back().end == x && out.back().tile == tile) out.back().end = next;
       else out.push_back({x, next, tile});
     }
