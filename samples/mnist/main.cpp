@@ -3,6 +3,7 @@
 // correct — for logistic regression, an MLP and a CNN on Fashion-MNIST (or any MNIST-format directory), with a
 // test-set evaluation by an inference program sharing the weights after every epoch.
 #include "../common/cli.hpp"
+#include "../common/compile_progress.hpp"
 #include "mnist.hpp"
 
 #include <chrono>
@@ -22,8 +23,8 @@ struct Options {
   mnist::Config model;
   std::size_t host_threads = 0;
   std::string data = "/usr/share/datasets/fashion-mnist";
-  std::string save, load, report;
-  bool evaluate_only = false;
+  std::string save, load, report, executable_cache;
+  bool evaluate_only = false, compile_only = false;
 };
 
 constexpr char const* usage = R"(usage: mnist [options]
@@ -43,7 +44,10 @@ backward, SGD) -> outfeed, then evaluates the test set with an inference program
   --save FILE             write the trained weights to FILE
   --load FILE             start from the weights in FILE (written by --save for the same --model)
   --report DIR            write the profile of the run (profile.json, summary.txt) to DIR
+  --executable-cache DIR  keep compiled executables in DIR and load them from there when the same graph is
+                          compiled again (default: $TILEBSP_EXECUTABLE_CACHE, if set)
   --evaluate              only evaluate the test set (with --load: the loaded weights) and exit
+  --compile-only          build and compile the graph, print the startup figures, and exit
   --help                  this text
 The last line printed is "test_accuracy: <value>".
 )";
@@ -51,8 +55,9 @@ The last line printed is "test_accuracy: <value>".
 Options parse(int argc, char** argv) {
   samples::Cli const cli{"mnist"};
   Options o;
-  cli.parse(argc, argv, usage, {"--evaluate"}, [&](std::string const& a, std::string const& v) {
+  cli.parse(argc, argv, usage, {"--evaluate", "--compile-only"}, [&](std::string const& a, std::string const& v) {
     if (a == "--evaluate") o.evaluate_only = true;
+    else if (a == "--compile-only") o.compile_only = true;
     else if (a == "--model") {
       auto const m = mnist::model_named(v);
       if (!m) cli.bad("--model must be logreg, mlp or cnn, got '" + v + "'");
@@ -72,6 +77,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--save") o.save = v;
     else if (a == "--load") o.load = v;
     else if (a == "--report") o.report = v;
+    else if (a == "--executable-cache") o.executable_cache = v;
     else cli.bad("unknown option '" + a + "'");
   });
   return o;
@@ -129,14 +135,23 @@ int run(Options const& o) {
   } else {
     initial = mnist::load_weights(c, o.load);  // with the standardisation it was trained with
   }
-  t0 = std::chrono::steady_clock::now();
-  mnist::Trainer trainer(c, initial, {.host_threads = o.host_threads, .profiling = !o.report.empty()});
-  std::printf("model %s: %zu parameters, batch %zu, lr %g (%s), %zu batches per step, %zu host threads; graph built "
-              "and compiled in %.2f s%s\n",
+  mnist::Trainer trainer(c, initial, {.host_threads = o.host_threads, .profiling = !o.report.empty()},
+                         tb::targets::ipu_mk2(),
+                         {.cache_dir = o.executable_cache, .progress = samples::compile_progress("mnist")});
+  samples::end_compile_progress();
+  double const peak_gb = samples::peak_resident_bytes() / 1e9;  // of reading the data, building and compiling
+  std::printf("model %s: %zu parameters, batch %zu, lr %g (%s), %zu batches per step, %zu host threads%s\n",
               mnist::name_of(c.model), initial.parameter_count(), c.batch, static_cast<double>(c.learning_rate),
-              c.schedule == mnist::Schedule::cosine ? "cosine" : "constant",
-              c.batches_per_step, trainer.engine().host_threads(), seconds_since(t0),
-              o.load.empty() ? "" : (", weights from " + o.load).c_str());
+              c.schedule == mnist::Schedule::cosine ? "cosine" : "constant", c.batches_per_step,
+              trainer.engine().host_threads(), o.load.empty() ? "" : (", weights from " + o.load).c_str());
+  std::printf("graph built in %.2f s, %s in %.2f s; peak resident memory %.2f GB\n", trainer.build_seconds(),
+              trainer.loaded_from_cache() ? "executable loaded from cache" : "compiled", trainer.compile_seconds(),
+              peak_gb);
+  if (o.compile_only) {
+    std::printf("startup: build_s %.3f compile_s %.3f peak_gb %.3f executable %s\n", trainer.build_seconds(),
+                trainer.compile_seconds(), peak_gb, trainer.loaded_from_cache() ? "loaded" : "compiled");
+    return 0;
+  }
 
   mnist::Result test;
   if (o.evaluate_only) {

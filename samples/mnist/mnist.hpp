@@ -8,10 +8,12 @@
 #include "../common/tensor_file.hpp"
 #include "idx.hpp"
 
+#include <chrono>
 #include <tilebsp/tilebsp.hpp>
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -216,8 +218,9 @@ struct Result {
 class Trainer {
  public:
   Trainer(Config const& c, Network const& initial, tb::EngineOptions const& engine_options = {},
-          tb::Target const& target = tb::targets::ipu_mk2())
+          tb::Target const& target = tb::targets::ipu_mk2(), tb::CompileOptions const& compile_options = {})
       : c_(c), net_(initial), g_(target) {
+    auto const t0 = std::chrono::steady_clock::now();
     if (c.batch == 0 || c.eval_batch == 0 || c.batches_per_step == 0 || c.epochs == 0)
       throw tb::option_error("mnist: batch sizes, batches per step and epochs must be positive");
     if (net_.standardise.size() != 2 || !(net_.standardise[1] > 0.0f))
@@ -256,9 +259,13 @@ class Trainer {
                                    std::move(infer), tb::stream_out(eval_ce.loss, eval_loss_out),
                                    tb::stream_out(eval_ce.correct, eval_correct_out));
 
-    engine_ = std::make_unique<tb::Engine>(
-        tb::compile(g_, {}, tb::repeat(c.batches_per_step, train_step), train_step, eval_step),
-        engine_options);
+    auto const t1 = std::chrono::steady_clock::now();
+    tb::Executable exe = tb::compile(g_, compile_options, tb::repeat(c.batches_per_step, train_step), train_step, eval_step);
+    auto const t2 = std::chrono::steady_clock::now();
+    build_seconds_ = std::chrono::duration<double>(t1 - t0).count();
+    compile_seconds_ = std::chrono::duration<double>(t2 - t1).count();
+    from_cache_ = exe.loaded_from_cache();
+    engine_ = std::make_unique<tb::Engine>(std::move(exe), engine_options);
     write_parameters();
     engine_->connect<float>(train.images_in, [this](std::span<float> b) { fill_images(b, train_feed_); });
     engine_->connect<std::int32_t>(train.labels_in, [this](std::span<std::int32_t> b) { fill_labels(b, train_feed_); });
@@ -274,6 +281,10 @@ class Trainer {
 
   Config const& config() const { return c_; }
   tb::Engine& engine() { return *engine_; }
+  /// Seconds the constructor spent building the graph and compiling it (or loading it from the executable cache).
+  double build_seconds() const { return build_seconds_; }
+  double compile_seconds() const { return compile_seconds_; }
+  bool loaded_from_cache() const { return from_cache_; }
   tb::Graph const& graph() const { return g_; }
 
   /// Batches of one epoch over `d` (the last, partial batch is dropped, as PyTorch's drop_last).
@@ -494,6 +505,8 @@ class Trainer {
   tb::Graph g_;
   std::vector<tb::Tensor> weights_, biases_;  // per layer (empty for pooling)
   std::unique_ptr<tb::Engine> engine_;
+  double build_seconds_ = 0, compile_seconds_ = 0;
+  bool from_cache_ = false;
   std::vector<std::uint32_t> order_;
   Feed train_feed_, eval_feed_;
   std::size_t batches_per_epoch_ = 1;

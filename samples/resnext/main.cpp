@@ -2,6 +2,7 @@
 // batches, repeat(batches_per_step) of the network on the device, an outfeed of logits — with throughput and
 // latency per iteration, their statistics, the estimated IPU figures and the memory per tile.
 #include "../common/cli.hpp"
+#include "../common/compile_progress.hpp"
 #include "resnext.hpp"
 
 #include <tilebsp/tilebsp.hpp>
@@ -29,8 +30,8 @@ struct Options {
   std::size_t num_ipus = 1;
   std::size_t host_threads = 0;
   std::uint64_t seed = 42;
-  std::string report, weights, save_weights;
-  bool check_memory = false;
+  std::string report, weights, save_weights, executable_cache;
+  bool check_memory = false, compile_only = false;
 };
 
 constexpr char const* usage = R"(usage: resnext [options]
@@ -55,6 +56,9 @@ ResNeXt inference on a modelled IPU: infeed -> repeat(batches-per-step, network)
   --check-memory          fail (out_of_memory) when a tile's memory is over-subscribed, instead of
                           running and reporting it
   --report DIR            write profile.json and summary.txt to DIR
+  --compile-only          build and compile the graph, print the startup figures, and exit
+  --executable-cache DIR  keep compiled executables in DIR and load them from there when the same graph is
+                          compiled again (default: $TILEBSP_EXECUTABLE_CACHE, if set)
   --help                  this text
 )";
 
@@ -71,8 +75,9 @@ tb::ElementType float_type(std::string const& flag, std::string const& v) {
 
 Options parse(int argc, char** argv) {
   Options o;
-  cli.parse(argc, argv, usage, {"--check-memory"}, [&](std::string const& a, std::string const& v) {
+  cli.parse(argc, argv, usage, {"--check-memory", "--compile-only"}, [&](std::string const& a, std::string const& v) {
     if (a == "--check-memory") o.check_memory = true;
+    else if (a == "--compile-only") o.compile_only = true;
     else if (a == "--batch-size") o.model.batch = integer(a, v, 1);
     else if (a == "--batches-per-step") o.batches_per_step = integer(a, v, 1);
     else if (a == "--iterations") o.iterations = static_cast<int>(integer(a, v, 1));
@@ -90,6 +95,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--host-threads") o.host_threads = static_cast<std::size_t>(integer(a, v, 1));
     else if (a == "--seed") o.seed = static_cast<std::uint64_t>(integer(a, v, 0));
     else if (a == "--report") o.report = v;
+    else if (a == "--executable-cache") o.executable_cache = v;
     else if (a == "--weights") o.weights = v;
     else if (a == "--save-weights") o.save_weights = v;
     else bad("unknown option '" + a + "'");
@@ -129,9 +135,25 @@ int run(Options const& o) {
                             tb::seq(tb::stream_in(images, model.input), std::move(step), tb::stream_out(model.logits, logits)));
   double const build_s = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
-  tb::Executable exe = tb::compile(g, {.allow_out_of_memory = !o.check_memory}, program);
+  tb::Executable exe = tb::compile(g,
+                                   {.allow_out_of_memory = !o.check_memory,
+                                    .cache_dir = o.executable_cache,
+                                    .progress = samples::compile_progress("resnext")},
+                                   program);
+  samples::end_compile_progress();
   double const compile_s = seconds_since(t0);
+  double const peak_gb = samples::peak_resident_bytes() / 1e9;  // of building and compiling
+  if (o.compile_only) {
+    std::printf("ResNeXt-%d, batch %lld, %s, %zu x IPU Mk2\n", c.depth, static_cast<long long>(c.batch),
+                tb::name_of(c.dtype).data(), o.num_ipus);
+    std::printf("graph built in %.2f s, %s in %.2f s\npeak resident memory %.2f GB\n", build_s,
+                exe.loaded_from_cache() ? "executable loaded from cache" : "compiled", compile_s, peak_gb);
+    std::printf("startup: build_s %.3f compile_s %.3f peak_gb %.3f executable %s\n", build_s, compile_s, peak_gb,
+                exe.loaded_from_cache() ? "loaded" : "compiled");
+    return 0;
+  }
 
+  bool const exe_from_cache = exe.loaded_from_cache();
   tb::Engine engine{std::move(exe), {.host_threads = o.host_threads, .profiling = !o.report.empty()}};
   model.write_parameters(engine);
   // Synthetic images in [0, 1), a new batch per transfer, prepared on a helper thread while the device runs.
@@ -156,7 +178,8 @@ int run(Options const& o) {
               static_cast<long long>(c.batch), tb::name_of(c.dtype).data(), tb::name_of(c.partials).data());
   std::printf("target %zu x IPU Mk2 (%zu tiles), conv AMP %.2f, matmul AMP %.2f; %zu host threads\n", o.num_ipus,
               g.num_tiles(), c.conv_amp, c.matmul_amp, engine.host_threads());
-  std::printf("graph built in %.2f s, compiled in %.2f s\n", build_s, compile_s);
+  std::printf("graph built in %.2f s, %s in %.2f s; peak resident memory %.2f GB\n", build_s,
+              exe_from_cache ? "executable loaded from cache" : "compiled", compile_s, peak_gb);
 
   double const per_run = static_cast<double>(c.batch * o.batches_per_step);
   std::vector<double> throughput, latency;

@@ -1,7 +1,11 @@
 // The examples shown in README.md and docs/00-quickstart.md, compiled and run.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <iostream>
+#include <string>
+
+#include <unistd.h>
 
 // [readme-example]
 #include <tilebsp/tilebsp.hpp>
@@ -259,4 +263,32 @@ std::vector<float> program_node_example() {
 
 TEST_CASE("program node example") {
   CHECK(program_node_example() == std::vector<float>(8, 2.0f));
+}
+
+// [cache-example]
+// Compiles a network's graph with an executable cache: the first call lowers the programs and stores the
+// executable under DIR, a later call for the same graph and programs (this process or another) loads it.
+tb::Executable compile_cached(tb::Graph const& g, tb::Sequence const& prog, std::string const& dir) {
+  tb::Executable exe = tb::compile(g, {.cache_dir = dir}, prog);  // or TILEBSP_EXECUTABLE_CACHE=DIR
+  std::cout << (exe.loaded_from_cache() ? "loaded " : "compiled and stored ") << exe.cache_entry() << "\n";
+  return exe;
+}
+// [cache-example]
+
+TEST_CASE("executable cache example") {
+  auto const dir = std::filesystem::temp_directory_path() / ("tilebsp_docs_cache_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto const build = [](tb::Graph& g) {
+    auto a = g.add_variable<float>({64, 32}, "a"), b = g.add_variable<float>({32, 16}, "b");
+    tb::map_linearly(g, a);
+    tb::map_linearly(g, b);
+    tb::Sequence prog;
+    static_cast<void>(tb::ops::matmul(g, prog, a, b));
+    return prog;
+  };
+  tb::Graph g1{tb::targets::tiny(8)}, g2{tb::targets::tiny(8)};
+  auto const p1 = build(g1), p2 = build(g2);
+  CHECK_FALSE(compile_cached(g1, p1, dir.string()).loaded_from_cache());
+  CHECK(compile_cached(g2, p2, dir.string()).loaded_from_cache());
+  std::filesystem::remove_all(dir);
 }

@@ -1,5 +1,6 @@
 // compile(): mapping checks, write conflicts, copy planning, stream checks, memory accounting and liveness.
 #include "helpers.hpp"
+#include "program/same_executable.hpp"
 
 #include <doctest/doctest.h>
 
@@ -272,41 +273,7 @@ TEST_CASE("compute sets are planned on several threads: the executable is the sa
   };
   auto const one = compile(1);
   REQUIRE(one.schedule().compute_sets.size() >= 3);
-  for (std::size_t threads : {2u, 3u, 7u}) {
-    auto const other = compile(threads);
-    auto const& x = one.schedule();
-    auto const& y = other.schedule();
-    REQUIRE(x.compute_sets.size() == y.compute_sets.size());
-    for (std::size_t i = 0; i < x.compute_sets.size(); ++i) {
-      auto const& p = x.compute_sets[i];
-      auto const& q = y.compute_sets[i];
-      CHECK(p.id == q.id);
-      CHECK(p.cycles == q.cycles);
-      CHECK(p.vars == q.vars);
-      CHECK(p.reads == q.reads);
-      CHECK(p.writes == q.writes);
-      CHECK(p.full_writes == q.full_writes);
-      CHECK(p.fetch_cycles == q.fetch_cycles);
-      CHECK(p.fetch_bytes == q.fetch_bytes);
-      REQUIRE(p.vertices.size() == q.vertices.size());
-      for (std::size_t v = 0; v < p.vertices.size(); ++v) {
-        CHECK(p.vertices[v].record == q.vertices[v].record);
-        CHECK(p.vertices[v].cycles == q.vertices[v].cycles);
-      }
-      REQUIRE(p.fetches.size() == q.fetches.size());
-      for (std::size_t f = 0; f < p.fetches.size(); ++f) {
-        CHECK(p.fetches[f].src_tile == q.fetches[f].src_tile);
-        CHECK(p.fetches[f].dst_tile == q.fetches[f].dst_tile);
-        CHECK(p.fetches[f].count == q.fetches[f].count);
-      }
-    }
-    CHECK(x.programs[0].cycles == y.programs[0].cycles);
-    REQUIRE(one.memory().size() == other.memory().size());
-    for (std::size_t t = 0; t < one.memory().size(); ++t) {
-      CHECK(one.memory()[t].always_live == other.memory()[t].always_live);
-      CHECK(one.memory()[t].peak_live == other.memory()[t].peak_live);
-    }
-  }
+  for (std::size_t threads : {2u, 3u, 7u}) tbt::check_same_executable(one, compile(threads));
 }
 
 TEST_CASE("a compute set's error is thrown only where a program executes it, whatever the planning threads") {

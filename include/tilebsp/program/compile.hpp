@@ -8,17 +8,23 @@
 #include <tilebsp/program/lower.hpp>
 #include <tilebsp/program/programs.hpp>
 #include <tilebsp/program/schedule.hpp>
+#include <tilebsp/program/tile_memory.hpp>
 
 #include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 namespace tilebsp {
+
+/// Called by compile() on the calling thread as it goes: the phase's name, and how far it is (`done` of `total`
+/// units; total 0 when the phase has no measure). For a progress display; see CompileOptions::progress.
+using CompileProgress = std::function<void(std::string_view phase, std::size_t done, std::size_t total)>;
 
 /// Options of compile().
 struct CompileOptions {
@@ -27,16 +33,18 @@ struct CompileOptions {
   bool allow_out_of_memory = false;
   /// Host threads that plan the compute sets (0: all hardware threads). The Executable is the same for any number.
   std::size_t threads = 0;
+  /// Directory of the executable cache (created when missing). Empty: the environment variable
+  /// TILEBSP_EXECUTABLE_CACHE, when set and not empty; else no cache. See docs/01, "Compiling".
+  std::string cache_dir{};
+  /// Receives compile's phases and progress (none when empty).
+  CompileProgress progress{};
 };
 
-/// Bytes used on one tile: data live all the time plus the peak of data live part of the time (Poplar's
-/// "always live" and "not always live"; see program::detail::account_memory for the rules).
-struct TileMemory {
-  std::uint64_t always_live = 0;
-  std::uint64_t peak_live = 0;       ///< peak of variables, temporaries and buffers live part of the time
-  std::uint64_t peak_temporary = 0;  ///< peak of the operator-internal part alone (what AMP bounds)
-  std::uint64_t total() const noexcept { return always_live + peak_live; }
-};
+class Executable;
+namespace program::detail {
+TILEBSP_INLINE Executable compile_programs(Graph const& g, CompileOptions const& options,
+                                           std::function<void(Lowering&)> const& lower);
+}
 
 /// The result of compile(): a flat schedule per program, ready for an Engine.
 class Executable {
@@ -50,10 +58,18 @@ class Executable {
   std::size_t num_programs() const noexcept { return s_->programs.size(); }
   std::vector<TileMemory> const& memory() const noexcept { return memory_; }
   program::detail::Schedule const& schedule() const noexcept { return *s_; }
+  /// The executable cache's entry for this executable (empty when no cache was used or the graph cannot be
+  /// cached), and whether compile() loaded it from there rather than lowering the programs.
+  std::string const& cache_entry() const noexcept { return cache_entry_; }
+  bool loaded_from_cache() const noexcept { return loaded_; }
 
  private:
+  friend Executable program::detail::compile_programs(Graph const&, CompileOptions const&,
+                                                      std::function<void(Lowering&)> const&);
   std::shared_ptr<program::detail::Schedule const> s_;
   std::vector<TileMemory> memory_;
+  std::string cache_entry_;
+  bool loaded_ = false;
 };
 
 namespace program::detail {
@@ -94,14 +110,15 @@ TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s);
 TILEBSP_INLINE void check_memory(Schedule const& s, std::vector<TileMemory> const& mem);
 
 /// compile(): checks the graph's mapping, lowers the programs (`lower` calls each one's lower() between
-/// begin_program and end_program), estimates cycles and accounts memory.
-TILEBSP_INLINE Executable compile_programs(Graph const& g, CompileOptions const& options,
-                                           std::function<void(Lowering&)> const& lower);
+/// begin_program and end_program), estimates cycles and accounts memory; or loads them from the executable cache.
+/// (Declared above Executable, its friend.)
 
 }  // namespace program::detail
 
 /// Lowers `programs` (run later as engine.run(0), run(1), ...) into an Executable. Throws mapping_error for
-/// unmapped data or fields reaching other tiles, write_conflict_error, and out_of_memory.
+/// unmapped data or fields reaching other tiles, write_conflict_error, and out_of_memory. With an executable cache
+/// (CompileOptions::cache_dir or TILEBSP_EXECUTABLE_CACHE), an entry for the same graph and programs is loaded
+/// instead of lowering them, and a fresh compile is stored.
 template <class... P>
 Executable compile(Graph const& g, CompileOptions const& options, P const&... programs) {
   static_assert((ProgramLike<P> && ...), "compile: every argument after the options must be a program");

@@ -3,10 +3,15 @@
 #pragma once
 
 #include <tilebsp/config.hpp>
+#include <tilebsp/core/warning.hpp>
 #include <tilebsp/program/compile.hpp>
+#include <tilebsp/program/executable_cache_impl.hpp>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -270,18 +275,75 @@ TILEBSP_INLINE void check_memory(Schedule const& s, std::vector<TileMemory> cons
                       (over > 1 ? " (" + std::to_string(over - 1) + " more tiles are out of memory)" : ""));
 }
 
+/// The executable cache's directory: the option, else TILEBSP_EXECUTABLE_CACHE, else none (empty).
+TILEBSP_INLINE std::string cache_directory(CompileOptions const& options) {
+  if (!options.cache_dir.empty()) return options.cache_dir;
+  char const* env = std::getenv("TILEBSP_EXECUTABLE_CACHE");
+  return env ? env : "";
+}
+
 TILEBSP_INLINE Executable compile_programs(Graph const& g, CompileOptions const& options,
                                            std::function<void(Lowering&)> const& lower) {
+  auto const phase = [&](std::string_view name, std::size_t done = 0, std::size_t total = 0) {
+    if (options.progress) options.progress(name, done, total);
+  };
+  std::size_t const threads = options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  phase("checking the mapping");
   check_mapped(g.impl());
+  auto const graph = g.snapshot();
+  std::string const dir = cache_directory(options);
+  std::string entry;
+  std::optional<CacheKey> key;
+  if (!dir.empty()) {
+    // Record the programs (no planning), hash them with the graph, and look for the entry.
+    phase("hashing the graph and programs");
+    auto walked = std::make_shared<Schedule>();
+    walked->graph = graph;
+    Lowering recorder(*graph, *walked, LowerMode::record);
+    lower(recorder);
+    key = executable_key(*graph, *walked, recorder.copies_hash(), threads);
+    {
+      entry = (std::filesystem::path(dir) / key->file_name()).string();
+      phase("loading the executable cache");
+      std::vector<TileMemory> memory;
+      std::string why;
+      switch (load_executable(entry, *key, *walked, memory, why)) {
+        case CacheLoad::hit: {
+          if (!options.allow_out_of_memory) check_memory(*walked, memory);
+          Executable exe(std::move(walked), std::move(memory));
+          exe.cache_entry_ = entry;
+          exe.loaded_ = true;
+          return exe;
+        }
+        case CacheLoad::bad:
+          warn("executable cache: " + entry + " is unusable (" + why + "); compiling afresh and replacing it");
+          break;
+        case CacheLoad::absent: break;
+      }
+    }
+  }
   auto s = std::make_shared<Schedule>();
-  s->graph = g.snapshot();
+  s->graph = graph;
   Lowering l(*s->graph, *s);
-  l.plan_compute_sets(options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency()));
+  l.plan_compute_sets(threads, [&](std::size_t done, std::size_t total) { phase("planning compute sets", done, total); });
+  phase("lowering the programs");
   lower(l);
+  phase("estimating cycles");
   estimate_cycles(*s);
+  phase("accounting memory");
   auto memory = account_memory(*s);
+  // The fetches' pairs of tiles were for the estimates and the memory report, now made: the host reads fetched
+  // data in place. (ResNeXt-101 has 15 million pairs: 1 GB an executable would hold for nothing.)
+  for (auto& cs : s->compute_sets) std::vector<Transfer>().swap(cs.fetches);
+  if (key) {
+    phase("writing the executable cache");
+    if (std::string const why = save_executable(entry, *key, *s, memory); !why.empty())
+      warn("executable cache: cannot store " + entry + " (" + why + ")");
+  }
   if (!options.allow_out_of_memory) check_memory(*s, memory);
-  return Executable(std::move(s), std::move(memory));
+  Executable exe(std::move(s), std::move(memory));
+  exe.cache_entry_ = entry;
+  return exe;
 }
 
 }  // namespace tilebsp::program::detail

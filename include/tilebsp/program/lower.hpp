@@ -6,11 +6,13 @@
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/plan/cost.hpp>
+#include <tilebsp/program/detail/hash.hpp>
 #include <tilebsp/program/schedule.hpp>
 
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -140,10 +142,39 @@ void tile_changes(GraphImpl const& g, std::uint32_t var, std::int64_t start, std
   }
 }
 
+/// Calls f(src_run, dst_run, src_start, dst_start, count) for each piece of an element-wise copy of `src` to
+/// `dst` along their runs, leaving out the pieces that copy elements onto themselves.
+template <class F>
+void copy_pieces(Tensor const& src, Tensor const& dst, F&& f) {
+  auto const sr = src.runs(), dr = dst.runs();
+  std::size_t i = 0, j = 0;
+  std::int64_t si = 0, dj = 0;  // elements consumed in sr[i], dr[j]
+  while (i < sr.size() && j < dr.size()) {
+    auto const& a = sr[i];
+    auto const& b = dr[j];
+    std::int64_t const m = std::min(a.count - si, b.count - dj);
+    std::int64_t const s0 = a.start + si * a.stride, d0 = b.start + dj * b.stride;
+    if (!(a.var == b.var && s0 == d0 && (a.stride == b.stride || m == 1))) f(a, b, s0, d0, m);
+    si += m;
+    dj += m;
+    if (si == a.count) ++i, si = 0;
+    if (dj == b.count) ++j, dj = 0;
+  }
+}
+
+/// A vertex's own estimate (its type's cycle_estimate()), evaluated on a copy whose fields have their sizes but
+/// no data. Params feed the cycle estimate only: the executable cache's key includes the estimate, not the params.
+TILEBSP_INLINE std::uint64_t vertex_estimate(VertexRecord const& rec);
+
+/// How a Lowering builds its Schedule. `plan`: in full. `record`: the instructions, slots, callbacks and host paths
+/// only, with a placeholder per compute set and exchange (no plan: no mapping lookups, no estimates) and a hash of
+/// every copy's tensors — what the executable cache needs to find a compiled schedule and to complete it.
+enum class LowerMode : std::uint8_t { plan, record };
+
 /// Builds a Schedule from program values. Programs call its methods from their lower() members.
 class Lowering {
  public:
-  Lowering(GraphImpl const& g, Schedule& s);
+  Lowering(GraphImpl const& g, Schedule& s, LowerMode mode = LowerMode::plan);
 
   GraphImpl const& graph() const noexcept { return g_; }
 
@@ -178,6 +209,10 @@ class Lowering {
   /// threads). A compute set's error is thrown when a program executes it, as without planning ahead. A vertex's
   /// cycle estimate may so run on several threads at once: it must not write shared state.
   void plan_compute_sets(std::size_t threads);
+  /// The same, calling progress(planned, total) on this thread as it goes.
+  void plan_compute_sets(std::size_t threads, std::function<void(std::size_t, std::size_t)> const& progress);
+  /// In record mode: the hash of the copies' source and destination tensors, in program order.
+  Hasher const& copies_hash() const noexcept { return copies_; }
 
  private:
   void flush();
@@ -204,8 +239,6 @@ class Lowering {
   static bool reads_(FieldKind k) { return core::detail::reads(k); }
   static bool writes_(FieldKind k) { return core::detail::writes(k); }
 
-  /// The vertex's own estimate, evaluated on a copy whose fields have their sizes but no data.
-  std::uint64_t vertex_estimate(VertexRecord const& rec) const;
 
   struct Access {
     std::uint32_t var;
@@ -225,6 +258,8 @@ class Lowering {
   std::vector<std::optional<ComputeSetPlan>> planned_;
   std::vector<std::exception_ptr> plan_errors_;
   std::optional<Instr> pending_;
+  LowerMode mode_;
+  Hasher copies_;
   ElementSet ex_src_, ex_dst_;
   bool exchange_staged_ = false;
 };

@@ -27,7 +27,10 @@ TILEBSP_INLINE void Lowering::execute(ComputeSet cs) {
   if (cs.graph != g_.id) throw error("execute: the compute set belongs to another graph");
   if (cs.id >= g_.compute_sets.size()) throw index_error("execute: unknown compute set " + std::to_string(cs.id));
   flush();
-  if (cs_plan_[cs.id] < 0) {
+  if (cs_plan_[cs.id] < 0 && mode_ == LowerMode::record) {
+    cs_plan_[cs.id] = static_cast<std::int32_t>(s_.compute_sets.size());
+    s_.compute_sets.emplace_back().id = cs.id;  // planned by the cache's entry
+  } else if (cs_plan_[cs.id] < 0) {
     if (cs.id < plan_errors_.size() && plan_errors_[cs.id]) std::rethrow_exception(plan_errors_[cs.id]);
     ComputeSetPlan plan = cs.id < planned_.size() && planned_[cs.id] ? std::move(*planned_[cs.id]) : plan_compute_set(cs.id);
     cs_plan_[cs.id] = static_cast<std::int32_t>(s_.compute_sets.size());
@@ -43,8 +46,17 @@ TILEBSP_INLINE void Lowering::copy(Tensor const& src, Tensor const& dst) {
   ElementSet const d = ElementSet::of(dst, &dup);
   check_writable("copy", d, dup);
   ElementSet const sset = ElementSet::of(src);
-  auto transfers = plan_copy(src, dst);
-  if (transfers.empty()) return;  // copy of a tensor onto itself
+  std::vector<Transfer> transfers;
+  if (mode_ == LowerMode::record) {
+    copies_.tensor(src);
+    copies_.tensor(dst);
+    bool any = false;
+    copy_pieces(src, dst, [&](Run const&, Run const&, std::int64_t, std::int64_t, std::int64_t) { any = true; });
+    if (!any) return;
+  } else {
+    transfers = plan_copy(src, dst);
+    if (transfers.empty()) return;  // copy of a tensor onto itself
+  }
   bool const self_overlap = sset.intersect(d).has_value();
   if (pending_ && pending_->b >= 0 && !self_overlap && !exchange_staged_ && !d.intersect(ex_src_) &&
       !d.intersect(ex_dst_) && !sset.intersect(ex_dst_)) {
@@ -143,41 +155,28 @@ TILEBSP_INLINE void Lowering::check_writable(char const* op, ElementSet const& d
 }
 
 TILEBSP_INLINE std::vector<Transfer> Lowering::plan_copy(Tensor const& src, Tensor const& dst) const {
-  auto const sr = src.runs(), dr = dst.runs();
   auto const eb = static_cast<std::uint32_t>(size_of(src.element_type()));
   std::vector<Transfer> out;
-  std::size_t i = 0, j = 0;
-  std::int64_t si = 0, dj = 0;  // elements consumed in sr[i], dr[j]
   PieceCursor src_cursor, dst_cursor;
-  while (i < sr.size() && j < dr.size()) {
-    auto const& a = sr[i];
-    auto const& b = dr[j];
-    std::int64_t const m = std::min(a.count - si, b.count - dj);
-    std::int64_t const s0 = a.start + si * a.stride, d0 = b.start + dj * b.stride;
-    if (!(a.var == b.var && s0 == d0 && (a.stride == b.stride || m == 1))) {  // skip copies onto themselves
-      std::vector<std::pair<std::int64_t, std::uint32_t>> sc, dc;
-      tile_changes(g_, a.var, s0, a.stride, m, [&](std::int64_t o, std::uint32_t t) { sc.emplace_back(o, t); },
-                   src_cursor);
-      tile_changes(g_, b.var, d0, b.stride, m, [&](std::int64_t o, std::uint32_t t) { dc.emplace_back(o, t); },
-                   dst_cursor);
-      std::size_t p = 0, q = 0;
-      std::int64_t o = 0;
-      while (o < m) {
-        while (p + 1 < sc.size() && sc[p + 1].first <= o) ++p;
-        while (q + 1 < dc.size() && dc[q + 1].first <= o) ++q;
-        std::int64_t next = m;
-        if (p + 1 < sc.size()) next = std::min(next, sc[p + 1].first);
-        if (q + 1 < dc.size()) next = std::min(next, dc[q + 1].first);
-        out.push_back({a.var, b.var, s0 + o * a.stride, a.stride, d0 + o * b.stride, b.stride, next - o,
-                       sc[p].second, dc[q].second, eb});
-        o = next;
-      }
+  std::vector<std::pair<std::int64_t, std::uint32_t>> sc, dc;
+  copy_pieces(src, dst, [&](Run const& a, Run const& b, std::int64_t s0, std::int64_t d0, std::int64_t m) {
+    sc.clear();
+    dc.clear();
+    tile_changes(g_, a.var, s0, a.stride, m, [&](std::int64_t o, std::uint32_t t) { sc.emplace_back(o, t); }, src_cursor);
+    tile_changes(g_, b.var, d0, b.stride, m, [&](std::int64_t o, std::uint32_t t) { dc.emplace_back(o, t); }, dst_cursor);
+    std::size_t p = 0, q = 0;
+    std::int64_t o = 0;
+    while (o < m) {
+      while (p + 1 < sc.size() && sc[p + 1].first <= o) ++p;
+      while (q + 1 < dc.size() && dc[q + 1].first <= o) ++q;
+      std::int64_t next = m;
+      if (p + 1 < sc.size()) next = std::min(next, sc[p + 1].first);
+      if (q + 1 < dc.size()) next = std::min(next, dc[q + 1].first);
+      out.push_back({a.var, b.var, s0 + o * a.stride, a.stride, d0 + o * b.stride, b.stride, next - o, sc[p].second,
+                     dc[q].second, eb});
+      o = next;
     }
-    si += m;
-    dj += m;
-    if (si == a.count) ++i, si = 0;
-    if (dj == b.count) ++j, dj = 0;
-  }
+  });
   return out;
 }
 
@@ -343,7 +342,7 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
   return plan;
 }
 
-TILEBSP_INLINE std::uint64_t Lowering::vertex_estimate(VertexRecord const& rec) const {
+TILEBSP_INLINE std::uint64_t vertex_estimate(VertexRecord const& rec) {
   auto const* ops = rec.ops;
   std::vector<std::vector<FieldBinding>> lists(rec.fields.size());
   std::vector<FieldBinding> b(rec.fields.size());
@@ -405,19 +404,23 @@ TILEBSP_INLINE void Lowering::check_conflicts(std::string const& cs, std::vector
   }
 }
 
-TILEBSP_INLINE Lowering::Lowering(GraphImpl const& g, Schedule& s)
-    : g_(g), s_(s), cs_plan_(g.compute_sets.size(), -1) {
+TILEBSP_INLINE Lowering::Lowering(GraphImpl const& g, Schedule& s, LowerMode mode)
+    : g_(g), s_(s), cs_plan_(g.compute_sets.size(), -1), mode_(mode) {
   by_cs_.resize(g.compute_sets.size());
   for (std::uint32_t i = 0; i < g.vertices.size(); ++i) by_cs_[g.vertices[i].compute_set].push_back(i);
 }
 
-TILEBSP_INLINE void Lowering::plan_compute_sets(std::size_t threads) {
+TILEBSP_INLINE void Lowering::plan_compute_sets(std::size_t threads) { plan_compute_sets(threads, {}); }
+
+TILEBSP_INLINE void Lowering::plan_compute_sets(std::size_t threads,
+                                                std::function<void(std::size_t, std::size_t)> const& progress) {
   std::size_t const n = g_.compute_sets.size();
   planned_.assign(n, std::nullopt);
   plan_errors_.assign(n, nullptr);
   std::atomic<std::size_t> next{0};
-  auto const work = [&] {
+  auto const work = [&](bool report) {
     for (std::size_t cs; (cs = next.fetch_add(1, std::memory_order_relaxed)) < n;) {
+      if (report) progress(cs, n);
       if (by_cs_[cs].empty()) continue;  // nothing to plan ahead: planned when executed
       try {
         planned_[cs] = plan_compute_set(static_cast<std::uint32_t>(cs));
@@ -427,8 +430,9 @@ TILEBSP_INLINE void Lowering::plan_compute_sets(std::size_t threads) {
     }
   };
   std::vector<std::thread> team;
-  for (std::size_t t = 1; t < std::max<std::size_t>(1, threads); ++t) team.emplace_back(work);
-  work();
+  for (std::size_t t = 1; t < std::max<std::size_t>(1, threads); ++t) team.emplace_back(work, false);
+  work(static_cast<bool>(progress));  // this thread plans too, and reports how many compute sets were taken
+  if (progress) progress(n, n);
   for (auto& t : team) t.join();
 }
 

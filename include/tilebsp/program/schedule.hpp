@@ -73,7 +73,8 @@ struct ComputeSetPlan {
   std::uint64_t cycles = 0;
   /// Fetched inputs that live on other tiles, one entry per (source tile, destination tile) with the bytes summed
   /// (count bytes of elem_bytes 1; the variables are not recorded): modelled as an exchange before the compute
-  /// phase (cycles, and temporary memory of the receiving tile); the host reads them in place.
+  /// phase (cycles, and temporary memory of the receiving tile); the host reads them in place. compile() empties
+  /// the list once it has costed and accounted it (fetch_cycles, fetch_bytes and the memory report stay).
   std::vector<Transfer> fetches;
   std::uint64_t fetch_cycles = 0, fetch_bytes = 0;
 };

@@ -1,0 +1,46 @@
+// The executable cache: compiled schedules stored on disk under a hash of everything that determines them, and
+// loaded in place of lowering when the same graph and programs are compiled again (docs/01, "Compiling").
+#pragma once
+
+#include <tilebsp/config.hpp>
+#include <tilebsp/core/graph.hpp>
+#include <tilebsp/program/detail/hash.hpp>
+#include <tilebsp/program/schedule.hpp>
+#include <tilebsp/program/tile_memory.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tilebsp::program::detail {
+using core::detail::GraphImpl;
+
+/// An entry's key: two independent 64-bit hashes. The first names the file, the second is checked inside it.
+struct CacheKey {
+  std::uint64_t name = 0, check = 0;
+  std::string file_name() const;
+};
+
+/// The key of a compile: the library and format versions, the target, the graph (variables and their mappings,
+/// vertices with their types, tiles, connections and cycle estimates, FIFOs) and the recorded programs (`walked`:
+/// their instructions and slots; `copies`: every copy's tensors), hashed on up to `threads` threads. Not the values
+/// of constants or params (the executable reads them from the graph; params feed it only through the estimates),
+/// nor compute-set or variable names.
+TILEBSP_INLINE CacheKey executable_key(GraphImpl const& g, Schedule const& walked, Hasher const& copies,
+                                                      std::size_t threads);
+
+/// Writes the planned parts of `s` (compute-set and exchange plans, cycle estimates) and the memory report to
+/// `path`, through a temporary file in the same directory renamed over it: readers see the old entry or the new
+/// one, never a torn one. Returns an empty string, or why it failed.
+TILEBSP_INLINE std::string save_executable(std::string const& path, CacheKey key, Schedule const& s,
+                                           std::vector<TileMemory> const& memory);
+
+enum class CacheLoad : std::uint8_t { hit, absent, bad };
+
+/// Completes `walked` (a schedule lowered in LowerMode::record) from the entry at `path` and fills `memory`. On
+/// `bad` (unreadable, truncated, corrupt, another version or format, another key, or plans that do not fit the
+/// graph and programs), `why` says what and `walked` is left unusable.
+TILEBSP_INLINE CacheLoad load_executable(std::string const& path, CacheKey key, Schedule& walked,
+                                         std::vector<TileMemory>& memory, std::string& why);
+
+}  // namespace tilebsp::program::detail

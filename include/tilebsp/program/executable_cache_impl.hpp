@@ -1,0 +1,436 @@
+// The executable cache's definitions: included by <tilebsp/program/compile_impl.hpp>.
+#pragma once
+
+#include <tilebsp/config.hpp>
+#include <tilebsp/program/executable_cache.hpp>
+#include <tilebsp/program/lower.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <unistd.h>
+
+namespace tilebsp::program::detail {
+using core::detail::VertexRecord;
+
+/// The layout of an entry (docs/01): bump it whenever what is written or how changes.
+inline constexpr std::uint32_t cache_format = 1;
+inline constexpr char cache_magic[8] = {'T', 'B', 'X', 'C', 'A', 'C', 'H', 'E'};
+
+TILEBSP_INLINE std::string CacheKey::file_name() const {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(name));
+  return std::string(buf) + ".tbx";
+}
+
+namespace cache {
+
+/// Hashes items [0, n) in fixed chunks on up to `threads` threads, then the chunks' hashes in order: the same key
+/// for any number of threads.
+template <class F>
+void hash_chunks(Hasher& into, std::size_t n, std::size_t chunk, std::size_t threads, F const& item) {
+  std::size_t const chunks = (n + chunk - 1) / chunk;
+  std::vector<Hasher> part(chunks);
+  std::atomic<std::size_t> next{0};
+  auto const work = [&] {
+    for (std::size_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;)
+      for (std::size_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i) item(part[c], i);
+  };
+  std::vector<std::thread> team;
+  for (std::size_t t = 1; t < std::min(std::max<std::size_t>(threads, 1), chunks); ++t) team.emplace_back(work);
+  work();
+  for (auto& t : team) t.join();
+  into.add(n);
+  for (auto const& h : part) into.combine(h);
+}
+
+inline void add_double(Hasher& h, double x) { h.add(std::bit_cast<std::uint64_t>(x)); }
+
+/// Appends the entry's fields in a fixed little-endian-host layout (an entry from a host of another byte order
+/// fails its checksum and is compiled afresh).
+class Writer {
+ public:
+  template <class T>
+  void put(T x) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    char b[sizeof(T)];
+    std::memcpy(b, &x, sizeof(T));
+    out_.append(b, sizeof(T));
+  }
+  void count(std::size_t n) { put<std::uint64_t>(n); }
+  /// LEB128: 7 bits a byte, low first (most of the schedule's numbers are small or close to the previous one).
+  void varint(std::uint64_t x) {
+    for (; x >= 0x80; x >>= 7) out_.push_back(static_cast<char>(x | 0x80));
+    out_.push_back(static_cast<char>(x));
+  }
+  void zigzag(std::int64_t x) { varint((static_cast<std::uint64_t>(x) << 1) ^ static_cast<std::uint64_t>(x >> 63)); }
+  void u32s(std::vector<std::uint32_t> const& v) {
+    count(v.size());
+    out_.append(reinterpret_cast<char const*>(v.data()), v.size() * sizeof(std::uint32_t));
+  }
+  void transfers(std::vector<Transfer> const& v) {
+    count(v.size());
+    for (auto const& x : v) {
+      put(x.src_var), put(x.dst_var), put(x.src_start), put(x.src_stride), put(x.dst_start), put(x.dst_stride);
+      put(x.count), put(x.src_tile), put(x.dst_tile), put(x.elem_bytes);
+    }
+  }
+  std::string& str() noexcept { return out_; }
+
+ private:
+  std::string out_;
+};
+
+/// Bad content: what is wrong with it.
+struct Bad {
+  std::string why;
+};
+
+class Reader {
+ public:
+  Reader(char const* p, std::size_t n) : p_(p), end_(p + n) {}
+  template <class T>
+  T get() {
+    if (static_cast<std::size_t>(end_ - p_) < sizeof(T)) throw Bad{"truncated"};
+    T x;
+    std::memcpy(&x, p_, sizeof(T));
+    p_ += sizeof(T);
+    return x;
+  }
+  std::uint64_t varint() {
+    std::uint64_t x = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      auto const b = static_cast<std::uint8_t>(get<char>());
+      x |= std::uint64_t{b & 0x7Fu} << shift;
+      if (b < 0x80) return x;
+    }
+    throw Bad{"corrupt (a number is too long)"};
+  }
+  std::int64_t zigzag() {
+    std::uint64_t const x = varint();
+    return static_cast<std::int64_t>(x >> 1) ^ -static_cast<std::int64_t>(x & 1);
+  }
+  /// An element count, bounded by the bytes left (each element takes at least `least` bytes).
+  std::size_t count(std::size_t least = 1) {
+    auto const n = get<std::uint64_t>();
+    if (n > static_cast<std::size_t>(end_ - p_) / least) throw Bad{"truncated (a count runs past the end)"};
+    return static_cast<std::size_t>(n);
+  }
+  std::vector<std::uint32_t> u32s(std::size_t limit) {
+    std::vector<std::uint32_t> v(count(4));
+    std::memcpy(v.data(), p_, v.size() * 4);
+    p_ += v.size() * 4;
+    for (auto x : v)
+      if (x >= limit) throw Bad{"a variable index is out of range"};
+    return v;
+  }
+  std::vector<Transfer> transfers() {
+    std::vector<Transfer> v(count(60));
+    for (auto& x : v) {
+      x.src_var = get<std::uint32_t>(), x.dst_var = get<std::uint32_t>();
+      x.src_start = get<std::int64_t>(), x.src_stride = get<std::int64_t>();
+      x.dst_start = get<std::int64_t>(), x.dst_stride = get<std::int64_t>(), x.count = get<std::int64_t>();
+      x.src_tile = get<std::uint32_t>(), x.dst_tile = get<std::uint32_t>(), x.elem_bytes = get<std::uint32_t>();
+    }
+    return v;
+  }
+  bool done() const noexcept { return p_ == end_; }
+  std::size_t position(char const* begin) const noexcept { return static_cast<std::size_t>(p_ - begin); }
+
+ private:
+  char const* p_;
+  char const* end_;
+};
+
+/// The last element a strided run of `count` from `start` reaches lies in [0, size).
+inline bool in_range(std::int64_t start, std::int64_t stride, std::int64_t count, std::int64_t size) {
+  if (count <= 0) return count == 0;
+  std::int64_t const last = start + (count - 1) * stride;
+  return start >= 0 && start < size && last >= 0 && last < size;
+}
+
+inline void check_transfers(GraphImpl const& g, std::vector<Transfer> const& v) {
+  std::size_t const tiles = g.target.num_tiles();
+  for (auto const& x : v) {
+    if (x.src_tile >= tiles || x.dst_tile >= tiles) throw Bad{"a tile index is out of range"};
+    if (x.src_var >= g.variables.size() || x.dst_var >= g.variables.size()) throw Bad{"a variable index is out of range"};
+    auto const& s = g.variables[x.src_var];
+    auto const& d = g.variables[x.dst_var];
+    if (x.elem_bytes != size_of(s.type) || s.type != d.type || !in_range(x.src_start, x.src_stride, x.count, s.size) ||
+        !in_range(x.dst_start, x.dst_stride, x.count, d.size))
+      throw Bad{"a copy does not fit its variables"};
+  }
+}
+
+}  // namespace cache
+
+TILEBSP_INLINE CacheKey executable_key(GraphImpl const& g, Schedule const& walked, Hasher const& copies,
+                                                      std::size_t threads) {
+  using cache::add_double;
+  Hasher h;
+  h.text("tilebsp executable");
+  h.text(version);
+  h.add(cache_format);
+  Target const& t = g.target;
+  h.text(t.name);
+  for (std::size_t x : {t.ipus, t.tiles_per_ipu, t.bytes_per_tile, t.workers_per_tile, t.sync_cycles, t.inter_ipu_sync_cycles})
+    h.add(x);
+  for (double x : {t.clock_hz, t.exchange_bytes_per_cycle, t.inter_ipu_bytes_per_cycle, t.host_bytes_per_cycle,
+                   t.f32_macs_per_cycle, t.f16_macs_per_cycle})
+    add_double(h, x);
+  cache::hash_chunks(h, g.variables.size(), 256, threads, [&](Hasher& x, std::size_t i) {
+    auto const& v = g.variables[i];
+    x.add(static_cast<std::uint64_t>(v.type));
+    x.add_signed(v.size);
+    x.add(v.shape.size());
+    for (auto d : v.shape) x.add(d);
+    x.add(std::uint64_t{v.constant} << 1 | std::uint64_t{v.temporary});
+    v.mapping.for_each(0, v.size, [&](std::int64_t b, std::int64_t e, std::uint32_t tile) {
+      x.add_signed(b);
+      x.add_signed(e);
+      x.add(tile);
+    });
+  });
+  h.add(g.compute_sets.size());
+  for (auto const& f : g.fifos) {
+    h.add(static_cast<std::uint64_t>(f.type));
+    h.add(f.elements);
+    h.add(f.to_device);
+  }
+  cache::hash_chunks(h, g.vertices.size(), 2048, threads, [&](Hasher& x, std::size_t i) {
+    VertexRecord const& rec = g.vertices[i];
+    x.text(rec.ops->name);
+    x.add(rec.compute_set);
+    x.add(rec.tile);
+    for (auto const& f : rec.fields) {
+      x.add(static_cast<std::uint64_t>(f.kind) | std::uint64_t{f.rank} << 8 | std::uint64_t{f.fetched} << 16 |
+            static_cast<std::uint64_t>(f.type) << 24);
+      x.add(f.tensors.size());
+      for (auto const& tn : f.tensors) x.tensor(tn);
+    }
+    // Params reach the executable only through the vertex's estimate: the key takes the estimate (any param
+    // type, and no padding bytes hashed), at the cost of evaluating it.
+    if (rec.ops->cycles) x.add(vertex_estimate(rec));
+    return true;
+  });
+  h.add(walked.programs.size());
+  for (auto const& p : walked.programs) {
+    h.add(p.code.size());
+    for (auto const& i : p.code) {
+      h.add(static_cast<std::uint64_t>(i.op) | static_cast<std::uint64_t>(static_cast<std::uint32_t>(i.a)) << 8);
+      h.add_signed(i.b);
+      h.add_signed(i.n);
+    }
+  }
+  h.add(walked.slots.size());
+  for (auto const& s : walked.slots) h.tensor(s);
+  for (auto const& cs : walked.compute_sets) h.add(cs.id);
+  h.add(walked.exchanges.size());
+  for (auto const& hp : walked.host_paths) h.text(hp.name);
+  h.add(walked.callbacks.size());
+  h.combine(copies);
+  return CacheKey{h.first(), h.second()};
+}
+
+TILEBSP_INLINE std::string save_executable(std::string const& path, CacheKey key, Schedule const& s,
+                                           std::vector<TileMemory> const& memory) {
+  cache::Writer w;
+  w.count(s.programs.size());
+  for (auto const& p : s.programs) {
+    w.count(p.code.size());
+    for (auto const& i : p.code) w.put(static_cast<std::uint8_t>(i.op)), w.put(i.a), w.put(i.b), w.put(i.n);
+    w.count(p.cycles.size());
+    for (auto c : p.cycles) w.put(c);
+  }
+  w.count(s.compute_sets.size());
+  for (auto const& cs : s.compute_sets) {
+    w.put(cs.id), w.put(cs.cycles), w.put(cs.fetch_cycles), w.put(cs.fetch_bytes);
+    w.u32s(cs.vars), w.u32s(cs.reads), w.u32s(cs.writes), w.u32s(cs.full_writes);
+    w.count(cs.vertices.size());
+    std::int64_t record = 0;  // the previous vertex's: records mostly follow each other
+    for (auto const& pv : cs.vertices) {
+      w.zigzag(static_cast<std::int64_t>(pv.record) - record);
+      record = pv.record;
+      w.varint(pv.cycles);
+      w.varint(pv.staging.size() << 1 | std::size_t{pv.supervisor});
+      for (auto const& st : pv.staging) {
+        w.varint(st.field), w.varint(st.item), w.varint(std::uint64_t{st.gather} | std::uint64_t{st.scatter} << 1);
+        w.varint(static_cast<std::uint64_t>(st.elements)), w.varint(st.elem_bytes);
+      }
+    }
+  }
+  w.count(s.exchanges.size());
+  for (auto const& ex : s.exchanges) {
+    w.put(static_cast<std::uint8_t>(ex.staged)), w.put(ex.cycles), w.put(ex.bytes);
+    w.transfers(ex.transfers);
+  }
+  w.count(memory.size());
+  for (auto const& m : memory) w.put(m.always_live), w.put(m.peak_live), w.put(m.peak_temporary);
+
+  Hasher sum;
+  sum.bytes(w.str().data(), w.str().size());
+  cache::Writer head;
+  head.str().append(cache_magic, sizeof cache_magic);
+  head.put(cache_format);
+  head.count(std::string_view(version).size());
+  head.str().append(version);
+  head.put(key.name), head.put(key.check);
+  head.count(w.str().size());
+  head.put(sum.first()), head.put(sum.second());
+
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path const to(path);
+  if (to.has_parent_path()) fs::create_directories(to.parent_path(), ec);
+  if (ec) return "cannot create the directory: " + ec.message();
+  // A name no other writer uses (process, thread, counter, random): each writes its own file, and rename()
+  // replaces the entry atomically.
+  static std::atomic<std::uint64_t> serial{0};
+  std::uint64_t const unique = std::random_device{}() ^ (serial.fetch_add(1) << 32) ^
+                               std::hash<std::thread::id>{}(std::this_thread::get_id());
+  fs::path const tmp = to.string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(unique);
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f.write(head.str().data(), static_cast<std::streamsize>(head.str().size()));
+    f.write(w.str().data(), static_cast<std::streamsize>(w.str().size()));
+    f.close();
+    if (!f) {
+      fs::remove(tmp, ec);
+      return "cannot write " + tmp.string();
+    }
+  }
+  fs::rename(tmp, to, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    return "cannot rename " + tmp.string() + " to it: " + ec.message();
+  }
+  return {};
+}
+
+TILEBSP_INLINE CacheLoad load_executable(std::string const& path, CacheKey key, Schedule& walked,
+                                         std::vector<TileMemory>& memory, std::string& why) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) return CacheLoad::absent;
+    why = "cannot be read";
+    return CacheLoad::bad;
+  }
+  std::string const data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  GraphImpl const& g = *walked.graph;
+  try {
+    cache::Reader head(data.data(), data.size());
+    for (char c : cache_magic)
+      if (head.get<char>() != c) throw cache::Bad{"not an executable cache entry"};
+    if (head.get<std::uint32_t>() != cache_format) throw cache::Bad{"another entry format"};
+    std::string v(head.count(), '\0');
+    for (auto& c : v) c = head.get<char>();
+    if (v != version) throw cache::Bad{"written by tilebsp " + v + ", this is " + version};
+    if (head.get<std::uint64_t>() != key.name || head.get<std::uint64_t>() != key.check)
+      throw cache::Bad{"its key is another compile's (a hash collision or a renamed file)"};
+    auto const size = head.get<std::uint64_t>();
+    auto const s1 = head.get<std::uint64_t>(), s2 = head.get<std::uint64_t>();
+    std::size_t const at = head.position(data.data());
+    if (size > data.size() - at) throw cache::Bad{"truncated"};
+    if (size < data.size() - at) throw cache::Bad{"longer than its header says"};
+    Hasher sum;
+    sum.bytes(data.data() + at, size);
+    if (sum.first() != s1 || sum.second() != s2) throw cache::Bad{"corrupt (its checksum does not match)"};
+
+    cache::Reader r(data.data() + at, size);
+    std::size_t const nvars = g.variables.size(), tiles = g.target.num_tiles();
+    if (r.count() != walked.programs.size()) throw cache::Bad{"its programs differ from these"};
+    std::vector<std::vector<std::uint64_t>> cycles;
+    for (auto const& p : walked.programs) {
+      if (r.count(17) != p.code.size()) throw cache::Bad{"its programs differ from these"};
+      for (auto const& i : p.code) {
+        auto const op = r.get<std::uint8_t>();
+        auto const a = r.get<std::int32_t>(), b = r.get<std::int32_t>();
+        auto const n = r.get<std::int64_t>();
+        if (op != static_cast<std::uint8_t>(i.op) || a != i.a || b != i.b || n != i.n)
+          throw cache::Bad{"its programs differ from these"};
+      }
+      auto& c = cycles.emplace_back(r.count(8));
+      if (c.size() != p.code.size()) throw cache::Bad{"its cycle estimates do not fit the programs"};
+      for (auto& x : c) x = r.get<std::uint64_t>();
+    }
+    if (r.count() != walked.compute_sets.size()) throw cache::Bad{"its compute sets differ from these"};
+    std::vector<std::uint32_t> per_cs(g.compute_sets.size(), 0);
+    for (auto const& rec : g.vertices) ++per_cs[rec.compute_set];
+    std::vector<char> seen(g.vertices.size(), 0);
+    std::vector<ComputeSetPlan> sets(walked.compute_sets.size());
+    for (std::size_t i = 0; i < sets.size(); ++i) {
+      auto& cs = sets[i];
+      cs.id = r.get<std::uint32_t>();
+      if (cs.id != walked.compute_sets[i].id) throw cache::Bad{"its compute sets differ from these"};
+      cs.cycles = r.get<std::uint64_t>(), cs.fetch_cycles = r.get<std::uint64_t>(), cs.fetch_bytes = r.get<std::uint64_t>();
+      cs.vars = r.u32s(nvars), cs.reads = r.u32s(nvars), cs.writes = r.u32s(nvars), cs.full_writes = r.u32s(nvars);
+      cs.vertices.resize(r.count(3));
+      if (cs.vertices.size() != per_cs[cs.id]) throw cache::Bad{"a compute set's vertices differ from the graph's"};
+      std::int64_t record = 0;
+      for (auto& pv : cs.vertices) {
+        record += r.zigzag();
+        if (record < 0 || static_cast<std::size_t>(record) >= g.vertices.size() ||
+            g.vertices[static_cast<std::size_t>(record)].compute_set != cs.id || seen[static_cast<std::size_t>(record)]++)
+          throw cache::Bad{"a compute set's vertices differ from the graph's"};
+        pv.record = static_cast<std::uint32_t>(record);
+        pv.cycles = r.varint();
+        auto const staging = r.varint();
+        pv.supervisor = (staging & 1) != 0;
+        auto const& rec = g.vertices[pv.record];
+        std::size_t tensors = 0;  // a staging buffer per connected tensor at most
+        for (auto const& fc : rec.fields) tensors += fc.tensors.size();
+        if ((staging >> 1) > tensors) throw cache::Bad{"a vertex's staging does not fit its fields"};
+        pv.staging.resize(staging >> 1);
+        for (auto& st : pv.staging) {
+          auto const field = r.varint(), item = r.varint(), dir = r.varint();
+          st.field = static_cast<std::uint32_t>(field), st.item = static_cast<std::uint32_t>(item);
+          st.gather = (dir & 1) != 0, st.scatter = (dir & 2) != 0;
+          st.elements = static_cast<std::int64_t>(r.varint());
+          auto const elem_bytes = r.varint();
+          st.elem_bytes = static_cast<std::uint32_t>(elem_bytes);
+          if (field >= rec.fields.size() || item >= rec.fields[st.field].tensors.size() || dir > 3 || elem_bytes > 8)
+            throw cache::Bad{"a vertex's staging does not fit its fields"};
+          if (st.field >= rec.fields.size() || st.item >= rec.fields[st.field].tensors.size())
+            throw cache::Bad{"a vertex's staging does not fit its fields"};
+          auto const& t = rec.fields[st.field].tensors[st.item];
+          if (st.elements != static_cast<std::int64_t>(t.num_elements()) || st.elem_bytes != size_of(t.element_type()))
+            throw cache::Bad{"a vertex's staging does not fit its fields"};
+        }
+      }
+    }
+    if (r.count() != walked.exchanges.size()) throw cache::Bad{"its exchanges differ from these"};
+    for (auto& ex : walked.exchanges) {
+      bool const staged = r.get<std::uint8_t>() != 0;
+      if (staged != ex.staged) throw cache::Bad{"its exchanges differ from these"};
+      ex.cycles = r.get<std::uint64_t>(), ex.bytes = r.get<std::uint64_t>();
+      ex.transfers = r.transfers();
+      cache::check_transfers(g, ex.transfers);
+    }
+    if (r.count(24) != tiles) throw cache::Bad{"its memory report is for another number of tiles"};
+    memory.resize(tiles);
+    for (auto& m : memory) m.always_live = r.get<std::uint64_t>(), m.peak_live = r.get<std::uint64_t>(), m.peak_temporary = r.get<std::uint64_t>();
+    if (!r.done()) throw cache::Bad{"longer than its contents"};
+    walked.compute_sets = std::move(sets);
+    for (std::size_t p = 0; p < cycles.size(); ++p) walked.programs[p].cycles = std::move(cycles[p]);
+    return CacheLoad::hit;
+  } catch (cache::Bad const& b) {
+    why = b.why;
+    return CacheLoad::bad;
+  }
+}
+
+}  // namespace tilebsp::program::detail

@@ -1,0 +1,356 @@
+// The executable cache: a hit gives the executable a fresh compile gives, anything that changes the result
+// misses, bad entries are warned about and replaced, concurrent writers leave a whole entry.
+#include "helpers.hpp"
+#include "program/same_executable.hpp"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+namespace tb = tilebsp;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A fresh, empty directory under the system's temporary directory, removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(std::string const& name) : path(fs::temp_directory_path() / ("tilebsp_cache_" + name + "_" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+/// Collects warnings while it lives.
+struct Warnings {
+  std::mutex m;
+  std::vector<std::string> seen;
+  tb::WarningHandler previous;
+  Warnings() {
+    previous = tb::set_warning_handler([this](std::string_view w) {
+      std::lock_guard lock(m);
+      seen.emplace_back(w);
+    });
+  }
+  ~Warnings() { tb::set_warning_handler(previous); }
+};
+
+/// A small network with every kind of step: a convolution (a host path), a matmul splitting K (fetches, a
+/// reduction), a map, a transposing copy (an exchange), a repeat, a host callback and streams.
+struct Net {
+  tb::Graph g{tb::targets::tiny(8, 1 << 16)};
+  tb::Tensor x, w, b, y, out;
+  tb::Fifo in, result;
+  std::function<tb::Executable(tb::CompileOptions const&)> compile;
+  int callbacks = 0;
+
+  explicit Net(float scale = 2.0f, std::size_t repeats = 2) {
+    tb::ConvParams p;
+    p.batch = 2;
+    p.input_field = {6, 6};
+    p.kernel_shape = {3, 3};
+    p.channels(4, 8, 2);
+    p.padding_lower = p.padding_upper = {1, 1};
+    x = g.add_variable<float>(p.input_shape(), "x");
+    w = g.add_variable<float>(p.weights_shape(), "w");
+    b = g.add_variable<float>({8 * 36, 12}, "b");
+    for (auto const& t : {x, w, b}) tb::map_linearly(g, t);
+    tb::Sequence body;
+    auto c = tb::ops::conv(g, body, x, w, p);
+    auto m = tb::ops::matmul(g, body, c.reshape({2, 8 * 36}), b, {.available_memory_proportion = 0.05});
+    using namespace tb::expr;
+    y = tb::ops::map(g, body, _1 * scale + 1.0f, m);
+    out = g.add_variable<float>({12, 2}, "out");
+    tb::map_linearly(g, out);
+    body.add(tb::copy(y.transpose(), out));
+    in = g.add_host_to_device_fifo<float>("in", x.num_elements());
+    result = g.add_device_to_host_fifo<float>("result", out.num_elements());
+    compile = [this, body, repeats](tb::CompileOptions const& o) {
+      return tb::compile(g, o,
+                         tb::seq(tb::stream_in(in, x), tb::repeat(repeats, body), tb::host([this](tb::HostContext&) { ++callbacks; }),
+                                 tb::stream_out(out, result)));
+    };
+  }
+
+  /// Runs `exe` once and returns what the outfeed received.
+  std::vector<float> run(tb::Executable const& exe) {
+    tb::Engine e{exe, {.host_threads = 2}};
+    e.write(w, tbt::values<float>(w.num_elements(), false, 2));
+    e.write(b, tbt::values<float>(b.num_elements(), false, 3));
+    e.connect<float>(in, [](std::span<float> v) {
+      auto const data = tbt::values<float>(v.size(), false, 1);
+      std::copy(data.begin(), data.end(), v.begin());
+    });
+    std::vector<float> got;
+    e.connect<float>(result, [&](std::span<float const> v) { got.assign(v.begin(), v.end()); });
+    e.run();
+    return got;
+  }
+};
+
+std::string contents(fs::path const& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+void overwrite(fs::path const& p, std::string const& data) {
+  std::ofstream(p, std::ios::binary | std::ios::trunc).write(data.data(), static_cast<std::streamsize>(data.size()));
+}
+std::size_t files_in(fs::path const& dir) {
+  std::size_t n = 0;
+  for (auto const& e : fs::directory_iterator(dir)) n += e.is_regular_file();
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("executable cache: a miss stores the entry, a hit loads the same executable and computes the same") {
+  TempDir dir("hit");
+  Warnings warnings;
+  Net plain;
+  auto const reference = plain.compile({});
+  CHECK(reference.cache_entry().empty());
+  CHECK_FALSE(reference.loaded_from_cache());
+  auto const expected = plain.run(reference);
+  CHECK(plain.callbacks == 1);
+
+  Net first;
+  auto const stored = first.compile({.cache_dir = dir.path.string()});
+  CHECK_FALSE(stored.loaded_from_cache());
+  REQUIRE_FALSE(stored.cache_entry().empty());
+  CHECK(fs::exists(stored.cache_entry()));
+  CHECK(fs::path(stored.cache_entry()).parent_path() == dir.path);
+  CHECK(files_in(dir.path) == 1);
+
+  Net second;  // the same graph, built again
+  std::vector<std::string> phases;
+  auto const loaded = second.compile({.cache_dir = dir.path.string(),
+                                      .progress = [&](std::string_view p, std::size_t, std::size_t) {
+                                        if (phases.empty() || phases.back() != p) phases.emplace_back(p);
+                                      }});
+  CHECK(loaded.loaded_from_cache());
+  CHECK(loaded.cache_entry() == stored.cache_entry());
+  CHECK(phases == std::vector<std::string>{"checking the mapping", "hashing the graph and programs",
+                                           "loading the executable cache"});
+  tbt::check_same_executable(reference, loaded);
+  CHECK(second.run(loaded) == expected);  // the host callback and the convolution's host path are bound again
+  CHECK(second.callbacks == 1);
+  CHECK(warnings.seen.empty());
+}
+
+TEST_CASE("executable cache: the environment variable names the directory when the option does not") {
+  TempDir dir("env");
+  ::setenv("TILEBSP_EXECUTABLE_CACHE", dir.path.c_str(), 1);
+  Net a, b;
+  auto const first = a.compile({});
+  auto const second = b.compile({});
+  ::unsetenv("TILEBSP_EXECUTABLE_CACHE");
+  CHECK(fs::path(first.cache_entry()).parent_path() == dir.path);
+  CHECK_FALSE(first.loaded_from_cache());
+  CHECK(second.loaded_from_cache());
+  Net c;
+  CHECK(c.compile({}).cache_entry().empty());  // unset again: no cache
+}
+
+TEST_CASE("executable cache: what changes the executable changes the entry") {
+  TempDir dir("keys");
+  Net base;
+  auto const entry = base.compile({.cache_dir = dir.path.string()}).cache_entry();
+  SUBCASE("not a constant of an expression: the engine reads it from the graph it runs") {
+    Net other(3.0f), fresh(3.0f);
+    auto const e = other.compile({.cache_dir = dir.path.string()});
+    CHECK(e.loaded_from_cache());
+    CHECK(e.cache_entry() == entry);
+    CHECK(other.run(e) == fresh.run(fresh.compile({})));
+  }
+  SUBCASE("the programs") {
+    Net other(2.0f, 3);
+    auto const e = other.compile({.cache_dir = dir.path.string()});
+    CHECK_FALSE(e.loaded_from_cache());
+    CHECK(e.cache_entry() != entry);
+  }
+  SUBCASE("a tile mapping") {
+    Net other;
+    other.g.set_tile_mapping(other.b.slice(0, 1), 7);
+    auto const e = other.compile({.cache_dir = dir.path.string()});
+    CHECK_FALSE(e.loaded_from_cache());
+    CHECK(e.cache_entry() != entry);
+  }
+  SUBCASE("not the number of planning threads, nor allow_out_of_memory") {
+    Net other;
+    auto const e = other.compile({.allow_out_of_memory = true, .threads = 3, .cache_dir = dir.path.string()});
+    CHECK(e.loaded_from_cache());
+    CHECK(e.cache_entry() == entry);
+  }
+}
+
+TEST_CASE("executable cache: a bad entry is warned about by name, compiled afresh and replaced") {
+  TempDir dir("bad");
+  Net reference_net;
+  auto const reference = reference_net.compile({});
+  auto const expected = reference_net.run(reference);
+  Net first;
+  fs::path const entry = first.compile({.cache_dir = dir.path.string()}).cache_entry();
+  std::string const good = contents(entry);
+  REQUIRE(good.size() > 100);
+
+  struct Case {
+    char const* name;
+    std::string data;
+    char const* why;
+  };
+  std::string corrupt = good, other_version = good, not_an_entry = "hello";
+  corrupt[good.size() - 5] ^= 0x40;
+  auto const v = other_version.find(tb::version);
+  REQUIRE(v != std::string::npos);
+  other_version.replace(v, std::string_view(tb::version).size(), std::string(std::string_view(tb::version).size(), '9'));
+  std::vector<Case> const cases = {
+      {"truncated", good.substr(0, good.size() / 2), "truncated"},
+      {"corrupt", corrupt, "corrupt (its checksum does not match)"},
+      {"another version", other_version, "written by tilebsp 99999, this is 0.1.0"},
+      {"not an entry", not_an_entry, "not an executable cache entry"},
+      {"empty", "", "truncated"},
+  };
+  for (auto const& c : cases) {
+    CAPTURE(c.name);
+    overwrite(entry, c.data);
+    Warnings warnings;
+    Net net;
+    auto const exe = net.compile({.cache_dir = dir.path.string()});
+    CHECK_FALSE(exe.loaded_from_cache());
+    REQUIRE(warnings.seen.size() == 1);
+    CHECK(warnings.seen[0] == "executable cache: " + entry.string() + " is unusable (" + c.why +
+                                  "); compiling afresh and replacing it");
+    CHECK(net.run(exe) == expected);
+    CHECK(contents(entry) == good);  // replaced by the fresh compile's entry
+    Net again;
+    CHECK(again.compile({.cache_dir = dir.path.string()}).loaded_from_cache());
+  }
+}
+
+TEST_CASE("executable cache: another compile's entry under this one's name (a collision) is refused") {
+  TempDir dir("collision");
+  Net a, b(2.0f, 3);
+  fs::path const ea = a.compile({.cache_dir = dir.path.string()}).cache_entry();
+  fs::path const eb = b.compile({.cache_dir = dir.path.string()}).cache_entry();
+  REQUIRE(ea != eb);
+  fs::copy_file(eb, ea, fs::copy_options::overwrite_existing);  // what a collision of the file names would give
+  Warnings warnings;
+  Net again;
+  auto const exe = again.compile({.cache_dir = dir.path.string()});
+  CHECK_FALSE(exe.loaded_from_cache());
+  REQUIRE(warnings.seen.size() == 1);
+  CHECK(warnings.seen[0] == "executable cache: " + ea.string() +
+                                " is unusable (its key is another compile's (a hash collision or a renamed file)); "
+                                "compiling afresh and replacing it");
+  Net reference;
+  CHECK(again.run(exe) == reference.run(reference.compile({})));
+}
+
+TEST_CASE("executable cache: concurrent compiles of one graph leave one whole entry and no temporary files") {
+  TempDir dir("race");
+  Warnings warnings;
+  std::atomic<int> hits{0};
+  std::vector<std::thread> team;
+  for (int t = 0; t < 4; ++t)
+    team.emplace_back([&] {
+      for (int i = 0; i < 3; ++i) {
+        Net net;
+        hits += net.compile({.threads = 1, .cache_dir = dir.path.string()}).loaded_from_cache();
+      }
+    });
+  for (auto& t : team) t.join();
+  CHECK(warnings.seen.empty());  // no reader saw a torn entry
+  CHECK(hits > 0);
+  CHECK(files_in(dir.path) == 1);
+  Net net;
+  CHECK(net.compile({.cache_dir = dir.path.string()}).loaded_from_cache());
+}
+
+TEST_CASE("executable cache: an unwritable directory is warned about; the compile succeeds") {
+  TempDir dir("unwritable");
+  fs::create_directories(dir.path);
+  fs::path const file = dir.path / "a file";
+  overwrite(file, "x");
+  Warnings warnings;
+  Net net;
+  auto const exe = net.compile({.cache_dir = file.string()});
+  CHECK_FALSE(exe.loaded_from_cache());
+  REQUIRE(warnings.seen.size() == 1);
+  CHECK(warnings.seen[0].starts_with("executable cache: cannot store " + (file / "").string()));
+  Net reference;
+  CHECK(net.run(exe) == reference.run(reference.compile({})));
+}
+
+namespace tbt {
+/// A vertex with a param of a type with padding bytes, read by its cycle estimate.
+struct Scaled {
+  struct Factor {
+    float k;
+    double cost;
+  };
+  BOOST_HANA_DEFINE_STRUCT(Scaled, (tb::inout<float>, y), (tb::param<Factor>, f));
+  void compute() {
+    for (auto& v : y) v *= f.get().k;
+  }
+  std::uint64_t cycle_estimate() const { return static_cast<std::uint64_t>(f.get().cost); }
+};
+}  // namespace tbt
+
+TEST_CASE("executable cache: params count through the estimates they give, whatever their type") {
+  TempDir dir("params");
+  auto const compile = [&](float k, double cost) {
+    tb::Graph g{tb::targets::tiny(2)};
+    auto y = g.add_variable<float>({4}, "y");
+    g.set_tile_mapping(y, 0);
+    auto cs = g.add_compute_set("scale");
+    g.add_vertex<tbt::Scaled>(cs, 0, y, tbt::Scaled::Factor{k, cost});
+    auto exe = tb::compile(g, {.cache_dir = dir.path.string()}, tb::execute(cs));
+    tb::Engine e{exe};
+    e.write(y, std::vector<float>{1, 2, 3, 4});
+    e.run();
+    return std::tuple{exe.cache_entry(), exe.loaded_from_cache(), e.read<float>(y), exe.schedule().programs[0].cycles};
+  };
+  auto const [entry, loaded, y, cycles] = compile(3.0f, 100.0);
+  CHECK_FALSE(loaded);
+  CHECK(y == std::vector<float>{3, 6, 9, 12});
+  // Another factor, the same estimate: the same executable (the engine reads the params from the graph).
+  auto const [entry2, loaded2, y2, cycles2] = compile(2.0f, 100.0);
+  CHECK(entry2 == entry);
+  CHECK(loaded2);
+  CHECK(y2 == std::vector<float>{2, 4, 6, 8});
+  // Another estimate: another entry.
+  auto const [entry3, loaded3, y3, cycles3] = compile(2.0f, 900.0);
+  CHECK(entry3 != entry);
+  CHECK_FALSE(loaded3);
+  CHECK(cycles3 != cycles);
+}
+TEST_CASE("executable cache: a hit still checks memory unless allow_out_of_memory") {
+  TempDir dir("oom");
+  auto const build = [](tb::Graph& g) {
+    auto a = g.add_variable<float>({600}, "a"), b = g.add_variable<float>({600}, "b");
+    g.set_tile_mapping(a, 0);
+    g.set_tile_mapping(b, 0);
+    return tb::copy(a, b);
+  };
+  tb::Graph g1{tb::targets::tiny(2, 4096)};
+  auto const p1 = build(g1);
+  auto const stored = tb::compile(g1, {.allow_out_of_memory = true, .cache_dir = dir.path.string()}, p1);
+  CHECK_FALSE(stored.loaded_from_cache());
+  tb::Graph g2{tb::targets::tiny(2, 4096)};
+  auto const p2 = build(g2);
+  CHECK_THROWS_AS(tb::compile(g2, {.cache_dir = dir.path.string()}, p2), tb::out_of_memory);
+  auto const loaded = tb::compile(g2, {.allow_out_of_memory = true, .cache_dir = dir.path.string()}, p2);
+  CHECK(loaded.loaded_from_cache());
+}

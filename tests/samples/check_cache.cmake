@@ -1,0 +1,31 @@
+# A sample's --executable-cache: the first run compiles and stores the executable, the second loads it, a third
+# after the entry is overwritten warns about it by name, compiles afresh and replaces it.
+# Run: cmake -DSAMPLE=<binary> "-DARGS=<flags;...>" -DWORK_DIR=<dir> -P check_cache.cmake
+cmake_minimum_required(VERSION 3.25)
+file(REMOVE_RECURSE ${WORK_DIR})
+function(run expect)
+  execute_process(COMMAND ${SAMPLE} ${ARGS} --compile-only --executable-cache ${WORK_DIR}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${SAMPLE} exited with ${rc}:\n${out}\n${err}")
+  endif()
+  if(NOT out MATCHES "${expect}")
+    message(FATAL_ERROR "expected '${expect}' in the output of ${SAMPLE}:\n${out}\n${err}")
+  endif()
+  set(err "${err}" PARENT_SCOPE)
+endfunction()
+run("graph built in [0-9.]+ s, compiled in [0-9.]+ s.*startup: build_s [0-9.]+ compile_s [0-9.]+ peak_gb [0-9.]+ executable compiled")
+file(GLOB entries ${WORK_DIR}/*.tbx)
+list(LENGTH entries n)
+if(NOT n EQUAL 1)
+  message(FATAL_ERROR "expected one entry in ${WORK_DIR}, found: ${entries}")
+endif()
+run("graph built in [0-9.]+ s, executable loaded from cache in [0-9.]+ s.*executable loaded")
+file(READ ${entries} head LIMIT 64 HEX)
+file(WRITE ${entries} "${head}")  # its first 64 bytes as hex text: a bad entry
+run("compiled in [0-9.]+ s.*executable compiled")
+if(NOT err MATCHES "tilebsp warning: executable cache: ${entries} is unusable \\(")
+  message(FATAL_ERROR "expected a warning naming ${entries} on stderr, got:\n${err}")
+endif()
+run("executable loaded")
+file(REMOVE_RECURSE ${WORK_DIR})
