@@ -94,8 +94,8 @@ TEST_CASE("a view field connected to a tensor of another rank") {
                        tb::shape_error);
 }
 
-/// Compute set `cs`'s plan as the lowering makes it, with its fetches' pairs of tiles (compile() drops those once
-/// it has costed and accounted them).
+/// Compute set `cs`'s plan as the lowering makes it, with the fetched bytes each tile receives (compile() drops
+/// those once it has accounted memory).
 tilebsp::program::detail::ComputeSetPlan lowered_plan(tilebsp::Graph const& g, tilebsp::ComputeSet cs) {
   tilebsp::program::detail::Schedule s;
   s.graph = g.snapshot();
@@ -117,8 +117,8 @@ TEST_CASE("fetched inputs are read in place on the host and modelled as an excha
   auto exe = tb::compile(g, tb::execute(cs));
   auto const& plan = exe.schedule().compute_sets[0];
   CHECK(plan.fetch_bytes == 400);
-  CHECK(plan.fetches.empty());  // costed and accounted
-  CHECK(lowered_plan(g, cs).fetches.size() == 2);
+  CHECK(plan.fetched_in.empty());  // accounted
+  CHECK(lowered_plan(g, cs).fetched_in == std::vector<std::pair<std::uint32_t, std::uint64_t>>{{3, 400}});
   // Tile 3 receives 400 bytes (its busiest link: 400 B at 4 B/cycle).
   CHECK(plan.fetch_cycles == 100);
   CHECK(exe.memory()[3].peak_temporary == 400);
@@ -181,14 +181,9 @@ TEST_CASE("fetched strided and reversed inputs count the bytes each tile sends, 
   auto exe = tb::compile(g, tb::execute(cs));
   auto const& plan = exe.schedule().compute_sets[0];
   // Per view: tiles 0 (pieces 0, 3, 6, 9), 1 (1, 4, 7) and 2 (2, 5, 8) send 40, 30 and 30 elements.
-  auto const fetches = lowered_plan(g, cs).fetches;
-  REQUIRE(fetches.size() == 3);
-  std::int64_t const expect[3] = {2 * 40 * 4, 2 * 30 * 4, 2 * 30 * 4};
-  for (std::size_t i = 0; i < 3; ++i) {
-    CHECK(fetches[i].src_tile == i);
-    CHECK(fetches[i].dst_tile == 3);
-    CHECK(fetches[i].count * fetches[i].elem_bytes == expect[i]);
-  }
+  // Tile 3 receives them all (800 bytes at 4 B/cycle); the busiest sender, tile 0, sends 320.
+  CHECK(lowered_plan(g, cs).fetched_in == std::vector<std::pair<std::uint32_t, std::uint64_t>>{{3, 800}});
+  CHECK(plan.fetch_cycles == 200);
   CHECK(plan.fetch_bytes == 800);
   tb::Engine e{std::move(exe), {.host_threads = 2}};
   e.write(x, iota(100));

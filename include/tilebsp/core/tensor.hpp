@@ -109,6 +109,11 @@ class Tensor {
   }
   std::size_t num_elements() const noexcept { return product(shape_); }
   std::uint32_t graph_id() const noexcept { return graph_; }
+  /// Internal: the view's description — the sequence of variable elements it reads, its offset there and its
+  /// element strides per dimension — which determines its runs. Cheaper to hash than the runs (executable cache).
+  core::detail::Sequence const* sequence() const noexcept { return seq_.get(); }
+  std::int64_t offset() const noexcept { return offset_; }
+  std::vector<std::int64_t> const& strides() const noexcept { return strides_; }
 
   /// Elements [begin, end) of dimension `dim`.
   Tensor slice(std::size_t begin, std::size_t end, std::size_t dim = 0) const;
@@ -139,26 +144,42 @@ class Tensor {
   template <class F>
   void for_each_run(F&& f) const {
     if (!valid() || num_elements() == 0) return;
-    std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (size, stride), coalesced
+    // (size, stride) of the dimensions, coalesced, and the index over the outer ones: in place up to rank 8, so
+    // that walking a tensor allocates nothing (compile walks every field of every vertex).
+    constexpr std::size_t in_place = 8;
+    std::pair<std::int64_t, std::int64_t> dims_in_place[in_place];
+    std::int64_t idx_in_place[in_place];
+    std::vector<std::pair<std::int64_t, std::int64_t>> dims_heap;
+    std::vector<std::int64_t> idx_heap;
+    auto* dims = dims_in_place;
+    auto* idx = idx_in_place;
+    if (rank() > in_place) {
+      dims_heap.resize(rank());
+      idx_heap.resize(rank());
+      dims = dims_heap.data();
+      idx = idx_heap.data();
+    }
+    std::size_t nd = 0;
     for (std::size_t d = 0; d < rank(); ++d) {
       if (shape_[d] == 1) continue;
       auto const size = static_cast<std::int64_t>(shape_[d]);
-      if (!dims.empty() && dims.back().second == strides_[d] * size) {
-        dims.back() = {dims.back().first * size, strides_[d]};
+      if (nd > 0 && dims[nd - 1].second == strides_[d] * size) {
+        dims[nd - 1] = {dims[nd - 1].first * size, strides_[d]};
       } else {
-        dims.emplace_back(size, strides_[d]);
+        dims[nd++] = {size, strides_[d]};
       }
     }
-    if (dims.empty()) dims.emplace_back(1, 1);
+    if (nd == 0) dims[nd++] = {1, 1};
     core::detail::RunMerger<F> merger(f);
     std::size_t hint = 0;
-    std::vector<std::int64_t> idx(dims.size() - 1, 0);
-    auto const [inner_n, inner_s] = dims.back();
+    std::size_t const outer = nd - 1;
+    std::fill(idx, idx + outer, std::int64_t{0});
+    auto const [inner_n, inner_s] = dims[outer];
     for (;;) {
       std::int64_t p = offset_;
-      for (std::size_t d = 0; d + 1 < dims.size(); ++d) p += idx[d] * dims[d].second;
+      for (std::size_t d = 0; d < outer; ++d) p += idx[d] * dims[d].second;
       emit(merger, p, inner_s, inner_n, hint);
-      std::size_t d = idx.size();
+      std::size_t d = outer;
       while (d > 0 && ++idx[d - 1] == dims[d - 1].first) idx[--d] = 0;
       if (d == 0) break;
     }

@@ -62,11 +62,6 @@ TILEBSP_INLINE std::uint64_t vertex_state_bytes(VertexRecord const& rec) {
 
 TILEBSP_INLINE void estimate_cycles(Schedule& s) {
   Target const& t = s.graph->target;
-  for (auto& cs : s.compute_sets) {
-    cs.fetch_cycles = cs.fetches.empty() ? 0 : exchange_cycles(t, cs.fetches);
-    cs.fetch_bytes = 0;
-    for (auto const& x : cs.fetches) cs.fetch_bytes += static_cast<std::uint64_t>(x.count) * x.elem_bytes;
-  }
   for (auto& ex : s.exchanges) {
     ex.cycles = exchange_cycles(t, ex.transfers);
     ex.bytes = 0;
@@ -83,7 +78,7 @@ TILEBSP_INLINE void estimate_cycles(Schedule& s) {
           if (i.a >= 0) {
             auto const& cs = s.compute_sets[static_cast<std::size_t>(i.a)];
             c += cs.cycles + sync;
-            if (!cs.fetches.empty()) c += cs.fetch_cycles + sync;
+            if (cs.fetch_bytes > 0) c += cs.fetch_cycles + sync;
           }
           if (i.b >= 0) c += s.exchanges[static_cast<std::size_t>(i.b)].cycles + sync;
           break;
@@ -205,8 +200,7 @@ TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s) {
           for (auto const& st : pv.staging)
             live(static_cast<std::uint32_t>(g.vertices[pv.record].tile), 2 * pc, 2 * pc,
                  static_cast<std::uint64_t>(st.elements) * st.elem_bytes, true);
-        for (auto const& x : cs.fetches)
-          live(x.dst_tile, 2 * pc, 2 * pc, static_cast<std::uint64_t>(x.count) * x.elem_bytes, true);
+        for (auto const& [tile, bytes] : cs.fetched_in) live(tile, 2 * pc, 2 * pc, bytes, true);
       }
       if (i.op == Op::superstep && i.b >= 0) {
         auto const& ex = s.exchanges[static_cast<std::size_t>(i.b)];
@@ -332,9 +326,8 @@ TILEBSP_INLINE Executable compile_programs(Graph const& g, CompileOptions const&
   estimate_cycles(*s);
   phase("accounting memory");
   auto memory = account_memory(*s);
-  // The fetches' pairs of tiles were for the estimates and the memory report, now made: the host reads fetched
-  // data in place. (ResNeXt-101 has 15 million pairs: 1 GB an executable would hold for nothing.)
-  for (auto& cs : s->compute_sets) std::vector<Transfer>().swap(cs.fetches);
+  // The fetched bytes per tile were for the memory report, now made: the host reads fetched data in place.
+  for (auto& cs : s->compute_sets) decltype(cs.fetched_in)().swap(cs.fetched_in);
   if (key) {
     phase("writing the executable cache");
     if (std::string const why = save_executable(entry, *key, *s, memory); !why.empty())

@@ -211,7 +211,15 @@ TILEBSP_INLINE CacheKey executable_key(GraphImpl const& g, Schedule const& walke
   }
   cache::hash_chunks(h, g.vertices.size(), 2048, threads, [&](Hasher& x, std::size_t i) {
     VertexRecord const& rec = g.vertices[i];
-    x.text(rec.ops->name);
+    // The type's name, hashed once per run of vertices of one type (a VertexOps table lives as long as the
+    // program, so its address is a safe memo).
+    thread_local std::pair<core::detail::VertexOps const*, std::uint64_t> name{nullptr, 0};
+    if (name.first != rec.ops) {
+      Hasher n;
+      n.text(rec.ops->name);
+      name = {rec.ops, n.first()};
+    }
+    x.add(name.second);
     x.add(rec.compute_set);
     x.add(rec.tile);
     for (auto const& f : rec.fields) {

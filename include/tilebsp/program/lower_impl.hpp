@@ -21,6 +21,7 @@ namespace tilebsp::program::detail {
 using core::detail::FieldBinding;
 using core::detail::Run;
 using plan::detail::default_vertex_cycles;
+using plan::detail::exchange_cycles;
 using plan::detail::tile_compute_cycles;
 
 TILEBSP_INLINE void Lowering::execute(ComputeSet cs) {
@@ -307,9 +308,23 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
   flush_fetched();
   check_conflicts(csname, reads, writes);
   sum_fetched();
-  for (auto const& [tiles, bytes] : fetched)
-    plan.fetches.push_back(
-        {0, 0, 0, 1, 0, 1, bytes, static_cast<std::uint32_t>(tiles >> 32), static_cast<std::uint32_t>(tiles), 1});
+  if (!fetched.empty()) {
+    std::vector<Transfer> pairs;
+    pairs.reserve(fetched.size());
+    for (auto const& [tiles, bytes] : fetched) {
+      pairs.push_back({0, 0, 0, 1, 0, 1, bytes, static_cast<std::uint32_t>(tiles >> 32), static_cast<std::uint32_t>(tiles), 1});
+      plan.fetch_bytes += static_cast<std::uint64_t>(bytes);
+    }
+    plan.fetch_cycles = exchange_cycles(g_.target, pairs);
+    for (auto const& x : pairs) plan.fetched_in.emplace_back(x.dst_tile, static_cast<std::uint64_t>(x.count));
+    std::sort(plan.fetched_in.begin(), plan.fetched_in.end());
+    std::size_t out = 0;
+    for (auto const& x : plan.fetched_in) {
+      if (out > 0 && plan.fetched_in[out - 1].first == x.first) plan.fetched_in[out - 1].second += x.second;
+      else plan.fetched_in[out++] = x;
+    }
+    plan.fetched_in.resize(out);
+  }
   std::stable_sort(plan.vertices.begin(), plan.vertices.end(), [&](PlacedVertex const& a, PlacedVertex const& b) {
     return g_.vertices[a.record].tile < g_.vertices[b.record].tile;
   });
@@ -344,22 +359,38 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
 
 TILEBSP_INLINE std::uint64_t vertex_estimate(VertexRecord const& rec) {
   auto const* ops = rec.ops;
-  std::vector<std::vector<FieldBinding>> lists(rec.fields.size());
-  std::vector<FieldBinding> b(rec.fields.size());
-  for (std::size_t i = 0; i < rec.fields.size(); ++i) {
+  std::size_t const n = rec.fields.size();
+  std::size_t items = 0;
+  for (auto const& f : rec.fields)
+    if (f.kind == FieldKind::input_list) items += f.tensors.size();
+  // In place for the common vertex (up to 16 fields and list entries, a state of up to 1 KiB): compile and the
+  // executable cache's key evaluate it for every vertex, so nothing is allocated per vertex.
+  constexpr std::size_t bindings_in_place = 16, bytes_in_place = 1024;
+  FieldBinding b_in_place[bindings_in_place], items_in_place[bindings_in_place];
+  std::vector<FieldBinding> b_heap, items_heap;
+  FieldBinding* b = b_in_place;
+  FieldBinding* item = items_in_place;
+  if (n > bindings_in_place) b_heap.resize(n), b = b_heap.data();
+  if (items > bindings_in_place) items_heap.resize(items), item = items_heap.data();
+  for (std::size_t i = 0; i < n; ++i) {
     auto const& f = rec.fields[i];
     if (f.kind == FieldKind::input_list) {
-      for (auto const& t : f.tensors) lists[i].push_back({nullptr, t.num_elements()});
-      b[i] = {lists[i].data(), lists[i].size()};
+      b[i] = {item, f.tensors.size()};
+      for (auto const& t : f.tensors) *item++ = {nullptr, t.num_elements()};
     } else if (!f.tensors.empty()) {
       b[i] = {nullptr, f.tensors[0].num_elements()};
       for (std::size_t d = 0; d < f.rank; ++d) b[i].shape[d] = f.tensors[0].dim(d);
     }
   }
-  std::vector<std::max_align_t> storage((ops->size + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t) + 1);
-  void* v = storage.data();
+  alignas(std::max_align_t) unsigned char state_in_place[bytes_in_place];
+  std::vector<std::max_align_t> state_heap;
+  void* v = state_in_place;
+  if (ops->size > bytes_in_place || ops->align > alignof(std::max_align_t)) {
+    state_heap.resize((ops->size + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t) + 1);
+    v = state_heap.data();
+  }
   ops->copy_construct(v, rec.prototype.get());
-  ops->bind(v, b.data());
+  ops->bind(v, b);
   std::uint64_t const c = ops->cycles(v);
   ops->destroy(v);
   return c;

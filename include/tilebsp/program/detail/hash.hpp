@@ -12,11 +12,11 @@ namespace tilebsp::program::detail {
 
 class Hasher {
  public:
-  /// Two lanes, each a bijective mixer applied after every word: differently seeded and mixed, so that a
-  /// collision in one lane is caught by the other.
+  /// Two lanes, each folding the word into its state with a 64x64 -> 128-bit multiply (as wyhash does), with
+  /// different constants: a collision in one lane is caught by the other. first() and second() finalise.
   void add(std::uint64_t x) noexcept {
-    a_ = fmix(a_ ^ x) + 0x9E3779B97F4A7C15ull;
-    b_ = mix(b_ + x * 0xD1342543DE82EF95ull) ^ 0xA0761D6478BD642Full;
+    a_ = mum(x ^ 0xA0761D6478BD642Full, a_ ^ 0xE7037ED1A0B428DBull);
+    b_ = mum(x ^ 0x8EBC6AF09C88C6E3ull, b_ ^ 0x589965CC75374CC3ull);
   }
   void add_signed(std::int64_t x) noexcept { add(static_cast<std::uint64_t>(x)); }
   void bytes(void const* p, std::size_t n) noexcept {
@@ -35,25 +35,48 @@ class Hasher {
     }
   }
   void text(std::string_view s) noexcept { bytes(s.data(), s.size()); }
-  /// A tensor as the lowering sees it: element type and its runs of variable elements.
+  /// A tensor: its element type and shape, then, when its sequence of variable elements is short (a view of one
+  /// variable, or of a few), that sequence and the view's offset and strides, which determine the elements; else
+  /// (a view into a long concatenation) the view's own runs, which cost what the view holds, not the sequence.
   void tensor(Tensor const& t) {
     add(static_cast<std::uint64_t>(t.element_type()));
-    add(t.num_elements());
+    add(t.rank());
+    for (std::size_t d = 0; d < t.rank(); ++d) add(t.dim(d));
+    auto const* seq = t.sequence();
+    if (!seq) return add(0);
+    if (seq->runs.size() <= 8) {
+      add(1);
+      for (std::size_t d = 0; d < t.rank(); ++d) add_signed(t.strides()[d]);
+      add_signed(t.offset());
+      add(seq->runs.size());
+      for (auto const& r : seq->runs) run(r.var, r.start, r.stride, r.count);
+      return;
+    }
+    add(2);
     t.for_each_run([this](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
-      add(var);
-      add_signed(start);
-      add_signed(stride);
-      add_signed(count);
+      run(var, start, stride, count);
     });
+    add(3);
   }
   void combine(Hasher const& h) noexcept {
-    add(h.a_);
-    add(h.b_);
+    add(h.first());
+    add(h.second());
   }
-  std::uint64_t first() const noexcept { return a_; }
-  std::uint64_t second() const noexcept { return b_; }
+  void run(std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) noexcept {
+    add(var);
+    add_signed(start);
+    add_signed(stride);
+    add_signed(count);
+  }
+  std::uint64_t first() const noexcept { return fmix(a_); }
+  std::uint64_t second() const noexcept { return mix(b_); }
 
  private:
+  static std::uint64_t mum(std::uint64_t x, std::uint64_t y) noexcept {
+    __extension__ using u128 = unsigned __int128;  // GCC and Clang on 64-bit hosts
+    u128 const p = static_cast<u128>(x) * y;
+    return static_cast<std::uint64_t>(p) ^ static_cast<std::uint64_t>(p >> 64);
+  }
   static std::uint64_t fmix(std::uint64_t x) noexcept {  // MurmurHash3's finaliser
     x ^= x >> 33;
     x *= 0xFF51AFD7ED558CCDull;
