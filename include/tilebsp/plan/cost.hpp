@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <map>
 #include <utility>
 #include <vector>
 
@@ -41,30 +40,45 @@ inline std::uint64_t tile_compute_cycles(std::vector<std::uint64_t> const& verte
 
 inline std::uint64_t sync_cycles(Target const& t) { return t.ipus > 1 ? t.inter_ipu_sync_cycles : t.sync_cycles; }
 
-/// Exchange cycles: the busiest tile's max(sent, received) bytes at the on-chip rate plus its on-tile copies,
-/// or the busiest IPU pair's bytes at the inter-IPU rate, whichever is larger.
-inline std::uint64_t exchange_cycles(Target const& t, std::vector<Transfer> const& transfers) {
-  std::map<std::uint32_t, std::pair<double, double>> tile;  // tile -> (sent or received, on-tile)
-  std::map<std::pair<std::size_t, std::size_t>, double> link;
-  std::map<std::uint32_t, double> sent, recv;
-  for (auto const& x : transfers) {
-    double const bytes = static_cast<double>(x.count) * x.elem_bytes;
-    if (x.src_tile == x.dst_tile) {
-      tile[x.src_tile].second += bytes;
-      continue;
+/// The bytes an exchange moves, per tile (sent, received, copied on the tile) and per ordered pair of IPUs: dense
+/// arrays, so that adding a transfer is O(1) and the totals need no sort or map.
+class ExchangeLoad {
+ public:
+  explicit ExchangeLoad(Target const& t)
+      : t_(&t), sent_(t.num_tiles(), 0), received_(t.num_tiles(), 0), on_tile_(t.num_tiles(), 0), link_(t.ipus * t.ipus, 0) {}
+  void add(std::size_t src_tile, std::size_t dst_tile, std::uint64_t bytes) {
+    if (src_tile == dst_tile) {
+      on_tile_[src_tile] += bytes;
+      return;
     }
-    sent[x.src_tile] += bytes;
-    recv[x.dst_tile] += bytes;
-    auto const a = t.ipu_of(x.src_tile), b = t.ipu_of(x.dst_tile);
-    if (a != b) link[{a, b}] += bytes;
+    sent_[src_tile] += bytes;
+    received_[dst_tile] += bytes;
+    if (std::size_t const a = t_->ipu_of(src_tile), b = t_->ipu_of(dst_tile); a != b) link_[a * t_->ipus + b] += bytes;
   }
-  for (auto const& [k, v] : sent) tile[k].first = std::max(tile[k].first, v);
-  for (auto const& [k, v] : recv) tile[k].first = std::max(tile[k].first, v);
-  double worst = 0;
-  for (auto const& [k, v] : tile)
-    worst = std::max(worst, v.first / t.exchange_bytes_per_cycle + v.second / on_tile_copy_bytes_per_cycle);
-  for (auto const& [k, v] : link) worst = std::max(worst, v / t.inter_ipu_bytes_per_cycle);
-  return static_cast<std::uint64_t>(std::ceil(worst));
+  /// Bytes each tile receives from the others.
+  std::vector<std::uint64_t> const& received() const noexcept { return received_; }
+  /// The busiest tile's max(sent, received) bytes at the on-chip rate plus its on-tile copies, or the busiest IPU
+  /// pair's bytes at the inter-IPU rate, whichever is larger.
+  std::uint64_t cycles() const {
+    double worst = 0;
+    for (std::size_t k = 0; k < sent_.size(); ++k)
+      worst = std::max(worst, static_cast<double>(std::max(sent_[k], received_[k])) / t_->exchange_bytes_per_cycle +
+                                  static_cast<double>(on_tile_[k]) / on_tile_copy_bytes_per_cycle);
+    for (auto bytes : link_) worst = std::max(worst, static_cast<double>(bytes) / t_->inter_ipu_bytes_per_cycle);
+    return static_cast<std::uint64_t>(std::ceil(worst));
+  }
+
+ private:
+  Target const* t_;
+  std::vector<std::uint64_t> sent_, received_, on_tile_, link_;
+};
+
+/// Exchange cycles of a list of transfers (ExchangeLoad::cycles).
+inline std::uint64_t exchange_cycles(Target const& t, std::vector<Transfer> const& transfers) {
+  ExchangeLoad load(t);
+  for (auto const& x : transfers)
+    load.add(x.src_tile, x.dst_tile, static_cast<std::uint64_t>(x.count) * x.elem_bytes);
+  return load.cycles();
 }
 
 }  // namespace tilebsp::plan::detail

@@ -21,7 +21,7 @@ namespace tilebsp::program::detail {
 using core::detail::FieldBinding;
 using core::detail::Run;
 using plan::detail::default_vertex_cycles;
-using plan::detail::exchange_cycles;
+using plan::detail::ExchangeLoad;
 using plan::detail::tile_compute_cycles;
 
 TILEBSP_INLINE void Lowering::execute(ComputeSet cs) {
@@ -188,20 +188,9 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
   std::vector<Access> reads, writes;
   std::vector<std::uint32_t> vars;
   std::vector<std::pair<std::int64_t, std::uint32_t>> ch;  // tile changes along one run
-  // Fetched bytes per (source, destination) tile pair, keyed source << 32 | destination: appended per vertex and
-  // source tile, then sorted and summed per key (below, and whenever the list grows long): a hash map per piece
-  // cost a cache miss per lookup, rehashes, and a walk of its nodes to order them (benchmarks/RESULTS.md).
-  std::vector<std::pair<std::uint64_t, std::int64_t>> fetched;
-  auto const sum_fetched = [&fetched] {
-    std::sort(fetched.begin(), fetched.end(), [](auto const& a, auto const& b) { return a.first < b.first; });
-    std::size_t out = 0;
-    for (std::size_t i = 0; i < fetched.size(); ++i) {
-      if (out > 0 && fetched[out - 1].first == fetched[i].first) fetched[out - 1].second += fetched[i].second;
-      else fetched[out++] = fetched[i];
-    }
-    fetched.resize(out);
-  };
-  std::size_t fetched_summed = 1 << 16;  // sum again once the list has grown past twice what it held
+  // Fetched bytes, added to the exchange load of the fetch phase per source and destination tile (dense arrays:
+  // no list of pairs to sort; a hash map per piece once cost a cache miss per lookup, benchmarks/RESULTS.md).
+  std::optional<ExchangeLoad> fetch_load;
   // A vertex's fetched bytes per source tile, and the source tiles it fetches from (a vertex reads its pieces
   // from a few tiles, interleaved: summed here first, a list entry per source tile rather than per piece).
   std::vector<std::int64_t> from_tile(g_.target.num_tiles(), 0);
@@ -211,15 +200,13 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
   std::uint32_t fetching_tile = 0;  // the destination of the bytes in from_tile
   // The fetched bytes of a run of vertices on one tile, one entry per source tile.
   auto const flush_fetched = [&] {
+    if (!sources.empty() && !fetch_load) fetch_load.emplace(g_.target);
     for (std::uint32_t src : sources) {
-      fetched.emplace_back(std::uint64_t{src} << 32 | fetching_tile, from_tile[src]);
+      fetch_load->add(src, fetching_tile, static_cast<std::uint64_t>(from_tile[src]));
+      plan.fetch_bytes += static_cast<std::uint64_t>(from_tile[src]);
       from_tile[src] = 0;
     }
     sources.clear();
-    if (fetched.size() > 2 * fetched_summed) {
-      sum_fetched();
-      fetched_summed = std::max(fetched_summed, fetched.size());
-    }
   };
   for (std::uint32_t vi : by_cs_[cs]) {
     auto const& rec = g_.vertices[vi];
@@ -307,23 +294,11 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
   }
   flush_fetched();
   check_conflicts(csname, reads, writes);
-  sum_fetched();
-  if (!fetched.empty()) {
-    std::vector<Transfer> pairs;
-    pairs.reserve(fetched.size());
-    for (auto const& [tiles, bytes] : fetched) {
-      pairs.push_back({0, 0, 0, 1, 0, 1, bytes, static_cast<std::uint32_t>(tiles >> 32), static_cast<std::uint32_t>(tiles), 1});
-      plan.fetch_bytes += static_cast<std::uint64_t>(bytes);
-    }
-    plan.fetch_cycles = exchange_cycles(g_.target, pairs);
-    for (auto const& x : pairs) plan.fetched_in.emplace_back(x.dst_tile, static_cast<std::uint64_t>(x.count));
-    std::sort(plan.fetched_in.begin(), plan.fetched_in.end());
-    std::size_t out = 0;
-    for (auto const& x : plan.fetched_in) {
-      if (out > 0 && plan.fetched_in[out - 1].first == x.first) plan.fetched_in[out - 1].second += x.second;
-      else plan.fetched_in[out++] = x;
-    }
-    plan.fetched_in.resize(out);
+  if (fetch_load) {
+    plan.fetch_cycles = fetch_load->cycles();
+    auto const& in = fetch_load->received();
+    for (std::size_t tile = 0; tile < in.size(); ++tile)
+      if (in[tile] > 0) plan.fetched_in.emplace_back(static_cast<std::uint32_t>(tile), in[tile]);
   }
   std::stable_sort(plan.vertices.begin(), plan.vertices.end(), [&](PlacedVertex const& a, PlacedVertex const& b) {
     return g_.vertices[a.record].tile < g_.vertices[b.record].tile;
