@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -57,6 +58,31 @@ TEST_CASE("a vertex reading what another vertex of the same compute set writes")
                        "compute set 'race': vertex tbt::Copy (tile 0) field 'in' reads element 1 of 'x', which vertex "
                        "tbt::Copy (tile 0) field 'out' writes in the same compute set",
                        tb::write_conflict_error);
+}
+
+TEST_CASE("strided reads conflict only with the elements they read") {
+  // A strided read is checked as a progression, not element by element: writes between its elements are no
+  // conflict, a write that hits one is, forwards and reversed.
+  tb::Graph g{tb::targets::tiny(2)};
+  auto x = g.add_variable<float>({12}, "x"), y = g.add_variable<float>({4}, "y"), z = g.add_variable<float>({4}, "z");
+  for (auto const& t : {x, y, z}) g.set_tile_mapping(t, 0);
+  tb::Tensor const every_third = x.slice(0, 12).reshape({4, 3}).slice(1, 2, 1).flatten();  // elements 1, 4, 7, 10
+  auto ok = g.add_compute_set("between");
+  g.add_vertex<tbt::Copy>(ok, 0, every_third, y);
+  g.add_vertex<tbt::Copy>(ok, 0, z.slice(0, 2), x.slice(2, 4));    // elements 2, 3
+  g.add_vertex<tbt::Copy>(ok, 0, z.slice(0, 2), x.slice(5, 7));    // elements 5, 6
+  g.add_vertex<tbt::Copy>(ok, 0, z.slice(0, 1), x.slice(11, 12));  // element 11
+  CHECK_NOTHROW(tb::compile(g, tb::execute(ok)));
+  for (bool reversed : {false, true}) {
+    CAPTURE(reversed);
+    auto bad = g.add_compute_set(reversed ? "hit reversed" : "hit");
+    g.add_vertex<tbt::Copy>(bad, 0, reversed ? every_third.reverse(0) : every_third, y);
+    g.add_vertex<tbt::Copy>(bad, 0, z.slice(0, 3), x.slice(5, 8));  // elements 5, 6, 7
+    std::string const message = "compute set '" + std::string(reversed ? "hit reversed" : "hit") +
+                                "': vertex tbt::Copy (tile 0) field 'in' reads element 7 of 'x', which vertex "
+                                "tbt::Copy (tile 0) field 'out' writes in the same compute set";
+    CHECK_THROWS_WITH_AS(tb::compile(g, tb::execute(bad)), message.c_str(), tb::write_conflict_error);
+  }
 }
 
 TEST_CASE("writing a broadcast view or a constant") {

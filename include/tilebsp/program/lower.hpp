@@ -240,9 +240,11 @@ class Lowering {
   static bool writes_(FieldKind k) { return core::detail::writes(k); }
 
 
+  /// Elements begin, begin + step, ... (below end) of a variable that a vertex's field reads or writes. Writes
+  /// are dense (step 1); a strided read is one progression, not an entry per element.
   struct Access {
     std::uint32_t var;
-    std::int64_t begin, end;
+    std::int64_t begin, end, step;
     std::uint32_t vertex, field;
   };
 

@@ -181,12 +181,36 @@ TILEBSP_INLINE std::vector<Transfer> Lowering::plan_copy(Tensor const& src, Tens
   return out;
 }
 
+namespace lowering {
+/// Variables as a compute set's runs name them: a run mostly names one of the last few, which are not listed again.
+class VarList {
+ public:
+  void add(std::uint32_t v) {
+    for (std::uint32_t r : recent_)
+      if (r == v) return;
+    recent_[next_++ % 4] = v;
+    list_.push_back(v);
+  }
+  /// Sorted, each once.
+  std::vector<std::uint32_t> take() {
+    std::sort(list_.begin(), list_.end());
+    list_.erase(std::unique(list_.begin(), list_.end()), list_.end());
+    return std::move(list_);
+  }
+
+ private:
+  std::vector<std::uint32_t> list_;
+  std::uint32_t recent_[4] = {~0u, ~0u, ~0u, ~0u};
+  unsigned next_ = 0;
+};
+}  // namespace lowering
+
 TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const {
   ComputeSetPlan plan;
   plan.id = cs;
   std::string const& csname = g_.compute_sets[cs];
   std::vector<Access> reads, writes;
-  std::vector<std::uint32_t> vars;
+  lowering::VarList vars, read_vars;
   std::vector<std::pair<std::int64_t, std::uint32_t>> ch;  // tile changes along one run
   // Fetched bytes, added to the exchange load of the fetch phase per source and destination tile (dense arrays:
   // no list of pairs to sort; a hash map per piece once cost a cache miss per lookup, benchmarks/RESULTS.md).
@@ -196,7 +220,6 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
   std::vector<std::int64_t> from_tile(g_.target.num_tiles(), 0);
   std::vector<std::uint32_t> sources;
   PieceCursor cursor;
-  std::vector<Run> runs;
   std::uint32_t fetching_tile = 0;  // the destination of the bytes in from_tile
   // The fetched bytes of a run of vertices on one tile, one entry per source tile.
   auto const flush_fetched = [&] {
@@ -222,12 +245,13 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
       auto const& f = rec.fields[fi];
       for (std::uint32_t k = 0; k < f.tensors.size(); ++k) {
         auto const& t = f.tensors[k];
-        runs.clear();  // one buffer for every field of the compute set: no allocation per tensor
-        t.for_each_run([&](std::uint32_t v, std::int64_t b, std::int64_t st, std::int64_t n) { runs.push_back({v, b, st, n}); });
         elements += static_cast<std::int64_t>(t.num_elements());
         auto const eb = static_cast<std::uint32_t>(size_of(t.element_type()));
-        for (auto const& r : runs) {
-          if (vars.empty() || vars.back() != r.var) vars.push_back(r.var);  // sorted and made unique below
+        bool const reading = reads_(f.kind), writing = writes_(f.kind);
+        // One run of the field, `times` times over (a broadcast view repeats its runs: each repetition is fetched,
+        // but looked up, checked and recorded once).
+        auto const visit = [&](Run const& r, std::int64_t times) {
+          vars.add(r.var);
           if (f.fetched) {
             // Pieces on other tiles travel to this one before the compute phase.
             ch.clear();
@@ -239,7 +263,7 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
               if (ch[c].second == dst) continue;
               auto& b = from_tile[ch[c].second];
               if (b == 0) sources.push_back(ch[c].second);
-              b += (end - o) * eb;
+              b += (end - o) * eb * times;
             }
           } else {
             tile_changes(g_, r.var, r.start, r.stride, r.count, [&](std::int64_t o, std::uint32_t tile) {
@@ -251,29 +275,49 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
                                     " (connect it with fetch() to read data from other tiles)");
             }, cursor);
           }
-          if (writes_(f.kind) && g_.variables[r.var].constant)
+          if (writing && g_.variables[r.var].constant)
             throw error("compute set '" + csname + "': vertex " + std::string(vname) + " field '" +
                         std::string(f.name) + "' writes the constant '" + g_.variables[r.var].name + "'");
-          auto const add = [&](std::vector<Access>& to, std::int64_t b, std::int64_t e) {
-            to.push_back({r.var, b, e, vi, fi});
-          };
-          for (auto* to : {reads_(f.kind) ? &reads : nullptr, writes_(f.kind) ? &writes : nullptr}) {
-            if (!to) continue;
-            if (r.stride == 1) add(*to, r.start, r.start + r.count);
+          if (reading) {  // one entry per run: a strided run is a progression (check_conflicts)
+            read_vars.add(r.var);
+            std::int64_t const last = r.start + (r.count - 1) * r.stride;
+            if (r.count == 1 || r.stride == 0) reads.push_back({r.var, r.start, r.start + 1, 1, vi, fi});
+            else if (r.stride > 0) reads.push_back({r.var, r.start, last + 1, r.stride, vi, fi});
+            else reads.push_back({r.var, last, r.start + 1, -r.stride, vi, fi});
+          }
+          if (writing) {
+            if (r.stride == 1) writes.push_back({r.var, r.start, r.start + r.count, 1, vi, fi});
             else if (r.stride == 0) {
-              if (to == &writes && r.count > 1)
+              if (r.count > 1)
                 throw write_conflict_error("compute set '" + csname + "': vertex " + std::string(vname) + " field '" +
                                            std::string(f.name) + "' writes element " + std::to_string(r.start) +
                                            " of '" + g_.variables[r.var].name +
                                            "' more than once (a broadcast view cannot be written)");
-              add(*to, r.start, r.start + 1);
+              writes.push_back({r.var, r.start, r.start + 1, 1, vi, fi});
             } else {
-              for (std::int64_t i = 0; i < r.count; ++i) add(*to, r.start + i * r.stride, r.start + i * r.stride + 1);
+              for (std::int64_t i = 0; i < r.count; ++i)
+                writes.push_back({r.var, r.start + i * r.stride, r.start + i * r.stride + 1, 1, vi, fi});
             }
           }
-        }
+        };
+        // Runs are visited as they come (no buffer); identical runs in a row are visited once, except where written.
+        std::size_t num_runs = 0;
+        Run first{}, pending{};
+        std::int64_t times = 0;
+        t.for_each_run([&](std::uint32_t v, std::int64_t b, std::int64_t st, std::int64_t n) {
+          Run const r{v, b, st, n};
+          if (num_runs++ == 0) first = r;
+          if (times > 0 && !writing && r.var == pending.var && r.start == pending.start && r.stride == pending.stride &&
+              r.count == pending.count) {
+            ++times;
+            return;
+          }
+          if (times > 0) visit(pending, times);
+          pending = r, times = 1;
+        });
+        if (times > 0) visit(pending, times);
         bool const direct = f.rank > 0 ? t.affine().has_value()
-                                       : runs.empty() || (runs.size() == 1 && (runs[0].stride == 1 || runs[0].count == 1));
+                                       : num_runs == 0 || (num_runs == 1 && (first.stride == 1 || first.count == 1));
         if (!direct) {
           Staging st;
           st.field = fi;
@@ -300,9 +344,11 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
     for (std::size_t tile = 0; tile < in.size(); ++tile)
       if (in[tile] > 0) plan.fetched_in.emplace_back(static_cast<std::uint32_t>(tile), in[tile]);
   }
-  std::stable_sort(plan.vertices.begin(), plan.vertices.end(), [&](PlacedVertex const& a, PlacedVertex const& b) {
+  auto const by_tile = [&](PlacedVertex const& a, PlacedVertex const& b) {
     return g_.vertices[a.record].tile < g_.vertices[b.record].tile;
-  });
+  };
+  if (!std::is_sorted(plan.vertices.begin(), plan.vertices.end(), by_tile))
+    std::stable_sort(plan.vertices.begin(), plan.vertices.end(), by_tile);
   // Estimated cycles: the slowest tile.
   std::vector<std::uint64_t> per;
   for (std::size_t i = 0; i < plan.vertices.size();) {
@@ -316,19 +362,11 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
     }
     plan.cycles = std::max(plan.cycles, tile_compute_cycles(per, g_.target.workers_per_tile, supervisor));
   }
-  auto const sorted_vars = [](auto const& accesses) {
-    std::vector<std::uint32_t> r;
-    for (auto const& a : accesses) r.push_back(a.var);
-    std::sort(r.begin(), r.end());
-    r.erase(std::unique(r.begin(), r.end()), r.end());
-    return r;
-  };
-  plan.reads = sorted_vars(reads);
-  plan.writes = sorted_vars(writes);  // check_conflicts sorted the writes by (var, begin)
+  plan.reads = read_vars.take();
+  for (auto const& w : writes)  // check_conflicts sorted the writes by (var, begin)
+    if (plan.writes.empty() || plan.writes.back() != w.var) plan.writes.push_back(w.var);
   plan.full_writes = covered_variables(g_, writes, plan.reads);
-  std::sort(vars.begin(), vars.end());
-  vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
-  plan.vars = std::move(vars);
+  plan.vars = vars.take();
   return plan;
 }
 
@@ -394,7 +432,11 @@ TILEBSP_INLINE void Lowering::check_conflicts(std::string const& cs, std::vector
       max_end[i] = static_cast<std::int64_t>(i);
     }
   }
+  std::vector<std::uint32_t> written;  // most reads are of variables no vertex of the compute set writes
+  for (auto const& w : writes)
+    if (written.empty() || written.back() != w.var) written.push_back(w.var);
   for (auto const& r : reads) {
+    if (!std::binary_search(written.begin(), written.end(), r.var)) continue;
     auto it = std::upper_bound(writes.begin(), writes.end(), r, [](auto const& a, auto const& b) {
       return std::tie(a.var, a.end) < std::tie(b.var, b.begin);
     });
@@ -402,10 +444,14 @@ TILEBSP_INLINE void Lowering::check_conflicts(std::string const& cs, std::vector
       auto const& w = writes[i];
       auto const& far = writes[static_cast<std::size_t>(max_end[i])];
       if (w.var != r.var || far.end <= r.begin) break;
-      if (w.end > r.begin && w.begin < r.end && w.vertex != r.vertex)
-        throw write_conflict_error("compute set '" + cs + "': " + who(r) + " reads element " +
-                                   std::to_string(std::max(w.begin, r.begin)) + " of '" + g_.variables[r.var].name +
-                                   "', which " + who(w) + " writes in the same compute set");
+      if (w.end <= r.begin || w.begin >= r.end || w.vertex == r.vertex) continue;
+      // The read's first element at or past the write's first (writes are dense ranges, reads progressions).
+      std::int64_t const from = std::max(w.begin, r.begin);
+      std::int64_t const x = r.begin + (from - r.begin + r.step - 1) / r.step * r.step;
+      if (x < w.end && x < r.end)
+        throw write_conflict_error("compute set '" + cs + "': " + who(r) + " reads element " + std::to_string(x) +
+                                   " of '" + g_.variables[r.var].name + "', which " + who(w) +
+                                   " writes in the same compute set");
     }
   }
 }

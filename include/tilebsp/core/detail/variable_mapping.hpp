@@ -50,28 +50,36 @@ class VariableMapping {
     return (e - b) - covered;
   }
 
-  /// Finds pieces for elements looked up mostly in increasing order: from the piece it found last, it steps
-  /// forward over up to 8 pieces before it searches the whole mapping (a conv output mapped by blocks of groups
-  /// has a piece per position and block, and a vertex reads its block at consecutive positions).
+  /// Finds pieces for elements looked up near the one before: from the piece it found last, it gallops forward or
+  /// back (steps of 1, 2, 4, ... pieces) and then searches only the range it stepped over, so a lookup costs
+  /// O(log distance) in pieces, not O(log pieces) (a conv output mapped by blocks of groups has a piece per
+  /// position and block, and a vertex reads its block at nearby positions).
   class Cursor {
    public:
     explicit Cursor(VariableMapping const& m) : m_(&m) { m.resolve(); }
     Piece at(std::int64_t i) {
       auto const& p = m_->pieces_;
       std::size_t const n = p.size();
-      // at_ is the last piece beginning at or before i, or n when none does.
-      if (at_ < n && p[at_].begin <= i) {
-        for (int k = 0; k < 8; ++k) {
-          if (at_ + 1 >= n || p[at_ + 1].begin > i) return piece(i);
-          ++at_;
-        }
-      }
-      auto const it = std::upper_bound(p.begin(), p.end(), i, [](std::int64_t x, Seg const& s) { return x < s.begin; });
-      if (it == p.begin()) {
+      if (n == 0 || p[0].begin > i) {
         at_ = n;
         return {std::numeric_limits<std::int64_t>::min(), n == 0 ? std::numeric_limits<std::int64_t>::max() : p[0].begin,
                 -1};
       }
+      // Bracket i: p[lo].begin <= i, and hi == n or p[hi].begin > i.
+      std::size_t lo = 0, hi = n;
+      if (at_ < n && p[at_].begin <= i) {
+        lo = at_;
+        hi = lo + 1;
+        for (std::size_t step = 2; hi < n && p[hi].begin <= i; step *= 2) lo = hi, hi = lo + step;
+        hi = std::min(hi, n);
+      } else if (at_ < n) {
+        hi = at_;
+        lo = at_ - 1;  // at_ > 0: p[0].begin <= i < p[at_].begin
+        for (std::size_t step = 1; p[lo].begin > i; step *= 2) hi = lo, lo = lo >= step ? lo - step : 0;
+      }
+      auto const it = std::upper_bound(p.begin() + static_cast<std::ptrdiff_t>(lo) + 1,
+                                       p.begin() + static_cast<std::ptrdiff_t>(hi), i,
+                                       [](std::int64_t x, Seg const& s) { return x < s.begin; });
       at_ = static_cast<std::size_t>(it - p.begin()) - 1;
       return piece(i);
     }
