@@ -10,15 +10,17 @@ namespace samples {
 class Rng {
  public:
   explicit Rng(std::uint64_t seed) : s_(seed) {}
+  /// Skips n draws at once (the state is a counter): a generator can start anywhere in another's sequence.
+  void discard(std::uint64_t n) { s_ += n * step; }
   std::uint64_t next() {
-    std::uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
+    std::uint64_t z = (s_ += step);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
   }
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
   double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
-  double normal() {  // Box-Muller
+  double normal() {  // Box-Muller: two draws
     double const u = 1.0 - uniform(), v = uniform();
     return std::sqrt(-2.0 * std::log(u)) * std::cos(6.283185307179586 * v);
   }
@@ -26,6 +28,7 @@ class Rng {
   std::uint64_t below(std::uint64_t n) { return next() % n; }
 
  private:
+  static constexpr std::uint64_t step = 0x9e3779b97f4a7c15ull;
   std::uint64_t s_;
 };
 

@@ -7,13 +7,17 @@
 
 #include <tilebsp/tilebsp.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace resnext {
@@ -167,21 +171,43 @@ using Rng = samples::Rng;
 /// in f16's range through 100 layers.
 inline Weights random_weights(Config const& c, std::uint64_t seed = 42) {
   Weights w = layout(c);
-  Rng rng(seed);
+  // One sequence of draws, in a fixed order; the normal samples (nearly all of them) are drawn afterwards on all
+  // host threads, each block from its place in the sequence: the same weights for any number of threads.
+  struct Normals {
+    float* out;
+    std::size_t n;
+    double sd;
+    std::uint64_t first_draw;
+  };
+  std::vector<Normals> normals;
+  std::uint64_t draws = 0;
+  auto normal = [&](std::vector<float>& v, std::size_t n, double sd) {
+    v.resize(n);
+    normals.push_back({v.data(), n, sd, draws});
+    draws += 2 * static_cast<std::uint64_t>(n);
+  };
+  auto uniforms = [&](std::vector<float>& v, std::size_t n, double lo, double hi) {
+    v.resize(n);
+    Rng rng(seed);
+    rng.discard(draws);
+    for (auto& x : v) x = static_cast<float>(rng.uniform(lo, hi));
+    draws += n;
+  };
   auto conv = [&](ConvLayer& l, double gamma_lo, double gamma_hi) {
     auto const& p = l.params;
     double const fan_in = static_cast<double>(p.input_channels * p.kernel_shape[0] * p.kernel_shape[1]);
-    double const sd = std::sqrt(2.0 / fan_in);
-    l.weights.resize(tb::product(p.weights_shape()));
-    for (auto& x : l.weights) x = static_cast<float>(sd * rng.normal());
+    normal(l.weights, tb::product(p.weights_shape()), std::sqrt(2.0 / fan_in));
     std::size_t const out = static_cast<std::size_t>(p.output_channels * p.groups);
     for (auto* v : {&l.bn.gamma, &l.bn.beta, &l.bn.mean, &l.bn.var}) v->resize(out);
+    Rng rng(seed);
+    rng.discard(draws);
     for (std::size_t i = 0; i < out; ++i) {
       l.bn.gamma[i] = static_cast<float>(rng.uniform(gamma_lo, gamma_hi));
       l.bn.beta[i] = static_cast<float>(rng.uniform(-0.1, 0.1));
       l.bn.mean[i] = static_cast<float>(rng.uniform(-0.1, 0.1));
       l.bn.var[i] = static_cast<float>(rng.uniform(0.8, 1.2));
     }
+    draws += 4 * static_cast<std::uint64_t>(out);
   };
   conv(w.stem, 0.8, 1.2);
   for (auto& b : w.blocks) {
@@ -190,11 +216,28 @@ inline Weights random_weights(Config const& c, std::uint64_t seed = 42) {
     conv(b.expand, 0.1, 0.3);
     if (b.shortcut) conv(*b.shortcut, 0.4, 0.6);
   }
-  w.fc_weights.resize(2048 * static_cast<std::size_t>(c.classes));
-  double const sd = std::sqrt(1.0 / 2048.0);
-  for (auto& x : w.fc_weights) x = static_cast<float>(sd * rng.normal());
-  w.fc_bias.resize(static_cast<std::size_t>(c.classes));
-  for (auto& x : w.fc_bias) x = static_cast<float>(rng.uniform(-0.1, 0.1));
+  normal(w.fc_weights, 2048 * static_cast<std::size_t>(c.classes), std::sqrt(1.0 / 2048.0));
+  uniforms(w.fc_bias, static_cast<std::size_t>(c.classes), -0.1, 0.1);
+
+  constexpr std::size_t block = std::size_t{1} << 16;
+  std::vector<std::pair<std::size_t, std::size_t>> blocks;  // (array, first element)
+  for (std::size_t a = 0; a < normals.size(); ++a)
+    for (std::size_t i = 0; i < normals[a].n; i += block) blocks.emplace_back(a, i);
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t k; (k = next.fetch_add(1)) < blocks.size();) {
+      auto const [a, first] = blocks[k];
+      Normals const& f = normals[a];
+      Rng rng(seed);
+      rng.discard(f.first_draw + 2 * static_cast<std::uint64_t>(first));
+      for (std::size_t i = first, end = std::min(f.n, first + block); i < end; ++i)
+        f.out[i] = static_cast<float>(f.sd * rng.normal());
+    }
+  };
+  std::vector<std::thread> team;
+  for (unsigned t = 1; t < std::max(1u, std::thread::hardware_concurrency()); ++t) team.emplace_back(work);
+  work();
+  for (auto& t : team) t.join();
   return w;
 }
 
