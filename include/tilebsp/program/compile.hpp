@@ -76,7 +76,7 @@ namespace program::detail {
 using core::detail::GraphImpl;
 using core::detail::VertexRecord;
 
-TILEBSP_INLINE void check_mapped(GraphImpl const& g);
+TILEBSP_INLINE void check_mapped(GraphImpl const& g, std::size_t threads);
 
 /// Bytes of variable `var` on each tile.
 TILEBSP_INLINE std::vector<std::pair<std::uint32_t, std::uint64_t>> bytes_per_tile(GraphImpl const& g,

@@ -8,6 +8,7 @@
 #include <tilebsp/program/executable_cache_impl.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -24,19 +25,38 @@ namespace tilebsp::program::detail {
 using plan::detail::exchange_cycles;
 using plan::detail::sync_cycles;
 
-TILEBSP_INLINE void check_mapped(GraphImpl const& g) {
-  for (auto const& v : g.variables) {
-    std::int64_t first = -1, at = 0;
-    auto const unmapped = v.mapping.for_each(0, v.size, [&](std::int64_t b, std::int64_t e, std::uint32_t) {
-      if (first < 0 && b > at) first = at;
-      at = e;
-    });
-    if (first < 0 && at < v.size) first = at;
-    if (unmapped > 0)
-      throw mapping_error("compile: " + std::string(v.constant ? "constant" : "variable") + " '" + v.name + "' has " +
-                          std::to_string(unmapped) + " of " + std::to_string(v.size) +
-                          " elements not mapped to any tile (first unmapped element: " + std::to_string(first) + ")");
-  }
+TILEBSP_INLINE void check_mapped(GraphImpl const& g, std::size_t threads) {
+  // Each variable's queued assignments are resolved here, on up to `threads` threads (variables are independent),
+  // before anything reads the mappings from several threads; the error names the first unmapped variable.
+  std::size_t const n = g.variables.size();
+  std::atomic<std::size_t> next{0}, first_bad{n};
+  auto const work = [&] {
+    constexpr std::size_t chunk = 64;
+    for (std::size_t c; (c = next.fetch_add(chunk, std::memory_order_relaxed)) < n;)
+      for (std::size_t i = c; i < std::min(n, c + chunk); ++i) {
+        auto const& v = g.variables[i];
+        v.mapping.resolve();
+        if (v.mapping.for_each(0, v.size, [](std::int64_t, std::int64_t, std::uint32_t) {}) > 0) {
+          for (std::size_t f = first_bad.load(); i < f && !first_bad.compare_exchange_weak(f, i);) {}
+          break;
+        }
+      }
+  };
+  std::vector<std::thread> team;
+  for (std::size_t t = 1; t < std::min(std::max<std::size_t>(threads, 1), (n + 63) / 64); ++t) team.emplace_back(work);
+  work();
+  for (auto& t : team) t.join();
+  if (first_bad.load() == n) return;
+  auto const& v = g.variables[first_bad.load()];
+  std::int64_t first = -1, at = 0;
+  auto const unmapped = v.mapping.for_each(0, v.size, [&](std::int64_t b, std::int64_t e, std::uint32_t) {
+    if (first < 0 && b > at) first = at;
+    at = e;
+  });
+  if (first < 0 && at < v.size) first = at;
+  throw mapping_error("compile: " + std::string(v.constant ? "constant" : "variable") + " '" + v.name + "' has " +
+                      std::to_string(unmapped) + " of " + std::to_string(v.size) +
+                      " elements not mapped to any tile (first unmapped element: " + std::to_string(first) + ")");
 }
 
 TILEBSP_INLINE std::vector<std::pair<std::uint32_t, std::uint64_t>> bytes_per_tile(GraphImpl const& g, std::uint32_t var) {
@@ -283,7 +303,7 @@ TILEBSP_INLINE Executable compile_programs(Graph const& g, CompileOptions const&
   };
   std::size_t const threads = options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   phase("checking the mapping");
-  check_mapped(g.impl());
+  check_mapped(g.impl(), threads);
   auto const graph = g.snapshot();
   std::string const dir = cache_directory(options);
   std::string entry;

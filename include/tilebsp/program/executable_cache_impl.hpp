@@ -12,7 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
+#include <memory>
 #include <random>
 #include <string>
 #include <system_error>
@@ -38,15 +38,16 @@ TILEBSP_INLINE std::string CacheKey::file_name() const {
 namespace cache {
 
 /// Hashes items [0, n) in fixed chunks on up to `threads` threads, then the chunks' hashes in order: the same key
-/// for any number of threads.
+/// for any number of threads. item(hasher, i, memo) gets its thread's memo of sequence hashes.
 template <class F>
 void hash_chunks(Hasher& into, std::size_t n, std::size_t chunk, std::size_t threads, F const& item) {
   std::size_t const chunks = (n + chunk - 1) / chunk;
   std::vector<Hasher> part(chunks);
   std::atomic<std::size_t> next{0};
   auto const work = [&] {
+    auto memo = std::make_unique<SequenceMemo>();
     for (std::size_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;)
-      for (std::size_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i) item(part[c], i);
+      for (std::size_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i) item(part[c], i, *memo);
   };
   std::vector<std::thread> team;
   for (std::size_t t = 1; t < std::min(std::max<std::size_t>(threads, 1), chunks); ++t) team.emplace_back(work);
@@ -190,7 +191,7 @@ TILEBSP_INLINE CacheKey executable_key(GraphImpl const& g, Schedule const& walke
   for (double x : {t.clock_hz, t.exchange_bytes_per_cycle, t.inter_ipu_bytes_per_cycle, t.host_bytes_per_cycle,
                    t.f32_macs_per_cycle, t.f16_macs_per_cycle})
     add_double(h, x);
-  cache::hash_chunks(h, g.variables.size(), 256, threads, [&](Hasher& x, std::size_t i) {
+  cache::hash_chunks(h, g.variables.size(), 256, threads, [&](Hasher& x, std::size_t i, SequenceMemo&) {
     auto const& v = g.variables[i];
     x.add(static_cast<std::uint64_t>(v.type));
     x.add_signed(v.size);
@@ -209,7 +210,7 @@ TILEBSP_INLINE CacheKey executable_key(GraphImpl const& g, Schedule const& walke
     h.add(f.elements);
     h.add(f.to_device);
   }
-  cache::hash_chunks(h, g.vertices.size(), 2048, threads, [&](Hasher& x, std::size_t i) {
+  cache::hash_chunks(h, g.vertices.size(), 2048, threads, [&](Hasher& x, std::size_t i, SequenceMemo& memo) {
     VertexRecord const& rec = g.vertices[i];
     // The type's name, hashed once per run of vertices of one type (a VertexOps table lives as long as the
     // program, so its address is a safe memo).
@@ -226,7 +227,7 @@ TILEBSP_INLINE CacheKey executable_key(GraphImpl const& g, Schedule const& walke
       x.add(static_cast<std::uint64_t>(f.kind) | std::uint64_t{f.rank} << 8 | std::uint64_t{f.fetched} << 16 |
             static_cast<std::uint64_t>(f.type) << 24);
       x.add(f.tensors.size());
-      for (auto const& tn : f.tensors) x.tensor(tn);
+      for (auto const& tn : f.tensors) x.tensor(tn, &memo);
     }
     // Params reach the executable only through the vertex's estimate: the key takes the estimate (any param
     // type, and no padding bytes hashed), at the cost of evaluating it.
@@ -337,7 +338,20 @@ TILEBSP_INLINE CacheLoad load_executable(std::string const& path, CacheKey key, 
     why = "cannot be read";
     return CacheLoad::bad;
   }
-  std::string const data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string data;
+  {
+    std::error_code ec;
+    auto const bytes = std::filesystem::file_size(path, ec);
+    if (!ec) {  // one read, not a character at a time
+      data.resize(static_cast<std::size_t>(bytes));
+      f.read(data.data(), static_cast<std::streamsize>(data.size()));
+      data.resize(static_cast<std::size_t>(f.gcount()));
+    }
+    if (ec || f.bad()) {
+      why = "cannot be read";
+      return CacheLoad::bad;
+    }
+  }
   GraphImpl const& g = *walked.graph;
   try {
     cache::Reader head(data.data(), data.size());

@@ -4,9 +4,12 @@
 
 #include <tilebsp/core/tensor.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 
 namespace tilebsp::program::detail {
 
@@ -35,21 +38,30 @@ class Hasher {
     }
   }
   void text(std::string_view s) noexcept { bytes(s.data(), s.size()); }
-  /// A tensor: its element type and shape, then, when its sequence of variable elements is short (a view of one
-  /// variable, or of a few), that sequence and the view's offset and strides, which determine the elements; else
-  /// (a view into a long concatenation) the view's own runs, which cost what the view holds, not the sequence.
-  void tensor(Tensor const& t) {
+  /// A tensor: its element type and shape, its view's offset and strides, and the sequence of variable elements
+  /// it views, which determine its elements. A short sequence (a view of one variable, or of a few) is hashed in
+  /// place; a long one (a concatenation) once per key through `memo` where one is given, else the view's own runs
+  /// are hashed (they cost what the view holds, not the sequence).
+  template <class Memo = std::nullptr_t>
+  void tensor(Tensor const& t, Memo* memo = nullptr) {
     add(static_cast<std::uint64_t>(t.element_type()));
     add(t.rank());
     for (std::size_t d = 0; d < t.rank(); ++d) add(t.dim(d));
     auto const* seq = t.sequence();
     if (!seq) return add(0);
-    if (seq->runs.size() <= 8) {
-      add(1);
+    bool const memoised = !std::is_same_v<Memo, std::nullptr_t> && memo != nullptr;
+    if (seq->runs.size() <= 8 || memoised) {
+      add(seq->runs.size() <= 8 ? 1 : 4);
       for (std::size_t d = 0; d < t.rank(); ++d) add_signed(t.strides()[d]);
       add_signed(t.offset());
       add(seq->runs.size());
-      for (auto const& r : seq->runs) run(r.var, r.start, r.stride, r.count);
+      if (seq->runs.size() <= 8) {
+        for (auto const& r : seq->runs) run(r.var, r.start, r.stride, r.count);
+      } else if constexpr (!std::is_same_v<Memo, std::nullptr_t>) {
+        auto const [a, b] = memo->of(*seq);
+        add(a);
+        add(b);
+      }
       return;
     }
     add(2);
@@ -92,6 +104,30 @@ class Hasher {
     return x ^ (x >> 32);
   }
   std::uint64_t a_ = 0x243F6A8885A308D3ull, b_ = 0x13198A2E03707344ull;
+};
+
+/// The hashes of long sequences (concatenations that many tensors view), each hashed once per thread of one key
+/// computation: the sequences are immutable and outlive it, so their addresses name them meanwhile. Direct-mapped
+/// by address; a displaced sequence is hashed again when it comes back.
+class SequenceMemo {
+ public:
+  std::pair<std::uint64_t, std::uint64_t> of(core::detail::Sequence const& s) {
+    auto& e = slots_[(reinterpret_cast<std::uintptr_t>(&s) >> 4) % slots];
+    if (e.seq != &s) {
+      Hasher h;
+      for (auto const& r : s.runs) h.run(r.var, r.start, r.stride, r.count);
+      e = {&s, h.first(), h.second()};
+    }
+    return {e.a, e.b};
+  }
+
+ private:
+  static constexpr std::size_t slots = 256;
+  struct Slot {
+    core::detail::Sequence const* seq = nullptr;
+    std::uint64_t a = 0, b = 0;
+  };
+  Slot slots_[slots];
 };
 
 }  // namespace tilebsp::program::detail
