@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -59,22 +60,31 @@ struct VertexOps {
   bool supervisor = false;
 };
 
+/// One field of a vertex: what it is and which of the vertex's tensors it is connected to.
 struct FieldConnection {
   FieldKind kind = FieldKind::input;
-  std::string_view name;
   ElementType type = ElementType::f32;
-  std::vector<Tensor> tensors;  ///< one for tensor fields, any number for input_list, none for param
-  std::size_t param_bytes = 0;
   std::uint8_t rank = 0;  ///< rank of a view field; 0 for spans, lists and params
   bool fetched = false;   ///< connected with fetch(): the data may live on other tiles (exchanged first)
+  std::uint32_t first = 0, count = 0;  ///< its tensors: VertexRecord::tensors[first, first + count)
+  std::uint32_t param_bytes = 0;
+  std::string_view name;
 };
 
+/// A vertex as the graph keeps it: two allocations besides its state (the field list and one array of every
+/// field's tensors), whatever its number of fields — a large graph holds millions.
 struct VertexRecord {
   VertexOps const* ops = nullptr;
   std::shared_ptr<void const> prototype;  ///< a V with its params set; copied into the engine
   std::uint32_t compute_set = 0;
   std::size_t tile = 0;  ///< global tile
   std::vector<FieldConnection> fields;
+  std::vector<Tensor> tensors;  ///< every field's tensors, in field order (one for tensor fields, any number for lists)
+
+  /// The tensors connected to field `f` (one of this vertex's fields).
+  std::span<Tensor const> tensors_of(FieldConnection const& f) const noexcept {
+    return {tensors.data() + f.first, f.count};
+  }
 };
 
 }  // namespace tilebsp::core::detail

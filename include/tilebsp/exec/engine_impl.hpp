@@ -218,9 +218,9 @@ TILEBSP_INLINE exec::detail::ComputeSetExec exec::detail::EngineCore::bind_compu
     for (std::uint32_t fi = 0; fi < rec.fields.size(); ++fi) {
       auto const& f = rec.fields[fi];
       if (f.kind == core::detail::FieldKind::param) continue;
-      std::vector<core::detail::FieldBinding> items(f.tensors.size());
-      for (std::uint32_t k = 0; k < f.tensors.size(); ++k) {
-        auto const& t = f.tensors[k];
+      std::vector<core::detail::FieldBinding> items(rec.tensors_of(f).size());
+      for (std::uint32_t k = 0; k < rec.tensors_of(f).size(); ++k) {
+        auto const& t = rec.tensors_of(f)[k];
         auto const eb = static_cast<std::uint32_t>(size_of(t.element_type()));
         auto const* st = find_staging(pv, fi, k);
         if (st) {

@@ -74,7 +74,7 @@ TILEBSP_INLINE std::uint64_t vertex_state_bytes(VertexRecord const& rec) {
   std::uint64_t b = 4;
   for (auto const& f : rec.fields) {
     if (f.kind == FieldKind::param) b += (f.param_bytes + 3) / 4 * 4;
-    else if (f.kind == FieldKind::input_list) b += 8 + 8 * f.tensors.size();
+    else if (f.kind == FieldKind::input_list) b += 8 + 8 * rec.tensors_of(f).size();
     else b += 8 + 8 * std::uint64_t{f.rank};
   }
   return b;
@@ -321,7 +321,7 @@ TILEBSP_INLINE Executable compile_programs(Graph const& g, CompileOptions const&
       phase("loading the executable cache");
       std::vector<TileMemory> memory;
       std::string why;
-      switch (load_executable(entry, *key, *walked, memory, why)) {
+      switch (load_executable(entry, *key, *walked, memory, why, threads)) {
         case CacheLoad::hit: {
           if (!options.allow_out_of_memory) check_memory(*walked, memory);
           Executable exe(std::move(walked), std::move(memory));

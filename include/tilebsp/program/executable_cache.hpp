@@ -39,8 +39,9 @@ enum class CacheLoad : std::uint8_t { hit, absent, bad };
 
 /// Completes `walked` (a schedule lowered in LowerMode::record) from the entry at `path` and fills `memory`. On
 /// `bad` (unreadable, truncated, corrupt, another version or format, another key, or plans that do not fit the
-/// graph and programs), `why` says what and `walked` is left unusable.
+/// graph and programs), `why` says what and `walked` is left unusable. Compute sets are read on up to `threads`
+/// threads.
 TILEBSP_INLINE CacheLoad load_executable(std::string const& path, CacheKey key, Schedule& walked,
-                                         std::vector<TileMemory>& memory, std::string& why);
+                                         std::vector<TileMemory>& memory, std::string& why, std::size_t threads);
 
 }  // namespace tilebsp::program::detail

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <system_error>
@@ -26,7 +27,7 @@ namespace tilebsp::program::detail {
 using core::detail::VertexRecord;
 
 /// The layout of an entry (docs/01): bump it whenever what is written or how changes.
-inline constexpr std::uint32_t cache_format = 1;
+inline constexpr std::uint32_t cache_format = 2;
 inline constexpr char cache_magic[8] = {'T', 'B', 'X', 'C', 'A', 'C', 'H', 'E'};
 
 TILEBSP_INLINE std::string CacheKey::file_name() const {
@@ -148,6 +149,13 @@ class Reader {
     return v;
   }
   bool done() const noexcept { return p_ == end_; }
+  /// The next n bytes, skipped.
+  char const* skip(std::size_t n) {
+    if (n > static_cast<std::size_t>(end_ - p_)) throw Bad{"truncated"};
+    char const* at = p_;
+    p_ += n;
+    return at;
+  }
   std::size_t position(char const* begin) const noexcept { return static_cast<std::size_t>(p_ - begin); }
 
  private:
@@ -226,8 +234,8 @@ TILEBSP_INLINE CacheKey executable_key(GraphImpl const& g, Schedule const& walke
     for (auto const& f : rec.fields) {
       x.add(static_cast<std::uint64_t>(f.kind) | std::uint64_t{f.rank} << 8 | std::uint64_t{f.fetched} << 16 |
             static_cast<std::uint64_t>(f.type) << 24);
-      x.add(f.tensors.size());
-      for (auto const& tn : f.tensors) x.tensor(tn, &memo);
+      x.add(rec.tensors_of(f).size());
+      for (auto const& tn : rec.tensors_of(f)) x.tensor(tn, &memo);
     }
     // Params reach the executable only through the vertex's estimate: the key takes the estimate (any param
     // type, and no padding bytes hashed), at the cost of evaluating it.
@@ -263,23 +271,29 @@ TILEBSP_INLINE std::string save_executable(std::string const& path, CacheKey key
     w.count(p.cycles.size());
     for (auto c : p.cycles) w.put(c);
   }
-  w.count(s.compute_sets.size());
-  for (auto const& cs : s.compute_sets) {
-    w.put(cs.id), w.put(cs.cycles), w.put(cs.fetch_cycles), w.put(cs.fetch_bytes);
-    w.u32s(cs.vars), w.u32s(cs.reads), w.u32s(cs.writes), w.u32s(cs.full_writes);
-    w.count(cs.vertices.size());
+  // Compute sets, each in its own block after a table of the blocks' sizes: a loader reads them on several threads.
+  std::vector<cache::Writer> sets(s.compute_sets.size());
+  for (std::size_t i = 0; i < sets.size(); ++i) {
+    auto const& cs = s.compute_sets[i];
+    cache::Writer& c = sets[i];
+    c.put(cs.id), c.put(cs.cycles), c.put(cs.fetch_cycles), c.put(cs.fetch_bytes);
+    c.u32s(cs.vars), c.u32s(cs.reads), c.u32s(cs.writes), c.u32s(cs.full_writes);
+    c.count(cs.vertices.size());
     std::int64_t record = 0;  // the previous vertex's: records mostly follow each other
     for (auto const& pv : cs.vertices) {
-      w.zigzag(static_cast<std::int64_t>(pv.record) - record);
+      c.zigzag(static_cast<std::int64_t>(pv.record) - record);
       record = pv.record;
-      w.varint(pv.cycles);
-      w.varint(pv.staging.size() << 1 | std::size_t{pv.supervisor});
+      c.varint(pv.cycles);
+      c.varint(pv.staging.size() << 1 | std::size_t{pv.supervisor});
       for (auto const& st : pv.staging) {
-        w.varint(st.field), w.varint(st.item), w.varint(std::uint64_t{st.gather} | std::uint64_t{st.scatter} << 1);
-        w.varint(static_cast<std::uint64_t>(st.elements)), w.varint(st.elem_bytes);
+        c.varint(st.field), c.varint(st.item), c.varint(std::uint64_t{st.gather} | std::uint64_t{st.scatter} << 1);
+        c.varint(static_cast<std::uint64_t>(st.elements)), c.varint(st.elem_bytes);
       }
     }
   }
+  w.count(sets.size());
+  for (auto& c : sets) w.count(c.str().size());
+  for (auto& c : sets) w.str().append(c.str());
   w.count(s.exchanges.size());
   for (auto const& ex : s.exchanges) {
     w.put(static_cast<std::uint8_t>(ex.staged)), w.put(ex.cycles), w.put(ex.bytes);
@@ -330,7 +344,7 @@ TILEBSP_INLINE std::string save_executable(std::string const& path, CacheKey key
 }
 
 TILEBSP_INLINE CacheLoad load_executable(std::string const& path, CacheKey key, Schedule& walked,
-                                         std::vector<TileMemory>& memory, std::string& why) {
+                                         std::vector<TileMemory>& memory, std::string& why, std::size_t threads) {
   std::ifstream f(path, std::ios::binary);
   if (!f) {
     std::error_code ec;
@@ -389,51 +403,76 @@ TILEBSP_INLINE CacheLoad load_executable(std::string const& path, CacheKey key, 
       if (c.size() != p.code.size()) throw cache::Bad{"its cycle estimates do not fit the programs"};
       for (auto& x : c) x = r.get<std::uint64_t>();
     }
-    if (r.count() != walked.compute_sets.size()) throw cache::Bad{"its compute sets differ from these"};
+    if (r.count(8) != walked.compute_sets.size()) throw cache::Bad{"its compute sets differ from these"};
     std::vector<std::uint32_t> per_cs(g.compute_sets.size(), 0);
     for (auto const& rec : g.vertices) ++per_cs[rec.compute_set];
-    std::vector<char> seen(g.vertices.size(), 0);
+    std::vector<char> seen(g.vertices.size(), 0);  // each vertex listed once (by one compute set: no two threads share one)
     std::vector<ComputeSetPlan> sets(walked.compute_sets.size());
-    for (std::size_t i = 0; i < sets.size(); ++i) {
+    std::vector<std::pair<char const*, std::size_t>> blocks(sets.size());
+    for (auto& b : blocks) b.second = r.count();
+    for (auto& b : blocks) {
+      b.first = r.skip(b.second);
+    }
+    // Compute sets decoded on up to `threads` threads; the first bad one (in entry order) is reported.
+    std::vector<std::optional<cache::Bad>> bad(sets.size());
+    std::atomic<std::size_t> next{0};
+    auto const decode = [&](std::size_t i) {
+      cache::Reader c(blocks[i].first, blocks[i].second);
       auto& cs = sets[i];
-      cs.id = r.get<std::uint32_t>();
+      cs.id = c.get<std::uint32_t>();
       if (cs.id != walked.compute_sets[i].id) throw cache::Bad{"its compute sets differ from these"};
-      cs.cycles = r.get<std::uint64_t>(), cs.fetch_cycles = r.get<std::uint64_t>(), cs.fetch_bytes = r.get<std::uint64_t>();
-      cs.vars = r.u32s(nvars), cs.reads = r.u32s(nvars), cs.writes = r.u32s(nvars), cs.full_writes = r.u32s(nvars);
-      cs.vertices.resize(r.count(3));
-      if (cs.vertices.size() != per_cs[cs.id]) throw cache::Bad{"a compute set's vertices differ from the graph's"};
+      cs.cycles = c.get<std::uint64_t>(), cs.fetch_cycles = c.get<std::uint64_t>(), cs.fetch_bytes = c.get<std::uint64_t>();
+      cs.vars = c.u32s(nvars), cs.reads = c.u32s(nvars), cs.writes = c.u32s(nvars), cs.full_writes = c.u32s(nvars);
+      cs.vertices.resize(c.count(3));
+      if (cs.id >= per_cs.size() || cs.vertices.size() != per_cs[cs.id])
+        throw cache::Bad{"a compute set's vertices differ from the graph's"};
       std::int64_t record = 0;
       for (auto& pv : cs.vertices) {
-        record += r.zigzag();
+        record += c.zigzag();
         if (record < 0 || static_cast<std::size_t>(record) >= g.vertices.size() ||
             g.vertices[static_cast<std::size_t>(record)].compute_set != cs.id || seen[static_cast<std::size_t>(record)]++)
           throw cache::Bad{"a compute set's vertices differ from the graph's"};
         pv.record = static_cast<std::uint32_t>(record);
-        pv.cycles = r.varint();
-        auto const staging = r.varint();
+        pv.cycles = c.varint();
+        auto const staging = c.varint();
         pv.supervisor = (staging & 1) != 0;
         auto const& rec = g.vertices[pv.record];
-        std::size_t tensors = 0;  // a staging buffer per connected tensor at most
-        for (auto const& fc : rec.fields) tensors += fc.tensors.size();
-        if ((staging >> 1) > tensors) throw cache::Bad{"a vertex's staging does not fit its fields"};
+        if ((staging >> 1) > rec.tensors.size())  // a staging buffer per connected tensor at most
+          throw cache::Bad{"a vertex's staging does not fit its fields"};
         pv.staging.resize(staging >> 1);
         for (auto& st : pv.staging) {
-          auto const field = r.varint(), item = r.varint(), dir = r.varint();
+          auto const field = c.varint(), item = c.varint(), dir = c.varint();
+          auto const elements = c.varint(), elem_bytes = c.varint();
+          if (field >= rec.fields.size() || item >= rec.fields[field].count || dir > 3 || elem_bytes > 8)
+            throw cache::Bad{"a vertex's staging does not fit its fields"};
           st.field = static_cast<std::uint32_t>(field), st.item = static_cast<std::uint32_t>(item);
           st.gather = (dir & 1) != 0, st.scatter = (dir & 2) != 0;
-          st.elements = static_cast<std::int64_t>(r.varint());
-          auto const elem_bytes = r.varint();
+          st.elements = static_cast<std::int64_t>(elements);
           st.elem_bytes = static_cast<std::uint32_t>(elem_bytes);
-          if (field >= rec.fields.size() || item >= rec.fields[st.field].tensors.size() || dir > 3 || elem_bytes > 8)
-            throw cache::Bad{"a vertex's staging does not fit its fields"};
-          if (st.field >= rec.fields.size() || st.item >= rec.fields[st.field].tensors.size())
-            throw cache::Bad{"a vertex's staging does not fit its fields"};
-          auto const& t = rec.fields[st.field].tensors[st.item];
+          auto const& t = rec.tensors_of(rec.fields[st.field])[st.item];
           if (st.elements != static_cast<std::int64_t>(t.num_elements()) || st.elem_bytes != size_of(t.element_type()))
             throw cache::Bad{"a vertex's staging does not fit its fields"};
         }
       }
+      if (!c.done()) throw cache::Bad{"a compute set is longer than its contents"};
+    };
+    auto const work = [&] {
+      for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < sets.size();) {
+        try {
+          decode(i);
+        } catch (cache::Bad const& b) {
+          bad[i] = b;
+        }
+      }
+    };
+    {
+      std::vector<std::thread> team;
+      for (std::size_t t = 1; t < std::min(std::max<std::size_t>(threads, 1), sets.size()); ++t) team.emplace_back(work);
+      work();
+      for (auto& t : team) t.join();
     }
+    for (auto const& b : bad)
+      if (b) throw *b;
     if (r.count() != walked.exchanges.size()) throw cache::Bad{"its exchanges differ from these"};
     for (auto& ex : walked.exchanges) {
       bool const staged = r.get<std::uint8_t>() != 0;

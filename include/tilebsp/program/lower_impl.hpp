@@ -243,8 +243,8 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
     std::int64_t elements = 0;
     for (std::uint32_t fi = 0; fi < rec.fields.size(); ++fi) {
       auto const& f = rec.fields[fi];
-      for (std::uint32_t k = 0; k < f.tensors.size(); ++k) {
-        auto const& t = f.tensors[k];
+      for (std::uint32_t k = 0; k < rec.tensors_of(f).size(); ++k) {
+        auto const& t = rec.tensors_of(f)[k];
         elements += static_cast<std::int64_t>(t.num_elements());
         auto const eb = static_cast<std::uint32_t>(size_of(t.element_type()));
         bool const reading = reads_(f.kind), writing = writes_(f.kind);
@@ -375,7 +375,7 @@ TILEBSP_INLINE std::uint64_t vertex_estimate(VertexRecord const& rec) {
   std::size_t const n = rec.fields.size();
   std::size_t items = 0;
   for (auto const& f : rec.fields)
-    if (f.kind == FieldKind::input_list) items += f.tensors.size();
+    if (f.kind == FieldKind::input_list) items += rec.tensors_of(f).size();
   // In place for the common vertex (up to 16 fields and list entries, a state of up to 1 KiB): compile and the
   // executable cache's key evaluate it for every vertex, so nothing is allocated per vertex.
   constexpr std::size_t bindings_in_place = 16, bytes_in_place = 1024;
@@ -388,11 +388,11 @@ TILEBSP_INLINE std::uint64_t vertex_estimate(VertexRecord const& rec) {
   for (std::size_t i = 0; i < n; ++i) {
     auto const& f = rec.fields[i];
     if (f.kind == FieldKind::input_list) {
-      b[i] = {item, f.tensors.size()};
-      for (auto const& t : f.tensors) *item++ = {nullptr, t.num_elements()};
-    } else if (!f.tensors.empty()) {
-      b[i] = {nullptr, f.tensors[0].num_elements()};
-      for (std::size_t d = 0; d < f.rank; ++d) b[i].shape[d] = f.tensors[0].dim(d);
+      b[i] = {item, rec.tensors_of(f).size()};
+      for (auto const& t : rec.tensors_of(f)) *item++ = {nullptr, t.num_elements()};
+    } else if (!rec.tensors_of(f).empty()) {
+      b[i] = {nullptr, rec.tensors_of(f)[0].num_elements()};
+      for (std::size_t d = 0; d < f.rank; ++d) b[i].shape[d] = rec.tensors_of(f)[0].dim(d);
     }
   }
   alignas(std::max_align_t) unsigned char state_in_place[bytes_in_place];

@@ -47,18 +47,32 @@ constexpr Connection check_connections() {
   }
 }
 
+/// How many tensors argument `a` connects to a field F.
+template <class F, class A>
+std::size_t tensors_in(A const& a) {
+  if constexpr (is_tensor_field_v<F>) return 1;
+  else if constexpr (is_list_field_v<F>) {
+    if constexpr (requires { a.size(); }) return static_cast<std::size_t>(a.size());
+    else return std::vector<Tensor>(a).size();
+  } else {
+    return 0;
+  }
+}
+
 template <class F>
 void connect_field(Graph const& g, std::string_view vertex, std::string_view name, F* proto, FieldConnection& c,
-                   auto&& arg) {
+                   std::vector<Tensor>& tensors, auto&& arg) {
   c.kind = F::kind;
   c.name = name;
+  c.first = static_cast<std::uint32_t>(tensors.size());
   auto const check = [&](Tensor const& t) {
     g.check_tensor("add_vertex", t);
     if (t.element_type() != c.type)
       throw type_error("add_vertex<" + std::string(vertex) + ">: field '" + std::string(name) + "' is " +
                        std::string(name_of(F::kind)) + "<" + std::string(name_of(c.type)) + "> but is connected to a " +
                        std::string(name_of(t.element_type())) + " tensor");
-    c.tensors.push_back(t);
+    tensors.push_back(t);
+    ++c.count;
   };
   if constexpr (is_tensor_field_v<F>) {
     c.type = element_type_v<typename F::value_type>;
@@ -79,7 +93,7 @@ void connect_field(Graph const& g, std::string_view vertex, std::string_view nam
     for (Tensor const& t : std::vector<Tensor>(arg)) check(t);
   } else {
     *proto = F(static_cast<typename F::value_type>(arg));
-    c.param_bytes = sizeof(typename F::value_type);
+    c.param_bytes = static_cast<std::uint32_t>(sizeof(typename F::value_type));
   }
 }
 
@@ -96,7 +110,10 @@ void add_vertex_impl(Graph& g, ComputeSet cs, std::size_t tile, A&&... args) {
   auto proto = std::make_shared<V>();
   rec.fields.resize(sizeof...(A));
   [&]<std::size_t... I>(std::index_sequence<I...>) {
-    (connect_field(g, vname, field_name<V, I>(), &field<V, I>(*proto), rec.fields[I], std::forward<A>(args)), ...);
+    rec.tensors.reserve((tensors_in<field_t<V, I>>(args) + ... + std::size_t{0}));
+    (connect_field(g, vname, field_name<V, I>(), &field<V, I>(*proto), rec.fields[I], rec.tensors,
+                   std::forward<A>(args)),
+     ...);
   }(std::index_sequence_for<A...>{});
   rec.prototype = std::move(proto);
   impl.vertices.push_back(std::move(rec));
