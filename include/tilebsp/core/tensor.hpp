@@ -2,6 +2,7 @@
 #pragma once
 
 #include <tilebsp/config.hpp>
+#include <tilebsp/core/detail/small_vector.hpp>
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/shape.hpp>
 #include <tilebsp/core/types.hpp>
@@ -101,19 +102,24 @@ class Tensor {
 
   bool valid() const noexcept { return seq_ != nullptr; }
   ElementType element_type() const noexcept { return type_; }
-  Shape const& shape() const noexcept { return shape_; }
+  /// The extents (a copy: a tensor keeps up to 4 of them in place).
+  Shape shape() const { return Shape(shape_.begin(), shape_.end()); }
   std::size_t rank() const noexcept { return shape_.size(); }
   std::size_t dim(std::size_t d) const {
     if (d >= shape_.size()) [[unlikely]] check_dim("dim", d);
     return shape_[d];
   }
-  std::size_t num_elements() const noexcept { return product(shape_); }
+  std::size_t num_elements() const noexcept {
+    std::size_t n = 1;
+    for (auto d : shape_) n *= d;
+    return n;
+  }
   std::uint32_t graph_id() const noexcept { return graph_; }
   /// Internal: the view's description — the sequence of variable elements it reads, its offset there and its
   /// element strides per dimension — which determines its runs. Cheaper to hash than the runs (executable cache).
   core::detail::Sequence const* sequence() const noexcept { return seq_.get(); }
   std::int64_t offset() const noexcept { return offset_; }
-  std::vector<std::int64_t> const& strides() const noexcept { return strides_; }
+  std::span<std::int64_t const> strides() const noexcept { return {strides_.data(), strides_.size()}; }
 
   /// Elements [begin, end) of dimension `dim`.
   Tensor slice(std::size_t begin, std::size_t end, std::size_t dim = 0) const;
@@ -196,7 +202,9 @@ class Tensor {
   friend Tensor concat(std::vector<Tensor> const& ts, std::size_t dim);
 
  private:
-  static std::vector<std::int64_t> contiguous_strides(Shape const& s);
+  using Dims = core::detail::SmallVector<std::size_t, 4>;
+  using Strides = core::detail::SmallVector<std::int64_t, 4>;
+  static Strides contiguous_strides(Dims const& s);
   void check_dim(char const* op, std::size_t d) const;
   /// True when the view's positions form one ascending unit-stride range of the sequence.
   bool is_contiguous() const;
@@ -218,12 +226,13 @@ class Tensor {
     }
   }
   static std::string to_string(std::vector<std::size_t> const& v) { return tilebsp::to_string(v); }
+  static std::string to_string(Dims const& v) { return tilebsp::to_string(Shape(v.begin(), v.end())); }
 
   std::shared_ptr<core::detail::Sequence const> seq_;
   std::uint32_t graph_ = 0;
   ElementType type_ = ElementType::f32;
-  Shape shape_;
-  std::vector<std::int64_t> strides_;
+  Dims shape_;
+  Strides strides_;
   std::int64_t offset_ = 0;
 };
 

@@ -16,8 +16,8 @@
 namespace tilebsp {
 
 TILEBSP_INLINE Tensor::Tensor(std::uint32_t graph, std::uint32_t var, ElementType type, Shape shape)
-    : graph_(graph), type_(type), shape_(std::move(shape)) {
-  auto const n = static_cast<std::int64_t>(product(shape_));
+    : graph_(graph), type_(type), shape_(shape.begin(), shape.end()) {
+  auto const n = static_cast<std::int64_t>(num_elements());
   seq_ = std::make_shared<core::detail::Sequence const>(std::vector<core::detail::Run>{{var, 0, 1, n}});
   strides_ = contiguous_strides(shape_);
 }
@@ -48,8 +48,8 @@ TILEBSP_INLINE Tensor Tensor::slice(Shape const& begins, Shape const& ends) cons
 TILEBSP_INLINE Tensor Tensor::index(std::size_t i) const {
   if (rank() == 0) throw index_error("index: a rank-0 tensor cannot be indexed");
   Tensor r = slice(i, i + 1, 0);
-  r.shape_.erase(r.shape_.begin());
-  r.strides_.erase(r.strides_.begin());
+  r.shape_.erase_at(0);
+  r.strides_.erase_at(0);
   return r;
 }
 
@@ -58,7 +58,7 @@ TILEBSP_INLINE Tensor Tensor::reshape(Shape shape) const {
     throw shape_error("reshape: cannot reshape " + to_string(shape_) + " (" + std::to_string(num_elements()) +
                       " elements) to " + to_string(shape));
   Tensor r = is_contiguous() ? *this : materialised();
-  r.shape_ = std::move(shape);
+  r.shape_.assign(shape.begin(), shape.end());
   r.strides_ = contiguous_strides(r.shape_);
   return r;
 }
@@ -90,7 +90,7 @@ TILEBSP_INLINE Tensor Tensor::broadcast(Shape const& shape) const {
     throw shape_error("broadcast: cannot broadcast " + to_string(shape_) + " to lower rank " + to_string(shape));
   Tensor r = *this;
   std::size_t const lead = shape.size() - rank();
-  r.shape_ = shape;
+  r.shape_.assign(shape.begin(), shape.end());
   r.strides_.assign(shape.size(), 0);
   for (std::size_t d = 0; d < rank(); ++d) {
     if (shape_[d] == shape[lead + d]) {
@@ -106,8 +106,8 @@ TILEBSP_INLINE Tensor Tensor::expand(std::size_t dim) const {
   if (dim > rank()) throw index_error("expand: dimension " + std::to_string(dim) + " out of range for rank " +
                                      std::to_string(rank()));
   Tensor r = *this;
-  r.shape_.insert(r.shape_.begin() + static_cast<std::ptrdiff_t>(dim), 1);
-  r.strides_.insert(r.strides_.begin() + static_cast<std::ptrdiff_t>(dim), 0);
+  r.shape_.insert_at(dim, 1);
+  r.strides_.insert_at(dim, 0);
   return r;
 }
 
@@ -145,8 +145,9 @@ TILEBSP_INLINE std::optional<core::detail::Affine> Tensor::affine() const {
   return a;
 }
 
-TILEBSP_INLINE std::vector<std::int64_t> Tensor::contiguous_strides(Shape const& s) {
-  std::vector<std::int64_t> st(s.size());
+TILEBSP_INLINE Tensor::Strides Tensor::contiguous_strides(Dims const& s) {
+  Strides st;
+  st.assign(s.size(), 0);
   std::int64_t acc = 1;
   for (std::size_t d = s.size(); d-- > 0;) {
     st[d] = acc;
@@ -192,11 +193,11 @@ TILEBSP_INLINE Tensor concat(std::vector<Tensor> const& ts, std::size_t dim) {
                        std::string(name_of(t.element_type())) + ")");
     if (t.graph_id() != a.graph_id()) throw error("concat: tensors belong to different graphs");
     bool ok = t.rank() == a.rank();
-    for (std::size_t d = 0; ok && d < a.rank(); ++d) ok = d == dim || t.shape()[d] == a.shape()[d];
+    for (std::size_t d = 0; ok && d < a.rank(); ++d) ok = d == dim || t.dim(d) == a.dim(d);
     if (!ok)
       throw shape_error("concat: shapes " + to_string(a.shape()) + " and " + to_string(t.shape()) +
                         " differ outside dimension " + std::to_string(dim));
-    total += t.shape()[dim];
+    total += t.dim(dim);
   }
   // Concatenate along dimension 0 of each tensor with `dim` moved to the front, then move it back.
   std::vector<std::size_t> perm{dim}, inverse(a.rank());
