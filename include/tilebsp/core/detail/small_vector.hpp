@@ -45,8 +45,14 @@ class SmallVector {
   std::size_t size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
   std::size_t capacity() const noexcept { return cap_; }
-  T* data() noexcept { return cap_ > N ? heap_ : in_; }
-  T const* data() const noexcept { return cap_ > N ? heap_ : in_; }
+  T* data() noexcept {
+    if (cap_ <= N && size_ > N) __builtin_unreachable();  // in place, at most N: tells the optimiser so
+    return cap_ > N ? heap_ : in_;
+  }
+  T const* data() const noexcept {
+    if (cap_ <= N && size_ > N) __builtin_unreachable();
+    return cap_ > N ? heap_ : in_;
+  }
   T* begin() noexcept { return data(); }
   T* end() noexcept { return data() + size_; }
   T const* begin() const noexcept { return data(); }
