@@ -5,6 +5,7 @@
 #include <tilebsp/config.hpp>
 #include <tilebsp/core/warning.hpp>
 #include <tilebsp/program/compile.hpp>
+#include <tilebsp/program/detail/team.hpp>
 #include <tilebsp/program/executable_cache_impl.hpp>
 
 #include <algorithm>
@@ -30,8 +31,8 @@ TILEBSP_INLINE void check_mapped(GraphImpl const& g, std::size_t threads) {
   // before anything reads the mappings from several threads; the error names the first unmapped variable.
   std::size_t const n = g.variables.size();
   std::atomic<std::size_t> next{0}, first_bad{n};
-  auto const work = [&] {
-    constexpr std::size_t chunk = 64;
+  constexpr std::size_t chunk = 64;
+  on_team(std::min(threads, (n + chunk - 1) / chunk), [&](bool) {
     for (std::size_t c; (c = next.fetch_add(chunk, std::memory_order_relaxed)) < n;)
       for (std::size_t i = c; i < std::min(n, c + chunk); ++i) {
         auto const& v = g.variables[i];
@@ -41,11 +42,7 @@ TILEBSP_INLINE void check_mapped(GraphImpl const& g, std::size_t threads) {
           break;
         }
       }
-  };
-  std::vector<std::thread> team;
-  for (std::size_t t = 1; t < std::min(std::max<std::size_t>(threads, 1), (n + 63) / 64); ++t) team.emplace_back(work);
-  work();
-  for (auto& t : team) t.join();
+  });
   if (first_bad.load() == n) return;
   auto const& v = g.variables[first_bad.load()];
   std::int64_t first = -1, at = 0;

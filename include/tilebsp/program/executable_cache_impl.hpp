@@ -2,6 +2,7 @@
 #pragma once
 
 #include <tilebsp/config.hpp>
+#include <tilebsp/program/detail/team.hpp>
 #include <tilebsp/program/executable_cache.hpp>
 #include <tilebsp/program/lower.hpp>
 
@@ -45,15 +46,11 @@ void hash_chunks(Hasher& into, std::size_t n, std::size_t chunk, std::size_t thr
   std::size_t const chunks = (n + chunk - 1) / chunk;
   std::vector<Hasher> part(chunks);
   std::atomic<std::size_t> next{0};
-  auto const work = [&] {
+  on_team(std::min(threads, chunks), [&](bool) {
     auto memo = std::make_unique<SequenceMemo>();
     for (std::size_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;)
       for (std::size_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i) item(part[c], i, *memo);
-  };
-  std::vector<std::thread> team;
-  for (std::size_t t = 1; t < std::min(std::max<std::size_t>(threads, 1), chunks); ++t) team.emplace_back(work);
-  work();
-  for (auto& t : team) t.join();
+  });
   into.add(n);
   for (auto const& h : part) into.combine(h);
 }
@@ -406,13 +403,12 @@ TILEBSP_INLINE CacheLoad load_executable(std::string const& path, CacheKey key, 
     if (r.count(8) != walked.compute_sets.size()) throw cache::Bad{"its compute sets differ from these"};
     std::vector<std::uint32_t> per_cs(g.compute_sets.size(), 0);
     for (auto const& rec : g.vertices) ++per_cs[rec.compute_set];
-    std::vector<char> seen(g.vertices.size(), 0);  // each vertex listed once (by one compute set: no two threads share one)
+    // Each vertex listed once, by its own compute set (so no two threads mark the same one).
+    std::vector<char> seen(g.vertices.size(), 0);
     std::vector<ComputeSetPlan> sets(walked.compute_sets.size());
     std::vector<std::pair<char const*, std::size_t>> blocks(sets.size());
     for (auto& b : blocks) b.second = r.count();
-    for (auto& b : blocks) {
-      b.first = r.skip(b.second);
-    }
+    for (auto& b : blocks) b.first = r.skip(b.second);
     // Compute sets decoded on up to `threads` threads; the first bad one (in entry order) is reported.
     std::vector<std::optional<cache::Bad>> bad(sets.size());
     std::atomic<std::size_t> next{0};
@@ -456,7 +452,7 @@ TILEBSP_INLINE CacheLoad load_executable(std::string const& path, CacheKey key, 
       }
       if (!c.done()) throw cache::Bad{"a compute set is longer than its contents"};
     };
-    auto const work = [&] {
+    on_team(std::min(threads, sets.size()), [&](bool) {
       for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < sets.size();) {
         try {
           decode(i);
@@ -464,13 +460,7 @@ TILEBSP_INLINE CacheLoad load_executable(std::string const& path, CacheKey key, 
           bad[i] = b;
         }
       }
-    };
-    {
-      std::vector<std::thread> team;
-      for (std::size_t t = 1; t < std::min(std::max<std::size_t>(threads, 1), sets.size()); ++t) team.emplace_back(work);
-      work();
-      for (auto& t : team) t.join();
-    }
+    });
     for (auto const& b : bad)
       if (b) throw *b;
     if (r.count() != walked.exchanges.size()) throw cache::Bad{"its exchanges differ from these"};

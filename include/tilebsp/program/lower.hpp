@@ -248,8 +248,10 @@ class Lowering {
     std::uint32_t vertex, field;
   };
 
-  void check_conflicts(std::string const& cs, std::vector<Access> const& reads,
-                       std::vector<Access>& writes) const;
+  /// Throws write_conflict_error where two vertices write one element or one reads what another writes; sorts
+  /// `writes` by (variable, first element) and returns the variables written, sorted.
+  std::vector<std::uint32_t> check_conflicts(std::string const& cs, std::vector<Access> const& reads,
+                                             std::vector<Access>& writes) const;
 
   GraphImpl const& g_;
   Schedule& s_;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tilebsp/config.hpp>
+#include <tilebsp/program/detail/team.hpp>
 #include <tilebsp/program/lower.hpp>
 
 #include <algorithm>
@@ -243,8 +244,9 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
     std::int64_t elements = 0;
     for (std::uint32_t fi = 0; fi < rec.fields.size(); ++fi) {
       auto const& f = rec.fields[fi];
-      for (std::uint32_t k = 0; k < rec.tensors_of(f).size(); ++k) {
-        auto const& t = rec.tensors_of(f)[k];
+      auto const tensors = rec.tensors_of(f);
+      for (std::uint32_t k = 0; k < tensors.size(); ++k) {
+        auto const& t = tensors[k];
         elements += static_cast<std::int64_t>(t.num_elements());
         auto const eb = static_cast<std::uint32_t>(size_of(t.element_type()));
         bool const reading = reads_(f.kind), writing = writes_(f.kind);
@@ -337,7 +339,7 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
     plan.vertices.push_back(std::move(pv));
   }
   flush_fetched();
-  check_conflicts(csname, reads, writes);
+  plan.writes = check_conflicts(csname, reads, writes);
   if (fetch_load) {
     plan.fetch_cycles = fetch_load->cycles();
     auto const& in = fetch_load->received();
@@ -363,8 +365,6 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
     plan.cycles = std::max(plan.cycles, tile_compute_cycles(per, g_.target.workers_per_tile, supervisor));
   }
   plan.reads = read_vars.take();
-  for (auto const& w : writes)  // check_conflicts sorted the writes by (var, begin)
-    if (plan.writes.empty() || plan.writes.back() != w.var) plan.writes.push_back(w.var);
   plan.full_writes = covered_variables(g_, writes, plan.reads);
   plan.vars = vars.take();
   return plan;
@@ -387,12 +387,13 @@ TILEBSP_INLINE std::uint64_t vertex_estimate(VertexRecord const& rec) {
   if (items > bindings_in_place) items_heap.resize(items), item = items_heap.data();
   for (std::size_t i = 0; i < n; ++i) {
     auto const& f = rec.fields[i];
+    auto const tensors = rec.tensors_of(f);
     if (f.kind == FieldKind::input_list) {
-      b[i] = {item, rec.tensors_of(f).size()};
-      for (auto const& t : rec.tensors_of(f)) *item++ = {nullptr, t.num_elements()};
-    } else if (!rec.tensors_of(f).empty()) {
-      b[i] = {nullptr, rec.tensors_of(f)[0].num_elements()};
-      for (std::size_t d = 0; d < f.rank; ++d) b[i].shape[d] = rec.tensors_of(f)[0].dim(d);
+      b[i] = {item, tensors.size()};
+      for (auto const& t : tensors) *item++ = {nullptr, t.num_elements()};
+    } else if (!tensors.empty()) {
+      b[i] = {nullptr, tensors[0].num_elements()};
+      for (std::size_t d = 0; d < f.rank; ++d) b[i].shape[d] = tensors[0].dim(d);
     }
   }
   alignas(std::max_align_t) unsigned char state_in_place[bytes_in_place];
@@ -409,8 +410,9 @@ TILEBSP_INLINE std::uint64_t vertex_estimate(VertexRecord const& rec) {
   return c;
 }
 
-TILEBSP_INLINE void Lowering::check_conflicts(std::string const& cs, std::vector<Access> const& reads,
-                                              std::vector<Access>& writes) const {
+TILEBSP_INLINE std::vector<std::uint32_t> Lowering::check_conflicts(std::string const& cs,
+                                                                    std::vector<Access> const& reads,
+                                                                    std::vector<Access>& writes) const {
   auto const by_pos = [](auto const& a, auto const& b) { return std::tie(a.var, a.begin) < std::tie(b.var, b.begin); };
   std::sort(writes.begin(), writes.end(), by_pos);
   auto const who = [&](auto const& a) {
@@ -432,7 +434,7 @@ TILEBSP_INLINE void Lowering::check_conflicts(std::string const& cs, std::vector
       max_end[i] = static_cast<std::int64_t>(i);
     }
   }
-  std::vector<std::uint32_t> written;  // most reads are of variables no vertex of the compute set writes
+  std::vector<std::uint32_t> written;  // sorted; most reads are of variables no vertex of the compute set writes
   for (auto const& w : writes)
     if (written.empty() || written.back() != w.var) written.push_back(w.var);
   for (auto const& r : reads) {
@@ -454,6 +456,7 @@ TILEBSP_INLINE void Lowering::check_conflicts(std::string const& cs, std::vector
                                    " writes in the same compute set");
     }
   }
+  return written;
 }
 
 TILEBSP_INLINE Lowering::Lowering(GraphImpl const& g, Schedule& s, LowerMode mode)
@@ -481,11 +484,9 @@ TILEBSP_INLINE void Lowering::plan_compute_sets(std::size_t threads,
       }
     }
   };
-  std::vector<std::thread> team;
-  for (std::size_t t = 1; t < std::max<std::size_t>(1, threads); ++t) team.emplace_back(work, false);
-  work(static_cast<bool>(progress));  // this thread plans too, and reports how many compute sets were taken
+  // The calling thread plans too, and reports how many compute sets were taken.
+  on_team(threads, [&](bool caller) { work(caller && static_cast<bool>(progress)); });
   if (progress) progress(n, n);
-  for (auto& t : team) t.join();
 }
 
 TILEBSP_INLINE void Lowering::begin_program() {
