@@ -14,6 +14,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <thread>
 #include <iostream>
 #include <map>
 #include <string>
@@ -122,13 +124,21 @@ template <class T>
 int run(Options const& o) {
   auto const& c = o.model;
   auto t0 = std::chrono::steady_clock::now();
-  resnext::Weights const weights = o.weights.empty() ? resnext::random_weights(c, o.seed) : resnext::load_weights(c, o.weights);
-  if (!o.save_weights.empty()) resnext::save_weights(weights, c, o.save_weights);
+  // The parameters are drawn (or read) and folded on other host threads while this one builds the graph, which
+  // does not depend on their values.
+  unsigned const helpers = std::max(1u, std::thread::hardware_concurrency()) - 1;
+  auto values = std::async(std::launch::async, [&o, &c, helpers] {
+    resnext::Weights const weights =
+        o.weights.empty() ? resnext::random_weights(c, o.seed, std::max(1u, helpers)) : resnext::load_weights(c, o.weights);
+    if (!o.save_weights.empty()) resnext::save_weights(weights, c, o.save_weights);
+    return resnext::fold_parameters(weights);
+  });
 
   // The graph: one inference step, repeated on the device between an infeed and an outfeed.
   tb::Graph g{tb::targets::ipu_mk2(o.num_ipus)};
   tb::Sequence step;
-  resnext::Model const model = resnext::build(g, step, c, weights);
+  resnext::Model model = resnext::build(g, step, c);
+  model.set_values(values.get());
   auto images = g.add_host_to_device_fifo<T>("images", model.input.num_elements());
   auto logits = g.add_device_to_host_fifo<T>("logits", model.logits.num_elements());
   auto program = tb::repeat(static_cast<std::size_t>(o.batches_per_step),

@@ -168,8 +168,8 @@ using Rng = samples::Rng;
 
 /// Random parameters with a fixed seed: He-normal convolutions, batch-norm statistics near identity, and the
 /// last batch norm of each block scaled down (as zero-init-residual training leaves it) so that activations stay
-/// in f16's range through 100 layers.
-inline Weights random_weights(Config const& c, std::uint64_t seed = 42) {
+/// in f16's range through 100 layers. Drawn on `threads` threads (0: all the host's), the same for any count.
+inline Weights random_weights(Config const& c, std::uint64_t seed = 42, unsigned threads = 0) {
   Weights w = layout(c);
   // One sequence of draws, in a fixed order; the normal samples (nearly all of them) are drawn afterwards on all
   // host threads, each block from its place in the sequence: the same weights for any number of threads.
@@ -235,7 +235,8 @@ inline Weights random_weights(Config const& c, std::uint64_t seed = 42) {
     }
   };
   std::vector<std::thread> team;
-  for (unsigned t = 1; t < std::max(1u, std::thread::hardware_concurrency()); ++t) team.emplace_back(work);
+  for (unsigned t = 1; t < (threads != 0 ? threads : std::max(1u, std::thread::hardware_concurrency())); ++t)
+    team.emplace_back(work);
   work();
   for (auto& t : team) t.join();
   return w;
@@ -294,7 +295,21 @@ inline Folded fold(ConvLayer const& l) {
 struct Model {
   tb::Tensor input;   ///< [batch, image, image, channels], laid out for the stem
   tb::Tensor logits;  ///< [batch, classes]
+  /// Each parameter tensor with its values (empty until set_values: the graph does not depend on them).
   std::vector<std::pair<tb::Tensor, std::vector<float>>> parameters;
+
+  /// Takes the values of fold_parameters (the same order as the tensors).
+  void set_values(std::vector<std::vector<float>> values) {
+    if (values.size() != parameters.size())
+      throw tb::error("resnext: " + std::to_string(values.size()) + " parameter arrays for " +
+                      std::to_string(parameters.size()) + " parameter tensors");
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      if (values[i].size() != parameters[i].first.num_elements())
+        throw tb::error("resnext: " + std::to_string(values[i].size()) + " values for parameter tensor " +
+                        std::to_string(i) + " of " + std::to_string(parameters[i].first.num_elements()) + " elements");
+      parameters[i].second = std::move(values[i]);
+    }
+  }
 
   /// Writes every parameter (converted to its tensor's type) through an engine or other host context.
   void write_parameters(tb::HostContext& host) const {
@@ -305,32 +320,69 @@ struct Model {
   }
 };
 
+/// The values of the parameter tensors that build() creates, in its order: each convolution's weights with its
+/// batch norm folded in, the biases that the maps after the convolutions add (a projection block's expand and
+/// shortcut biases summed into one), the fully connected weights with the global mean folded in, and its bias.
+/// Independent of the graph, so a program can compute them while the graph is built.
+inline std::vector<std::vector<float>> fold_parameters(Weights const& w) {
+  std::vector<std::vector<float>> v;
+  auto conv = [&](ConvLayer const& l) {
+    Folded f = fold(l);
+    v.push_back(std::move(f.weights));
+    return std::move(f.bias);
+  };
+  v.push_back(conv(w.stem));
+  for (auto const& b : w.blocks) {
+    v.push_back(conv(b.reduce));
+    v.push_back(conv(b.grouped));
+    std::vector<float> bias = conv(b.expand);
+    if (b.shortcut) {
+      std::vector<float> const s_bias = conv(*b.shortcut);
+      for (std::size_t i = 0; i < bias.size(); ++i) bias[i] += s_bias[i];
+    }
+    v.push_back(std::move(bias));
+  }
+  // The positions the global mean averages: the last block's output (or the stem's, pooled 3x3 stride 2 pad 1).
+  auto const o = w.blocks.empty() ? w.stem.params.output_shape() : w.blocks.back().expand.params.output_shape();
+  std::int64_t h = o[1], wd = o[2];
+  if (w.blocks.empty()) h = (h - 1) / 2 + 1, wd = (wd - 1) / 2 + 1;
+  std::size_t const positions = static_cast<std::size_t>(h * wd);
+  std::vector<float> fw = w.fc_weights;
+  for (auto& x : fw) x /= static_cast<float>(positions);
+  v.push_back(std::move(fw));
+  v.push_back(w.fc_bias);
+  return v;
+}
+
 /// Adds one inference step of the network to `prog`: stem conv + BN + ReLU, max pool, the bottleneck blocks,
 /// global mean, fully connected. Batch norms are folded into the convolutions; each bias, residual add and
-/// ReLU is one fused elementwise map.
-inline Model build(tb::Graph& g, tb::Sequence& prog, Config const& c, Weights const& w) {
+/// ReLU is one fused elementwise map. The parameter tensors come without values (Model::set_values with
+/// fold_parameters): the graph depends on the configuration only.
+inline Model build(tb::Graph& g, tb::Sequence& prog, Config const& c) {
   using namespace tb::expr;
   tb::ConvOptions const co{.available_memory_proportion = c.conv_amp, .partials = c.partials};
+  Weights const w = layout(c);  // the layers' shapes (no values)
   Model m;
-  auto parameter = [&](tb::Tensor t, std::vector<float> v) {
-    m.parameters.emplace_back(t, std::move(v));
+  auto parameter = [&](tb::Tensor t) {
+    m.parameters.emplace_back(t, std::vector<float>{});
     return t;
   };
-  auto bias_of = [&](std::string const& name, std::vector<float> v) {
-    tb::Tensor b = g.add_variable(c.dtype, {v.size()}, name + ".bias");
+  auto bias_of = [&](std::string const& name, std::size_t channels) {
+    tb::Tensor b = g.add_variable(c.dtype, {channels}, name + ".bias");
     tb::map_linearly(g, b);
-    return parameter(b, std::move(v));
+    return parameter(b);
   };
-  // conv with its batch norm folded: the result and the folded bias, which the map that follows adds.
+  auto channels = [](ConvLayer const& l) {
+    return static_cast<std::size_t>(l.params.output_channels * l.params.groups);
+  };
   auto conv = [&](tb::Tensor const& x, ConvLayer const& l) {
-    Folded f = fold(l);
     tb::Tensor wt = tb::ops::create_conv_weights(g, l.params, c.dtype, co, l.name + ".weights");
-    parameter(wt, std::move(f.weights));
-    return std::pair{tb::ops::conv(g, prog, x, wt, l.params, co, l.name), std::move(f.bias)};
+    parameter(wt);
+    return tb::ops::conv(g, prog, x, wt, l.params, co, l.name);
   };
   auto conv_relu = [&](tb::Tensor const& x, ConvLayer const& l) {
-    auto [y, bias] = conv(x, l);
-    tb::ops::map_in_place(g, prog, relu(_1 + _2), y, bias_of(l.name, std::move(bias)));
+    tb::Tensor y = conv(x, l);
+    tb::ops::map_in_place(g, prog, relu(_1 + _2), y, bias_of(l.name, channels(l)));
     return y;
   };
 
@@ -341,28 +393,27 @@ inline Model build(tb::Graph& g, tb::Sequence& prog, Config const& c, Weights co
   for (auto const& b : w.blocks) {
     tb::Tensor const a = conv_relu(x, b.reduce);
     tb::Tensor const h = conv_relu(a, b.grouped);
-    auto [y, bias] = conv(h, b.expand);
-    tb::Tensor shortcut = x;
-    if (b.shortcut) {
-      // Both batch norms' biases are added before the ReLU: one bias tensor serves the pair.
-      auto [s, s_bias] = conv(x, *b.shortcut);
-      for (std::size_t i = 0; i < bias.size(); ++i) bias[i] += s_bias[i];
-      shortcut = s;
-    }
-    tb::ops::map_in_place(g, prog, relu(_1 + _2 + _3), y, bias_of(b.expand.name, std::move(bias)), shortcut);
+    tb::Tensor const y = conv(h, b.expand);
+    // A projection block's two biases are added before the ReLU: one bias tensor serves the pair.
+    tb::Tensor const shortcut = b.shortcut ? conv(x, *b.shortcut) : x;
+    tb::ops::map_in_place(g, prog, relu(_1 + _2 + _3), y, bias_of(b.expand.name, channels(b.expand)), shortcut);
     x = y;
   }
   // Global mean folded into the fully connected weights: logits = (sum over positions) x (W / positions) + b.
-  std::size_t const positions = x.dim(1) * x.dim(2);
   tb::Tensor const pooled = tb::ops::reduce(g, prog, x, {1, 2}, tb::ops::ReduceOp::add, "global_sum");
-  std::vector<float> fw = w.fc_weights;
-  for (auto& v : fw) v /= static_cast<float>(positions);
   tb::Tensor fc = g.add_variable(c.dtype, {2048, static_cast<std::size_t>(c.classes)}, "fc.weights");
   tb::map_linearly(g, fc);
-  parameter(fc, std::move(fw));
+  parameter(fc);
   m.logits = tb::ops::matmul(g, prog, pooled, fc,
                              {.available_memory_proportion = c.matmul_amp, .partials = c.partials}, "fc");
-  tb::ops::add_bias(g, prog, m.logits, bias_of("fc", w.fc_bias));
+  tb::ops::add_bias(g, prog, m.logits, bias_of("fc", static_cast<std::size_t>(c.classes)));
+  return m;
+}
+
+/// build() with the values of `w` set.
+inline Model build(tb::Graph& g, tb::Sequence& prog, Config const& c, Weights const& w) {
+  Model m = build(g, prog, c);
+  m.set_values(fold_parameters(w));
   return m;
 }
 
