@@ -324,6 +324,41 @@ TEST_CASE("plan_matmul: the compiled program's temporary memory stays within the
   }
 }
 
+TEST_CASE("plan_matmul, plan_conv: a question asked again gets the same plan, and its warning again") {
+  std::vector<std::string> warnings;
+  auto const previous = tb::set_warning_handler([&](std::string_view w) { warnings.emplace_back(w); });
+  tb::MatmulProblem const q{1, 64, 64, 64};
+  tb::MatmulOptions const tight{.available_memory_proportion = 0.05};
+  auto const a = tb::plan_matmul(tb::targets::tiny(2, 4096), q, tight);
+  auto const b = tb::plan_matmul(tb::targets::tiny(2, 4096), q, tight);
+  // Any difference in the target, the problem or the options is another question.
+  auto const more_tiles = tb::plan_matmul(tb::targets::tiny(4, 4096), q, tight);
+  auto const roomier = tb::plan_matmul(tb::targets::tiny(2, 4096), q, {.available_memory_proportion = 0.9});
+  auto const f16 = tb::plan_matmul(tb::targets::tiny(2, 4096), {1, 64, 64, 64, tb::f16, tb::f32, tb::f16}, tight);
+  tb::set_warning_handler(previous);
+  CHECK(a.describe() == b.describe());
+  CHECK(a.fit == tb::PlanFit::relaxed);
+  REQUIRE(warnings.size() >= 3);
+  CHECK(warnings[0] == warnings[1]);
+  CHECK(more_tiles.describe() != a.describe());
+  CHECK(roomier.fit == tb::PlanFit::within_bound);
+  CHECK(f16.problem.input == tb::f16);
+
+  tb::Graph g{tb::targets::tiny(16, 1 << 16)};
+  tb::ConvParams p;
+  p.batch = 2;
+  p.input_field = {8, 8};
+  p.kernel_shape = {3, 3};
+  p.channels(8, 8, 1);
+  auto const c1 = tb::ops::plan_conv(g, p, tb::ConvPass::forward, tb::f32, {});
+  auto const c2 = tb::ops::plan_conv(g, p, tb::ConvPass::forward, tb::f32, {});
+  CHECK(c1.describe() == c2.describe());
+  p.padding_lower = p.padding_upper = {1, 1};
+  auto const padded = tb::ops::plan_conv(g, p, tb::ConvPass::forward, tb::f32, {});
+  CHECK(padded.describe() != c1.describe());
+  CHECK(tb::ops::plan_conv(g, p, tb::ConvPass::backward_input, tb::f32, {}).problem.kind == tb::ConvPass::backward_input);
+}
+
 TEST_CASE("plan_matmul: describe() names splits, memory and cycles") {
   auto const p = tb::plan_matmul(tb::targets::ipu_mk2(1), {1, 1024, 1024, 1024}, {.available_memory_proportion = 0.1});
   auto const d = p.describe();

@@ -28,6 +28,8 @@ struct Target {
   std::size_t num_tiles() const noexcept { return ipus * tiles_per_ipu; }
   std::size_t ipu_of(std::size_t tile) const noexcept { return tile / tiles_per_ipu; }
   std::size_t total_bytes() const noexcept { return num_tiles() * bytes_per_tile; }
+
+  friend bool operator==(Target const&, Target const&) = default;
 };
 
 namespace targets {

@@ -40,6 +40,8 @@ struct ConvOptions {
   ConvAlgorithm algorithm = ConvAlgorithm::automatic;
   /// The options of the matmuls that 1x1 convolutions become.
   MatmulOptions matmul() const { return {available_memory_proportion, partials, output_type, pass}; }
+
+  friend bool operator==(ConvOptions const&, ConvOptions const&) = default;
 };
 
 /// Which computation a convolution plan is for.
@@ -74,6 +76,8 @@ struct ConvProblem {
     return static_cast<std::size_t>(loop.dim[0].out * loop.dim[1].out * loop.dim[2].out);
   }
   std::size_t taps() const noexcept { return static_cast<std::size_t>(loop.taps()); }
+
+  friend bool operator==(ConvProblem const&, ConvProblem const&) = default;
 };
 
 namespace plan::detail {
@@ -243,11 +247,9 @@ inline auto conv_tie(ConvPlan const& p) {
   return std::tuple(p.j_split, p.steps, p.g_split, p.n_split, p.r_split, p.c_split);
 }
 
-}  // namespace plan::detail
 
-/// Plans `q` on target `t` within options.available_memory_proportion (option_error outside [0, 1]); when no
-/// plan fits, warns and relaxes the bound as plan_matmul does.
-inline ConvPlan plan_conv(Target const& t, ConvProblem const& q, ConvOptions const& o = {}) {
+/// plan_conv's search (the warning, if any, in `warning`).
+inline ConvPlan search_conv(Target const& t, ConvProblem const& q, ConvOptions const& o, std::string& warning) {
   ConvPlan const base = plan::detail::base_plan<ConvPlan>("conv", t, q, o);
   std::size_t const tiles = t.num_tiles();
   std::uint64_t const bound = base.bound;
@@ -289,7 +291,15 @@ inline ConvPlan plan_conv(Target const& t, ConvProblem const& q, ConvOptions con
             }
           }
   return plan::detail::settle(t, base.amp, bound, "conv " + std::string(name_of(q.kind)) + " " + q.params.describe(),
-                        std::move(fast), std::move(small), std::move(fastest));
+                        std::move(fast), std::move(small), std::move(fastest), warning);
+}
+}  // namespace plan::detail
+
+/// Plans `q` on target `t` within options.available_memory_proportion (option_error outside [0, 1]); when no
+/// plan fits, warns and relaxes the bound as plan_matmul does. Remembered like plan_matmul's plans.
+inline ConvPlan plan_conv(Target const& t, ConvProblem const& q, ConvOptions const& o = {}) {
+  static plan::detail::PlanMemo<ConvPlan, ConvProblem, ConvOptions> memo;
+  return memo.get(t, q, o, [&](std::string& warning) { return plan::detail::search_conv(t, q, o, warning); });
 }
 
 inline std::string ConvPlan::describe() const {

@@ -163,6 +163,8 @@ struct ConvParams {
   static std::int64_t at(std::vector<std::int64_t> const& v, std::size_t d, std::int64_t fallback) {
     return v.empty() ? fallback : v.at(d);
   }
+
+  friend bool operator==(ConvParams const&, ConvParams const&) = default;
 };
 
 }  // namespace tilebsp

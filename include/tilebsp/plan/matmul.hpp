@@ -8,6 +8,7 @@
 #include <tilebsp/core/types.hpp>
 #include <tilebsp/core/warning.hpp>
 #include <tilebsp/plan/cost.hpp>
+#include <tilebsp/plan/memo.hpp>
 #include <tilebsp/plan/serial_steps.hpp>
 
 #include <algorithm>
@@ -49,6 +50,8 @@ struct MatmulOptions {
   /// Type of the result (f32 or f16); by default the operands' type (matmul) or the accumulator's (matmul_acc).
   std::optional<ElementType> output_type = std::nullopt;
   MatmulPass pass = MatmulPass::inference;
+
+  friend bool operator==(MatmulOptions const&, MatmulOptions const&) = default;
 };
 
 /// A matmul: `groups` independent products of [m, k] and [k, n] operands of type `input`.
@@ -59,6 +62,8 @@ struct MatmulProblem {
   ElementType output = ElementType::f32;
   /// The result is added to an existing tensor (matmul_acc): always through a final reduction stage.
   bool accumulate = false;
+
+  friend bool operator==(MatmulProblem const&, MatmulProblem const&) = default;
 };
 
 /// How a plan relates to its memory bound.
@@ -238,11 +243,11 @@ inline auto memory_key(MatmulPlan const& p) {
 }
 
 /// The planners' common ending: the fastest plan within the bound; at AMP 0 the least-memory plan; when nothing
-/// fits, a warning and the least-memory plan with the bound relaxed by doubling (up to twice the tile memory), or
-/// beyond that the fastest plan.
+/// fits, a warning (in `warning`, for the caller to give) and the least-memory plan with the bound relaxed by
+/// doubling (up to twice the tile memory), or beyond that the fastest plan.
 template <class Plan>
 Plan settle(Target const& t, double amp, std::uint64_t bound, std::string const& what, std::optional<Plan> fast,
-            std::optional<Plan> small, std::optional<Plan> fastest) {
+            std::optional<Plan> small, std::optional<Plan> fastest, std::string& warning) {
   if (amp == 0.0) {
     small->fit = PlanFit::least_memory;
     return *small;
@@ -254,13 +259,13 @@ Plan settle(Target const& t, double amp, std::uint64_t bound, std::string const&
     while (relaxed < small->temp_bytes) relaxed *= 2;
     small->fit = PlanFit::relaxed;
     small->relaxed_bound = std::min(relaxed, cap);
-    warn(what + ": no plan keeps temporary memory within " + bytes_text(bound) + " per tile (available_memory_proportion " +
+    warning = (what + ": no plan keeps temporary memory within " + bytes_text(bound) + " per tile (available_memory_proportion " +
          std::to_string(amp) + "); relaxed the bound to " + bytes_text(small->relaxed_bound) +
          " and took the plan with the least temporary memory (" + bytes_text(small->temp_bytes) + ")");
     return *small;
   }
   fastest->fit = PlanFit::over_memory;
-  warn(what + ": even the plan with the least temporary memory needs " + bytes_text(small->temp_bytes) +
+  warning = (what + ": even the plan with the least temporary memory needs " + bytes_text(small->temp_bytes) +
        " per tile, more than twice the tile's " + bytes_text(t.bytes_per_tile) + "; planning for speed");
   return *fastest;
 }
@@ -280,11 +285,9 @@ Plan base_plan(char const* op, Target const& t, Problem const& q, Options const&
   return p;
 }
 
-}  // namespace plan::detail
 
-/// Plans `q` on target `t`. Throws option_error for an AMP outside [0, 1]. When no plan keeps the temporary
-/// memory within the bound, warns (see set_warning_handler) and relaxes it, as the plan's `fit` records.
-inline MatmulPlan plan_matmul(Target const& t, MatmulProblem const& q, MatmulOptions const& o = {}) {
+/// plan_matmul's search (the warning, if any, in `warning`).
+inline MatmulPlan search_matmul(Target const& t, MatmulProblem const& q, MatmulOptions const& o, std::string& warning) {
   MatmulPlan const base = plan::detail::base_plan<MatmulPlan>("matmul", t, q, o);
   std::size_t const tiles = t.num_tiles();
   std::uint64_t const bound = base.bound;
@@ -314,7 +317,16 @@ inline MatmulPlan plan_matmul(Target const& t, MatmulProblem const& q, MatmulOpt
   std::string const what = "matmul " + std::string(q.groups > 1 ? std::to_string(q.groups) + " groups of " : "") +
                            std::to_string(q.m) + "x" + std::to_string(q.k) + " * " + std::to_string(q.k) + "x" +
                            std::to_string(q.n);
-  return plan::detail::settle(t, base.amp, bound, what, std::move(fast), std::move(small), std::move(fastest));
+  return plan::detail::settle(t, base.amp, bound, what, std::move(fast), std::move(small), std::move(fastest), warning);
+}
+}  // namespace plan::detail
+
+/// Plans `q` on target `t`. Throws option_error for an AMP outside [0, 1]. When no plan keeps the temporary
+/// memory within the bound, warns (see set_warning_handler) and relaxes it, as the plan's `fit` records. The
+/// search runs once per distinct (target, problem, options) among the last few asked (plan/memo.hpp).
+inline MatmulPlan plan_matmul(Target const& t, MatmulProblem const& q, MatmulOptions const& o = {}) {
+  static plan::detail::PlanMemo<MatmulPlan, MatmulProblem, MatmulOptions> memo;
+  return memo.get(t, q, o, [&](std::string& warning) { return plan::detail::search_matmul(t, q, o, warning); });
 }
 
 inline std::string MatmulPlan::describe() const {

@@ -23,6 +23,8 @@ struct ConvDim {
   }
   /// Whether kernel tap t reads a source element (not padding or a dilation hole) at output position o.
   bool reads(std::int64_t o, std::int64_t t) const noexcept { return source(o * a + t * b + c) >= 0; }
+
+  friend bool operator==(ConvDim const&, ConvDim const&) = default;
 };
 
 /// Three spatial dimensions (a lower-rank problem leads with dimensions of extent 1).
@@ -32,6 +34,8 @@ struct ConvLoop {
   /// planner, only where winograd_applies(*this).
   bool winograd = false;
   std::int64_t taps() const noexcept { return dim[0].taps * dim[1].taps * dim[2].taps; }
+
+  friend bool operator==(ConvLoop const&, ConvLoop const&) = default;
 };
 
 /// Whether a loop can run as Winograd F(2x2, 3x3): dimension 0 a single tap, dimensions 1 and 2 three taps with
