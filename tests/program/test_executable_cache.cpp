@@ -195,6 +195,47 @@ TEST_CASE("executable cache: what changes the executable changes the entry") {
   }
 }
 
+TEST_CASE("executable cache: the vertices' connections count, long concatenations included") {
+  TempDir dir("connections");
+  // A vertex copying a gather of x (one concatenation of 12 single elements: a sequence too long to hash in place).
+  auto const compile = [&](std::vector<std::size_t> const& order, std::size_t tile) {
+    tb::Graph g{tb::targets::tiny(2)};
+    auto x = g.add_variable<float>({16}, "x");
+    auto y = g.add_variable<float>({order.size()}, "y");
+    g.set_tile_mapping(x, 0);
+    g.set_tile_mapping(y, tile);
+    std::vector<tb::Tensor> parts;
+    for (std::size_t i : order) parts.push_back(x.slice(i, i + 1));
+    auto cs = g.add_compute_set("gather");
+    g.add_vertex<tbt::Copy>(cs, tile, tb::fetch(tb::concat(parts, 0)), y);
+    auto exe = tb::compile(g, {.cache_dir = dir.path.string()}, tb::execute(cs));
+    tb::Engine e{exe};
+    std::vector<float> xs(16);
+    for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i);
+    e.write(x, xs);
+    e.run();
+    return std::tuple{exe.cache_entry(), exe.loaded_from_cache(), e.read<float>(y)};
+  };
+  std::vector<std::size_t> const order{3, 7, 1, 9, 0, 5, 2, 8, 4, 6, 11, 13};
+  auto const [entry, loaded, y] = compile(order, 1);
+  CHECK_FALSE(loaded);
+  CHECK(y == std::vector<float>{3, 7, 1, 9, 0, 5, 2, 8, 4, 6, 11, 13});
+  auto const [entry2, loaded2, y2] = compile(order, 1);
+  CHECK(loaded2);
+  CHECK(entry2 == entry);
+  CHECK(y2 == y);
+  auto swapped = order;
+  std::swap(swapped[4], swapped[5]);  // one run of the long sequence differs
+  auto const [entry3, loaded3, y3] = compile(swapped, 1);
+  CHECK_FALSE(loaded3);
+  CHECK(entry3 != entry);
+  CHECK(y3 == std::vector<float>{3, 7, 1, 9, 5, 0, 2, 8, 4, 6, 11, 13});
+  auto const [entry4, loaded4, y4] = compile(order, 0);  // the vertex on another tile
+  CHECK_FALSE(loaded4);
+  CHECK(entry4 != entry);
+  CHECK(y4 == y);
+}
+
 TEST_CASE("executable cache: a bad entry is warned about by name, compiled afresh and replaced") {
   TempDir dir("bad");
   Net reference_net;

@@ -70,6 +70,9 @@ struct GraphImpl {
   std::vector<Variable> variables;
   std::vector<std::string> compute_sets;
   std::vector<VertexRecord> vertices;
+  /// Every vertex's hash_vertex, in order, folded in as it is added: the executable cache's key takes the vertices
+  /// from here instead of walking them (their tensors are hot in the cache only while add_vertex connects them).
+  Hasher vertex_hash;
   std::vector<FifoInfo> fifos;
 
   static std::uint32_t next_id() {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <tilebsp/config.hpp>
+#include <tilebsp/core/detail/hash.hpp>
 #include <tilebsp/core/detail/small_vector.hpp>
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/shape.hpp>
@@ -39,13 +40,19 @@ struct Sequence {
   std::vector<Run> runs;
   std::vector<std::int64_t> first;  ///< sequence position of each run's first element
   std::int64_t size = 0;
+  /// Of a long sequence (more than 8 runs: Hasher::tensor hashes shorter ones in place), the hash of its runs,
+  /// taken once here rather than by every tensor that views it.
+  std::uint64_t hash[2] = {0, 0};
 
   explicit Sequence(std::vector<Run> r) : runs(std::move(r)) {
     first.reserve(runs.size());
+    Hasher h;
     for (auto const& run : runs) {
       first.push_back(size);
       size += run.count;
+      if (runs.size() > 8) h.run(run.var, run.start, run.stride, run.count);
     }
+    if (runs.size() > 8) hash[0] = h.first(), hash[1] = h.second();
   }
   /// Index of the run holding position p (0 <= p < size); `hint` is tried first.
   std::size_t locate(std::int64_t p, std::size_t hint) const noexcept {

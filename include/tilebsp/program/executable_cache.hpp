@@ -4,7 +4,7 @@
 
 #include <tilebsp/config.hpp>
 #include <tilebsp/core/graph.hpp>
-#include <tilebsp/program/detail/hash.hpp>
+#include <tilebsp/core/detail/hash.hpp>
 #include <tilebsp/program/schedule.hpp>
 #include <tilebsp/program/tile_memory.hpp>
 
@@ -14,6 +14,7 @@
 
 namespace tilebsp::program::detail {
 using core::detail::GraphImpl;
+using core::detail::Hasher;
 
 /// An entry's key: two independent 64-bit hashes. The first names the file, the second is checked inside it.
 struct CacheKey {

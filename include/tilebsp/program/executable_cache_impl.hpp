@@ -40,16 +40,15 @@ TILEBSP_INLINE std::string CacheKey::file_name() const {
 namespace cache {
 
 /// Hashes items [0, n) in fixed chunks on up to `threads` threads, then the chunks' hashes in order: the same key
-/// for any number of threads. item(hasher, i, memo) gets its thread's memo of sequence hashes.
+/// for any number of threads.
 template <class F>
 void hash_chunks(Hasher& into, std::size_t n, std::size_t chunk, std::size_t threads, F const& item) {
   std::size_t const chunks = (n + chunk - 1) / chunk;
   std::vector<Hasher> part(chunks);
   std::atomic<std::size_t> next{0};
   on_team(std::min(threads, chunks), [&](bool) {
-    auto memo = std::make_unique<SequenceMemo>();
     for (std::size_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;)
-      for (std::size_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i) item(part[c], i, *memo);
+      for (std::size_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i) item(part[c], i);
   });
   into.add(n);
   for (auto const& h : part) into.combine(h);
@@ -196,18 +195,14 @@ TILEBSP_INLINE CacheKey executable_key(GraphImpl const& g, Schedule const& walke
   for (double x : {t.clock_hz, t.exchange_bytes_per_cycle, t.inter_ipu_bytes_per_cycle, t.host_bytes_per_cycle,
                    t.f32_macs_per_cycle, t.f16_macs_per_cycle})
     add_double(h, x);
-  cache::hash_chunks(h, g.variables.size(), 256, threads, [&](Hasher& x, std::size_t i, SequenceMemo&) {
+  cache::hash_chunks(h, g.variables.size(), 4, threads, [&](Hasher& x, std::size_t i) {
     auto const& v = g.variables[i];
     x.add(static_cast<std::uint64_t>(v.type));
     x.add_signed(v.size);
     x.add(v.shape.size());
     for (auto d : v.shape) x.add(d);
     x.add(std::uint64_t{v.constant} << 1 | std::uint64_t{v.temporary});
-    v.mapping.for_each(0, v.size, [&](std::int64_t b, std::int64_t e, std::uint32_t tile) {
-      x.add_signed(b);
-      x.add_signed(e);
-      x.add(tile);
-    });
+    v.mapping.hash(x);
   });
   h.add(g.compute_sets.size());
   for (auto const& f : g.fifos) {
@@ -215,30 +210,8 @@ TILEBSP_INLINE CacheKey executable_key(GraphImpl const& g, Schedule const& walke
     h.add(f.elements);
     h.add(f.to_device);
   }
-  cache::hash_chunks(h, g.vertices.size(), 2048, threads, [&](Hasher& x, std::size_t i, SequenceMemo& memo) {
-    VertexRecord const& rec = g.vertices[i];
-    // The type's name, hashed once per run of vertices of one type (a VertexOps table lives as long as the
-    // program, so its address is a safe memo).
-    thread_local std::pair<core::detail::VertexOps const*, std::uint64_t> name{nullptr, 0};
-    if (name.first != rec.ops) {
-      Hasher n;
-      n.text(rec.ops->name);
-      name = {rec.ops, n.first()};
-    }
-    x.add(name.second);
-    x.add(rec.compute_set);
-    x.add(rec.tile);
-    for (auto const& f : rec.fields) {
-      x.add(static_cast<std::uint64_t>(f.kind) | std::uint64_t{f.rank} << 8 | std::uint64_t{f.fetched} << 16 |
-            static_cast<std::uint64_t>(f.type) << 24);
-      x.add(rec.tensors_of(f).size());
-      for (auto const& tn : rec.tensors_of(f)) x.tensor(tn, &memo);
-    }
-    // Params reach the executable only through the vertex's estimate: the key takes the estimate (any param
-    // type, and no padding bytes hashed), at the cost of evaluating it.
-    if (rec.ops->cycles) x.add(vertex_estimate(rec));
-    return true;
-  });
+  h.add(g.vertices.size());
+  h.combine(g.vertex_hash);
   h.add(walked.programs.size());
   for (auto const& p : walked.programs) {
     h.add(p.code.size());

@@ -6,7 +6,6 @@
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/plan/cost.hpp>
-#include <tilebsp/program/detail/hash.hpp>
 #include <tilebsp/program/schedule.hpp>
 
 #include <algorithm>
@@ -22,6 +21,7 @@
 
 namespace tilebsp::program::detail {
 using core::detail::FieldKind;
+using core::detail::Hasher;
 using core::detail::GraphImpl;
 using core::detail::VariableMapping;
 using core::detail::VertexRecord;
@@ -162,9 +162,6 @@ void copy_pieces(Tensor const& src, Tensor const& dst, F&& f) {
   }
 }
 
-/// A vertex's own estimate (its type's cycle_estimate()), evaluated on a copy whose fields have their sizes but
-/// no data. Params feed the cycle estimate only: the executable cache's key includes the estimate, not the params.
-TILEBSP_INLINE std::uint64_t vertex_estimate(VertexRecord const& rec);
 
 /// How a Lowering builds its Schedule. `plan`: in full. `record`: the instructions, slots, callbacks and host paths
 /// only, with a placeholder per compute set and exchange (no plan: no mapping lookups, no estimates) and a hash of
@@ -240,18 +237,23 @@ class Lowering {
   static bool writes_(FieldKind k) { return core::detail::writes(k); }
 
 
-  /// Elements begin, begin + step, ... (below end) of a variable that a vertex's field reads or writes. Writes
-  /// are dense (step 1); a strided read is one progression, not an entry per element.
+  /// Elements begin, begin + step, ... (below end) of a variable that a vertex's field reads or writes: a run of
+  /// the field, strided or not, is one entry (step >= 1; a run with a negative stride is listed ascending).
   struct Access {
     std::uint32_t var;
     std::int64_t begin, end, step;
     std::uint32_t vertex, field;
   };
+  /// What check_conflicts found out about the writes of a compute set.
+  struct WriteSummary {
+    std::vector<std::uint32_t> written;  ///< the variables written, sorted
+    std::vector<std::uint32_t> covered;  ///< those whose every element is written (sorted)
+  };
 
-  /// Throws write_conflict_error where two vertices write one element or one reads what another writes; sorts
-  /// `writes` by (variable, first element) and returns the variables written, sorted.
-  std::vector<std::uint32_t> check_conflicts(std::string const& cs, std::vector<Access> const& reads,
-                                             std::vector<Access>& writes) const;
+  /// Throws write_conflict_error where two vertices write one element or one reads what another writes. Sorts
+  /// `writes` by (variable, first element).
+  WriteSummary check_conflicts(std::string const& cs, std::vector<Access> const& reads,
+                               std::vector<Access>& writes) const;
 
   GraphImpl const& g_;
   Schedule& s_;

@@ -287,19 +287,16 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
             else if (r.stride > 0) reads.push_back({r.var, r.start, last + 1, r.stride, vi, fi});
             else reads.push_back({r.var, last, r.start + 1, -r.stride, vi, fi});
           }
-          if (writing) {
-            if (r.stride == 1) writes.push_back({r.var, r.start, r.start + r.count, 1, vi, fi});
-            else if (r.stride == 0) {
-              if (r.count > 1)
-                throw write_conflict_error("compute set '" + csname + "': vertex " + std::string(vname) + " field '" +
-                                           std::string(f.name) + "' writes element " + std::to_string(r.start) +
-                                           " of '" + g_.variables[r.var].name +
-                                           "' more than once (a broadcast view cannot be written)");
-              writes.push_back({r.var, r.start, r.start + 1, 1, vi, fi});
-            } else {
-              for (std::int64_t i = 0; i < r.count; ++i)
-                writes.push_back({r.var, r.start + i * r.stride, r.start + i * r.stride + 1, 1, vi, fi});
-            }
+          if (writing) {  // a progression too
+            std::int64_t const last = r.start + (r.count - 1) * r.stride;
+            if (r.stride == 0 && r.count > 1)
+              throw write_conflict_error("compute set '" + csname + "': vertex " + std::string(vname) + " field '" +
+                                         std::string(f.name) + "' writes element " + std::to_string(r.start) +
+                                         " of '" + g_.variables[r.var].name +
+                                         "' more than once (a broadcast view cannot be written)");
+            if (r.count == 1 || r.stride == 0) writes.push_back({r.var, r.start, r.start + 1, 1, vi, fi});
+            else if (r.stride > 0) writes.push_back({r.var, r.start, last + 1, r.stride, vi, fi});
+            else writes.push_back({r.var, last, r.start + 1, -r.stride, vi, fi});
           }
         };
         // Runs are visited as they come (no buffer); identical runs in a row are visited once, except where written.
@@ -332,14 +329,15 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
         }
       }
     }
-    pv.cycles = rec.ops->cycles ? vertex_estimate(rec) : default_vertex_cycles(elements);
+    pv.cycles = rec.ops->cycles ? rec.cycles : default_vertex_cycles(elements);
     pv.supervisor = rec.ops->supervisor;
     for (auto const& st : pv.staging)  // gathers and scatters cost one worker cycle per element each way
       pv.cycles += static_cast<std::uint64_t>(st.elements) * ((st.gather ? 1 : 0) + (st.scatter ? 1 : 0));
     plan.vertices.push_back(std::move(pv));
   }
   flush_fetched();
-  plan.writes = check_conflicts(csname, reads, writes);
+  auto summary = check_conflicts(csname, reads, writes);
+  plan.writes = std::move(summary.written);
   if (fetch_load) {
     plan.fetch_cycles = fetch_load->cycles();
     auto const& in = fetch_load->received();
@@ -365,98 +363,149 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
     plan.cycles = std::max(plan.cycles, tile_compute_cycles(per, g_.target.workers_per_tile, supervisor));
   }
   plan.reads = read_vars.take();
-  plan.full_writes = covered_variables(g_, writes, plan.reads);
+  for (std::uint32_t v : summary.covered)  // not what the compute set reads too
+    if (!std::binary_search(plan.reads.begin(), plan.reads.end(), v)) plan.full_writes.push_back(v);
   plan.vars = vars.take();
   return plan;
 }
 
-TILEBSP_INLINE std::uint64_t vertex_estimate(VertexRecord const& rec) {
-  auto const* ops = rec.ops;
-  std::size_t const n = rec.fields.size();
-  std::size_t items = 0;
-  for (auto const& f : rec.fields)
-    if (f.kind == FieldKind::input_list) items += rec.tensors_of(f).size();
-  // In place for the common vertex (up to 16 fields and list entries, a state of up to 1 KiB): compile and the
-  // executable cache's key evaluate it for every vertex, so nothing is allocated per vertex.
-  constexpr std::size_t bindings_in_place = 16, bytes_in_place = 1024;
-  FieldBinding b_in_place[bindings_in_place], items_in_place[bindings_in_place];
-  std::vector<FieldBinding> b_heap, items_heap;
-  FieldBinding* b = b_in_place;
-  FieldBinding* item = items_in_place;
-  if (n > bindings_in_place) b_heap.resize(n), b = b_heap.data();
-  if (items > bindings_in_place) items_heap.resize(items), item = items_heap.data();
-  for (std::size_t i = 0; i < n; ++i) {
-    auto const& f = rec.fields[i];
-    auto const tensors = rec.tensors_of(f);
-    if (f.kind == FieldKind::input_list) {
-      b[i] = {item, tensors.size()};
-      for (auto const& t : tensors) *item++ = {nullptr, t.num_elements()};
-    } else if (!tensors.empty()) {
-      b[i] = {nullptr, tensors[0].num_elements()};
-      for (std::size_t d = 0; d < f.rank; ++d) b[i].shape[d] = tensors[0].dim(d);
-    }
+namespace lowering {
+/// The first element that the progressions a0, a0 + sa, ... <= a1 and b0, b0 + sb, ... <= b1 share (steps >= 1,
+/// a1 and b1 their last elements), or -1: x = a0 (mod sa) and x = b0 (mod sb), solved by the Chinese remainder
+/// theorem.
+inline std::int64_t first_common(std::int64_t a0, std::int64_t sa, std::int64_t a1, std::int64_t b0, std::int64_t sb,
+                                 std::int64_t b1) {
+  std::int64_t const lo = std::max(a0, b0), hi = std::min(a1, b1);
+  if (lo > hi) return -1;
+  if (sa == 1 && sb == 1) return lo;
+  __extension__ using i128 = __int128;
+  // Extended Euclid: sa * u = g (mod sb).
+  std::int64_t r0 = sa, r1 = sb, u0 = 1, u1 = 0;
+  while (r1 != 0) {
+    std::int64_t const q = r0 / r1;
+    std::tie(r0, r1) = std::pair{r1, r0 - q * r1};
+    std::tie(u0, u1) = std::pair{u1, u0 - q * u1};
   }
-  alignas(std::max_align_t) unsigned char state_in_place[bytes_in_place];
-  std::vector<std::max_align_t> state_heap;
-  void* v = state_in_place;
-  if (ops->size > bytes_in_place || ops->align > alignof(std::max_align_t)) {
-    state_heap.resize((ops->size + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t) + 1);
-    v = state_heap.data();
-  }
-  ops->copy_construct(v, rec.prototype.get());
-  ops->bind(v, b);
-  std::uint64_t const c = ops->cycles(v);
-  ops->destroy(v);
-  return c;
+  std::int64_t const g = r0, d = b0 - a0;
+  if (d % g != 0) return -1;
+  std::int64_t const m = sb / g;  // a0 + sa * t for t = (d / g) * u0 (mod m)
+  i128 t = static_cast<i128>(d / g) * u0 % m;
+  if (t < 0) t += m;
+  i128 const period = static_cast<i128>(sa) * m;  // lcm(sa, sb)
+  i128 x = static_cast<i128>(a0) + static_cast<i128>(sa) * t;
+  i128 const behind = static_cast<i128>(lo) - x;  // step x to the first solution >= lo
+  if (behind > 0) x += (behind + period - 1) / period * period;
+  else x -= (-behind) / period * period;
+  return x <= hi ? static_cast<std::int64_t>(x) : -1;
 }
+}  // namespace lowering
 
-TILEBSP_INLINE std::vector<std::uint32_t> Lowering::check_conflicts(std::string const& cs,
-                                                                    std::vector<Access> const& reads,
-                                                                    std::vector<Access>& writes) const {
+TILEBSP_INLINE Lowering::WriteSummary Lowering::check_conflicts(std::string const& cs, std::vector<Access> const& reads,
+                                                                std::vector<Access>& writes) const {
   auto const by_pos = [](auto const& a, auto const& b) { return std::tie(a.var, a.begin) < std::tie(b.var, b.begin); };
-  std::sort(writes.begin(), writes.end(), by_pos);
+  if (!std::is_sorted(writes.begin(), writes.end(), by_pos)) std::sort(writes.begin(), writes.end(), by_pos);
   auto const who = [&](auto const& a) {
     auto const& rec = g_.vertices[a.vertex];
     return "vertex " + std::string(rec.ops->name) + " (tile " + std::to_string(rec.tile) + ") field '" +
            std::string(rec.fields[a.field].name) + "'";
   };
-  std::vector<std::int64_t> max_end(writes.size());
-  for (std::size_t i = 0; i < writes.size(); ++i) {
-    auto const& w = writes[i];
-    if (i > 0 && writes[i - 1].var == w.var) {
-      std::size_t const m = static_cast<std::size_t>(max_end[i - 1]);  // index of the furthest-reaching write
-      if (w.begin < writes[m].end && writes[m].vertex != w.vertex)
-        throw write_conflict_error("compute set '" + cs + "': " + who(writes[m]) + " and " + who(w) +
-                                   " both write element " + std::to_string(w.begin) + " of '" +
-                                   g_.variables[w.var].name + "'");
-      max_end[i] = w.end > writes[m].end ? static_cast<std::int64_t>(i) : max_end[i - 1];
-    } else {
-      max_end[i] = static_cast<std::int64_t>(i);
+  auto const last = [](Access const& a) { return a.begin + (a.end - 1 - a.begin) / a.step * a.step; };
+  auto const common = [&](Access const& a, Access const& b) {
+    return lowering::first_common(a.begin, a.step, last(a), b.begin, b.step, last(b));
+  };
+  auto const conflict = [&](Access const& a, Access const& b, std::int64_t x) {
+    throw write_conflict_error("compute set '" + cs + "': " + who(a) + " and " + who(b) + " both write element " +
+                               std::to_string(x) + " of '" + g_.variables[b.var].name + "'");
+  };
+  WriteSummary out;
+  // Per variable: writes whose spans overlap are tested exactly (a dense pair overlaps where the spans do; strided
+  // writes, such as each vertex writing one channel of a position-major tensor, interleave without touching). A
+  // variable whose overlapping spans pile up past `crowd` is checked element by element instead.
+  constexpr std::size_t crowd = 48;
+  std::vector<Access> expanded;
+  std::vector<std::size_t> open;  // writes whose spans reach past the one being checked
+  for (std::size_t i = 0; i < writes.size();) {
+    std::size_t const first = i;
+    std::uint32_t const var = writes[i].var;
+    std::int64_t count = 0;
+    bool overlap = false, crowded = false;
+    open.clear();
+    for (; i < writes.size() && writes[i].var == var; ++i) {
+      auto const& w = writes[i];
+      count += (w.end - w.begin + w.step - 1) / w.step;
+      std::erase_if(open, [&](std::size_t j) { return writes[j].end <= w.begin; });
+      for (std::size_t j : open) {
+        std::int64_t const x = common(writes[j], w);
+        if (x < 0) continue;
+        if (writes[j].vertex != w.vertex) conflict(writes[j], w, x);
+        overlap = true;  // within one vertex: allowed, but the count above counts it twice
+      }
+      open.push_back(i);
+      if (open.size() > crowd) {
+        crowded = true;
+        break;
+      }
+    }
+    if (crowded)
+      while (i < writes.size() && writes[i].var == var) ++i;
+    out.written.push_back(var);
+    if (crowded) {
+      // Element by element (each strided write as single elements), then a sweep of the sorted dense ranges.
+      expanded.clear();
+      for (std::size_t k = first; k < i; ++k) {
+        auto const& w = writes[k];
+        if (w.step == 1) expanded.push_back(w);
+        else
+          for (std::int64_t x = w.begin; x < w.end; x += w.step) expanded.push_back({w.var, x, x + 1, 1, w.vertex, w.field});
+      }
+      std::sort(expanded.begin(), expanded.end(), by_pos);
+      std::size_t reach = 0;  // the furthest-reaching range so far
+      std::int64_t covered = 0, end = 0;
+      for (std::size_t k = 0; k < expanded.size(); ++k) {
+        auto const& w = expanded[k];
+        if (k > 0 && w.begin < expanded[reach].end && expanded[reach].vertex != w.vertex) conflict(expanded[reach], w, w.begin);
+        if (w.end > std::max(w.begin, end)) covered += w.end - std::max(w.begin, end);
+        end = std::max(end, w.end);
+        if (k == 0 || w.end > expanded[reach].end) reach = k;
+      }
+      if (covered == g_.variables[var].size) out.covered.push_back(var);
+    } else if (!overlap && count == g_.variables[var].size) {
+      out.covered.push_back(var);
+    } else if (overlap) {
+      // Overlaps within vertices: count the union (dense ranges only: a vertex's strided runs do not overlap
+      // themselves, and overlapping strided writes of one vertex are rare enough to leave the variable uncovered).
+      bool dense = true;
+      for (std::size_t k = first; k < i && dense; ++k) dense = writes[k].step == 1;
+      std::int64_t covered = 0, end = 0;
+      for (std::size_t k = first; k < i && dense; ++k) {
+        auto const& w = writes[k];
+        if (w.end > std::max(w.begin, end)) covered += w.end - std::max(w.begin, end);
+        end = std::max(end, w.end);
+      }
+      if (dense && covered == g_.variables[var].size) out.covered.push_back(var);
     }
   }
-  std::vector<std::uint32_t> written;  // sorted; most reads are of variables no vertex of the compute set writes
-  for (auto const& w : writes)
-    if (written.empty() || written.back() != w.var) written.push_back(w.var);
+  if (reads.empty()) return out;
+  // Reads against writes: the writes overlapping a read's span, found from the furthest-reaching write so far.
+  std::vector<std::size_t> max_end(writes.size());
+  for (std::size_t i = 0; i < writes.size(); ++i)
+    max_end[i] = i > 0 && writes[i - 1].var == writes[i].var && writes[max_end[i - 1]].end >= writes[i].end ? max_end[i - 1] : i;
   for (auto const& r : reads) {
-    if (!std::binary_search(written.begin(), written.end(), r.var)) continue;
+    if (!std::binary_search(out.written.begin(), out.written.end(), r.var)) continue;
     auto it = std::upper_bound(writes.begin(), writes.end(), r, [](auto const& a, auto const& b) {
       return std::tie(a.var, a.end) < std::tie(b.var, b.begin);
     });
     for (auto i = static_cast<std::size_t>(it - writes.begin()); i-- > 0;) {
       auto const& w = writes[i];
-      auto const& far = writes[static_cast<std::size_t>(max_end[i])];
-      if (w.var != r.var || far.end <= r.begin) break;
-      if (w.end <= r.begin || w.begin >= r.end || w.vertex == r.vertex) continue;
-      // The read's first element at or past the write's first (writes are dense ranges, reads progressions).
-      std::int64_t const from = std::max(w.begin, r.begin);
-      std::int64_t const x = r.begin + (from - r.begin + r.step - 1) / r.step * r.step;
-      if (x < w.end && x < r.end)
+      if (w.var != r.var || writes[max_end[i]].end <= r.begin) break;
+      if (w.end <= r.begin || w.vertex == r.vertex) continue;
+      if (std::int64_t const x = common(r, w); x >= 0)
         throw write_conflict_error("compute set '" + cs + "': " + who(r) + " reads element " + std::to_string(x) +
                                    " of '" + g_.variables[r.var].name + "', which " + who(w) +
                                    " writes in the same compute set");
     }
   }
-  return written;
+  return out;
 }
 
 TILEBSP_INLINE Lowering::Lowering(GraphImpl const& g, Schedule& s, LowerMode mode)

@@ -116,6 +116,8 @@ void add_vertex_impl(Graph& g, ComputeSet cs, std::size_t tile, A&&... args) {
      ...);
   }(std::index_sequence_for<A...>{});
   rec.prototype = std::move(proto);
+  if (rec.ops->cycles) rec.cycles = core::detail::vertex_estimate(rec);
+  core::detail::hash_vertex(impl.vertex_hash, rec);
   impl.vertices.push_back(std::move(rec));
 }
 

@@ -69,6 +69,9 @@ VertexOps const* vertex_ops() {
   static VertexOps const ops = [] {
     VertexOps o;
     o.name = type_name<V>();
+    core::detail::Hasher n;
+    n.text(o.name);
+    o.name_hash = n.first();
     o.size = sizeof(V);
     o.align = alignof(V);
     o.num_fields = num_fields<V>();

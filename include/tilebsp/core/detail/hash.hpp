@@ -1,17 +1,15 @@
 // Hasher: a streaming 128-bit hash of words, bytes and tensors' element runs (the executable cache's key and its
-// entries' checksums). Not cryptographic: it tells apart inputs that differ by accident, not by design.
+// entries' checksums, the graph's running hash of its vertices). Not cryptographic: it tells apart inputs that
+// differ by accident, not by design.
 #pragma once
-
-#include <tilebsp/core/tensor.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
-#include <type_traits>
 #include <utility>
 
-namespace tilebsp::program::detail {
+namespace tilebsp::core::detail {
 
 class Hasher {
  public:
@@ -22,6 +20,11 @@ class Hasher {
     b_ = mum(x ^ 0x8EBC6AF09C88C6E3ull, b_ ^ 0x589965CC75374CC3ull);
   }
   void add_signed(std::int64_t x) noexcept { add(static_cast<std::uint64_t>(x)); }
+  /// Two words with one multiply per lane (bulk data such as tile mappings).
+  void add2(std::uint64_t x, std::uint64_t y) noexcept {
+    a_ = mum(x ^ 0xA0761D6478BD642Full, y ^ a_ ^ 0xE7037ED1A0B428DBull);
+    b_ = mum(x ^ 0x8EBC6AF09C88C6E3ull, y ^ b_ ^ 0x589965CC75374CC3ull);
+  }
   void bytes(void const* p, std::size_t n) noexcept {
     auto const* c = static_cast<unsigned char const*>(p);
     add(n);
@@ -40,35 +43,25 @@ class Hasher {
   void text(std::string_view s) noexcept { bytes(s.data(), s.size()); }
   /// A tensor: its element type and shape, its view's offset and strides, and the sequence of variable elements
   /// it views, which determine its elements. A short sequence (a view of one variable, or of a few) is hashed in
-  /// place; a long one (a concatenation) once per key through `memo` where one is given, else the view's own runs
-  /// are hashed (they cost what the view holds, not the sequence).
-  template <class Memo = std::nullptr_t>
-  void tensor(Tensor const& t, Memo* memo = nullptr) {
+  /// place, a long one (a concatenation) by the hash it took when it was made.
+  template <class T>  // Tensor (a template: this header comes before tensor.hpp)
+  void tensor(T const& t) {
     add(static_cast<std::uint64_t>(t.element_type()));
     add(t.rank());
     for (std::size_t d = 0; d < t.rank(); ++d) add(t.dim(d));
     auto const* seq = t.sequence();
     if (!seq) return add(0);
-    bool const memoised = !std::is_same_v<Memo, std::nullptr_t> && memo != nullptr;
-    if (seq->runs.size() <= 8 || memoised) {
-      add(seq->runs.size() <= 8 ? 1 : 4);
-      for (std::size_t d = 0; d < t.rank(); ++d) add_signed(t.strides()[d]);
-      add_signed(t.offset());
-      add(seq->runs.size());
-      if (seq->runs.size() <= 8) {
-        for (auto const& r : seq->runs) run(r.var, r.start, r.stride, r.count);
-      } else if constexpr (!std::is_same_v<Memo, std::nullptr_t>) {
-        auto const [a, b] = memo->of(*seq);
-        add(a);
-        add(b);
-      }
-      return;
+    bool const short_seq = seq->runs.size() <= 8;
+    add(short_seq ? 1 : 4);
+    for (std::size_t d = 0; d < t.rank(); ++d) add_signed(t.strides()[d]);
+    add_signed(t.offset());
+    add(seq->runs.size());
+    if (short_seq) {
+      for (auto const& r : seq->runs) run(r.var, r.start, r.stride, r.count);
+    } else {
+      add(seq->hash[0]);
+      add(seq->hash[1]);
     }
-    add(2);
-    t.for_each_run([this](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
-      run(var, start, stride, count);
-    });
-    add(3);
   }
   void combine(Hasher const& h) noexcept {
     add(h.first());
@@ -106,28 +99,4 @@ class Hasher {
   std::uint64_t a_ = 0x243F6A8885A308D3ull, b_ = 0x13198A2E03707344ull;
 };
 
-/// The hashes of long sequences (concatenations that many tensors view), each hashed once per thread of one key
-/// computation: the sequences are immutable and outlive it, so their addresses name them meanwhile. Direct-mapped
-/// by address; a displaced sequence is hashed again when it comes back.
-class SequenceMemo {
- public:
-  std::pair<std::uint64_t, std::uint64_t> of(core::detail::Sequence const& s) {
-    auto& e = slots_[(reinterpret_cast<std::uintptr_t>(&s) >> 4) % slots];
-    if (e.seq != &s) {
-      Hasher h;
-      for (auto const& r : s.runs) h.run(r.var, r.start, r.stride, r.count);
-      e = {&s, h.first(), h.second()};
-    }
-    return {e.a, e.b};
-  }
-
- private:
-  static constexpr std::size_t slots = 256;
-  struct Slot {
-    core::detail::Sequence const* seq = nullptr;
-    std::uint64_t a = 0, b = 0;
-  };
-  Slot slots_[slots];
-};
-
-}  // namespace tilebsp::program::detail
+}  // namespace tilebsp::core::detail

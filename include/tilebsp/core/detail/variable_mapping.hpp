@@ -102,6 +102,22 @@ class VariableMapping {
     return it != pieces_.end() && it->begin <= i && i < it->end ? static_cast<std::int64_t>(it->tile) : -1;
   }
 
+  /// Adds the mapping (its pieces, after resolving the queue) to `h`, a Hasher.
+  template <class H>
+  void hash(H& h) const {
+    resolve();
+    h.add(pieces_.size());
+    for (auto const& p : pieces_) {
+      auto const b = static_cast<std::uint64_t>(p.begin), e = static_cast<std::uint64_t>(p.end);
+      if (e >> 40 == 0 && p.tile >> 23 == 0) {
+        h.add2(b, e | std::uint64_t{p.tile} << 40);
+      } else {
+        h.add2(b, e);
+        h.add(p.tile);
+      }
+    }
+  }
+
   /// Resolves queued assignments now (compile calls it on every variable before reading mappings in parallel).
   void resolve() const {
     if (!queued_.empty() && !merge()) sweep();
