@@ -112,16 +112,36 @@ std::vector<std::uint32_t> covered_variables(GraphImpl const& g, std::vector<R> 
   return out;
 }
 
-/// The mapping piece last looked up: a compute set's runs mostly fall in the piece of the run before them (a
-/// tile's share of a variable), so most lookups need no search of the mapping.
+/// The mapping pieces last looked up, one per variable for the last few variables: a compute set's runs mostly
+/// fall in the piece of the run before them in the same variable (a tile's share of it), and a vertex's fields
+/// alternate between a few variables (a convolution's input, weights and output), so a lookup mostly needs no
+/// search, or a short gallop from where that variable's last one ended.
 struct PieceCursor {
-  std::uint32_t var = ~std::uint32_t{0};
-  std::optional<VariableMapping::Cursor> cursor;
-  VariableMapping::Piece piece{0, 0, -1};
+  struct Slot {
+    std::uint32_t var = ~std::uint32_t{0};
+    std::optional<VariableMapping::Cursor> cursor;
+    VariableMapping::Piece piece{0, 0, -1};
+  };
+  static constexpr std::size_t slots = 4;
+  Slot slot[slots];
+  std::size_t last = 0, next = 0;
+
   VariableMapping::Piece const& at(GraphImpl const& g, std::uint32_t v, std::int64_t i) {
-    if (v != var) var = v, cursor.emplace(g.variables[v].mapping), piece = cursor->at(i);
-    else if (i < piece.begin || i >= piece.end) piece = cursor->at(i);
-    return piece;
+    Slot* s = &slot[last];
+    if (s->var != v) {
+      std::size_t k = 0;
+      while (k < slots && slot[k].var != v) ++k;
+      if (k == slots) {  // a variable not among the last few: replace the oldest
+        k = next++ % slots;
+        slot[k].var = v;
+        slot[k].cursor.emplace(g.variables[v].mapping);
+        slot[k].piece = slot[k].cursor->at(i);
+      }
+      last = k;
+      s = &slot[k];
+    }
+    if (i < s->piece.begin || i >= s->piece.end) s->piece = s->cursor->at(i);
+    return s->piece;
   }
 };
 

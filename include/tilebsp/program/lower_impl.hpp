@@ -210,7 +210,11 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
   ComputeSetPlan plan;
   plan.id = cs;
   std::string const& csname = g_.compute_sets[cs];
-  std::vector<Access> reads, writes;
+  // The accesses, in buffers each planning thread keeps from one compute set to the next: grown once, not
+  // reallocated (and their pages faulted in) again for every compute set.
+  thread_local std::vector<Access> reads, writes;
+  reads.clear();
+  writes.clear();
   lowering::VarList vars, read_vars;
   std::vector<std::pair<std::int64_t, std::uint32_t>> ch;  // tile changes along one run
   // Fetched bytes, added to the exchange load of the fetch phase per source and destination tile (dense arrays:
