@@ -3,6 +3,9 @@
 
 #include <doctest/doctest.h>
 
+#include <map>
+#include <random>
+
 namespace tb = tilebsp;
 
 TEST_CASE("target presets") {
@@ -104,6 +107,69 @@ TEST_CASE("constants and tensors of other graphs") {
   tb::Graph h{tb::targets::tiny(2)};
   auto t = h.add_variable<float>({2}, "t");
   CHECK_THROWS_WITH_AS(g.set_tile_mapping(t, 0), "set_tile_mapping: the tensor belongs to another graph", tb::error);
+}
+
+TEST_CASE("VariableMapping: a cursor finds pieces of repeated patterns (with gaps) as in a plain list") {
+  // Repeats are looked up by arithmetic on their pattern: each lookup, in any order, must give the whole piece
+  // (or gap) holding the element, as the list of pieces has it.
+  tb::core::detail::VariableMapping m;
+  std::vector<std::int64_t> want;
+  auto const put = [&](std::int64_t b, std::int64_t e, std::uint32_t tile) {
+    m.assign(b, e, tile);
+    if (static_cast<std::int64_t>(want.size()) < e) want.resize(static_cast<std::size_t>(e), -1);
+    for (std::int64_t i = b; i < e; ++i) want[static_cast<std::size_t>(i)] = tile;
+  };
+  for (std::int64_t pos = 0; pos < 300; ++pos) {  // three pieces and a gap per position
+    put(pos * 10, pos * 10 + 3, 1);
+    put(pos * 10 + 3, pos * 10 + 7, 2);
+    put(pos * 10 + 8, pos * 10 + 10, 3);
+  }
+  std::mt19937 rng(11);
+  std::int64_t at = 3000;
+  for (int k = 0; k < 40; ++k) {  // no pattern
+    std::int64_t const len = 1 + static_cast<std::int64_t>(rng() % 9);
+    put(at, at + len, static_cast<std::uint32_t>(rng() % 5));
+    at += len + static_cast<std::int64_t>(rng() % 2);
+  }
+  for (std::int64_t r = 0; r < 50; ++r) put(at + r * 5, at + r * 5 + 2, 4);  // one piece and a gap per period
+  at += 250;
+  for (std::int64_t pos = 0; pos < 20; ++pos)  // blocks mapped block by block (queued, then merged)
+    for (std::uint32_t block = 0; block < 2; ++block) put(at + pos * 4 + block * 2, at + pos * 4 + block * 2 + 2, 5 + block);
+  auto const n = static_cast<std::int64_t>(want.size());
+  auto const tile_at = [&](std::int64_t i) { return i < 0 || i >= n ? -1 : want[static_cast<std::size_t>(i)]; };
+  tb::core::detail::VariableMapping::Cursor c(m);
+  for (int k = 0; k < 20000; ++k) {
+    std::int64_t const i = k < n ? k : static_cast<std::int64_t>(rng() % static_cast<unsigned>(n + 20));
+    auto const p = c.at(i);
+    REQUIRE(p.begin <= i);
+    REQUIRE(i < p.end);
+    CHECK(p.tile == tile_at(i));
+    if (p.begin > 0) CHECK(tile_at(p.begin - 1) != p.tile);  // the whole piece or gap
+    if (p.end < n) CHECK(tile_at(p.end) != p.tile);
+    for (std::int64_t x = std::max<std::int64_t>(p.begin, 0); x < std::min(p.end, n); ++x) REQUIRE(tile_at(x) == p.tile);
+  }
+  // Elements per tile of ranges, short and long (whole periods of a repeat are counted per pattern piece).
+  for (int k = 0; k < 2000; ++k) {
+    std::int64_t const b = static_cast<std::int64_t>(rng() % static_cast<unsigned>(n + 5));
+    std::int64_t const e = std::min(n + 5, b + static_cast<std::int64_t>(rng() % (k % 2 ? 40u : 4000u)));
+    std::map<std::int64_t, std::int64_t> want_count, got_count;
+    for (std::int64_t x = b; x < e; ++x)
+      if (tile_at(x) >= 0) ++want_count[tile_at(x)];
+    c.count(b, e, [&](std::uint32_t tile, std::int64_t elements) {
+      CHECK(elements > 0);
+      got_count[tile] += elements;
+    });
+    REQUIRE(got_count == want_count);
+    // The same range a whole number of periods on (a row at the next position): the same counts, or others
+    // where it leaves the repeat.
+    for (std::int64_t shift : {10, 20, 5, -10, 4}) {
+      std::map<std::int64_t, std::int64_t> want_next, got_next;
+      for (std::int64_t x = b + shift; x < e + shift; ++x)
+        if (tile_at(x) >= 0) ++want_next[tile_at(x)];
+      c.count(b + shift, e + shift, [&](std::uint32_t tile, std::int64_t elements) { got_next[tile] += elements; });
+      REQUIRE(got_next == want_next);
+    }
+  }
 }
 
 TEST_CASE("VariableMapping: appends, out-of-order and overlapping assignments agree with a per-element reference") {

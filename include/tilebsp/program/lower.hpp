@@ -127,6 +127,18 @@ struct PieceCursor {
   std::size_t last = 0, next = 0;
 
   VariableMapping::Piece const& at(GraphImpl const& g, std::uint32_t v, std::int64_t i) {
+    Slot* s = find(g, v, i);
+    if (i < s->piece.begin || i >= s->piece.end) s->piece = s->cursor->at(i);
+    return s->piece;
+  }
+  /// Calls f(tile, elements) for the mapped elements [b, e) of variable v (VariableMapping::Cursor::count).
+  template <class F>
+  void count(GraphImpl const& g, std::uint32_t v, std::int64_t b, std::int64_t e, F&& f) {
+    find(g, v, b)->cursor->count(b, e, f);
+  }
+
+ private:
+  Slot* find(GraphImpl const& g, std::uint32_t v, std::int64_t i) {
     Slot* s = &slot[last];
     if (s->var != v) {
       std::size_t k = 0;
@@ -140,8 +152,7 @@ struct PieceCursor {
       last = k;
       s = &slot[k];
     }
-    if (i < s->piece.begin || i >= s->piece.end) s->piece = s->cursor->at(i);
-    return s->piece;
+    return s;
   }
 };
 
@@ -257,13 +268,19 @@ class Lowering {
   static bool writes_(FieldKind k) { return core::detail::writes(k); }
 
 
-  /// Elements begin, begin + step, ... (below end) of a variable that a vertex's field reads or writes: a run of
-  /// the field, strided or not, is one entry (step >= 1; a run with a negative stride is listed ascending).
+  /// Elements of a variable that a vertex's field reads or writes: blocks of `len` elements starting at begin,
+  /// begin + step, ... (the last block ends at `end`). Dense: step 1 and len 1 ([begin, end)); a progression of
+  /// single elements: len 1 (a strided run, listed ascending); blocks: 1 < len < step (a field's runs of one length
+  /// at one distance, as the rows of a block of channels at successive positions: one entry, not one per row).
   struct Access {
-    std::uint32_t var;
+    std::uint32_t var, len;
     std::int64_t begin, end, step;
     std::uint32_t vertex, field;
   };
+  /// Adds run r of field `field` of vertex `vertex` to `list`, joining it to the entry before when that is the
+  /// same field's and r continues it (adjacent, or one more block at the same distance).
+  static void add_access(std::vector<Access>& list, core::detail::Run const& r, std::uint32_t vertex,
+                         std::uint32_t field);
   /// What check_conflicts found out about the writes of a compute set.
   struct WriteSummary {
     std::vector<std::uint32_t> written;  ///< the variables written, sorted

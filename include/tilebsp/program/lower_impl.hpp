@@ -206,6 +206,62 @@ class VarList {
 };
 }  // namespace lowering
 
+TILEBSP_INLINE void Lowering::add_access(std::vector<Access>& list, Run const& r, std::uint32_t vertex,
+                                        std::uint32_t field) {
+  Access a{r.var, 1, r.start, r.start + 1, 1, vertex, field};
+  if (r.count > 1 && r.stride != 0) {
+    std::int64_t const last = r.start + (r.count - 1) * r.stride;
+    if (r.stride > 0) a.end = last + 1, a.step = r.stride;
+    else a.begin = last, a.step = -r.stride;
+  }
+  if (!list.empty()) {
+    Access& b = list.back();
+    if (b.vertex == vertex && b.field == field && b.var == a.var && a.step == 1 && a.begin >= b.end) {
+      std::int64_t const n = a.end - a.begin;
+      if (b.step == 1) {  // b dense: a adjacent extends it; a block of b's length further on makes two blocks
+        if (a.begin == b.end) {
+          b.end = a.end;
+          return;
+        }
+        if (b.end - b.begin == n && n < (std::int64_t{1} << 31)) {
+          b.len = static_cast<std::uint32_t>(n);
+          b.step = a.begin - b.begin;
+          b.end = a.end;
+          return;
+        }
+      } else if (b.len == n && a.begin == b.end - n + b.step) {  // one more block (or element) at b's distance
+        b.end = a.end;
+        return;
+      }
+    }
+  }
+  list.push_back(a);
+}
+
+namespace lowering {
+/// An Access as blocks: n blocks of len elements, step apart, from begin (a dense range is one block).
+struct Blocks {
+  std::int64_t begin, step, len, n;
+  std::int64_t end() const noexcept { return begin + (n - 1) * step + len; }
+};
+template <class A>
+Blocks blocks_of(A const& a) {
+  if (a.step == 1) return {a.begin, a.end - a.begin, a.end - a.begin, 1};
+  return {a.begin, a.step, a.len, (a.end - a.len - a.begin) / a.step + 1};
+}
+
+/// The first element of y in [lo, hi), or -1.
+inline std::int64_t first_in(Blocks const& y, std::int64_t lo, std::int64_t hi) {
+  if (hi <= y.begin || lo >= y.end()) return -1;
+  std::int64_t const k = lo <= y.begin ? 0 : (lo - y.begin - y.len + y.step) / y.step;  // first block ending past lo
+  if (k >= y.n) return -1;
+  std::int64_t const x = std::max(y.begin + k * y.step, lo);
+  return x < hi ? x : -1;
+}
+
+inline std::int64_t floor_div(std::int64_t a, std::int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+}  // namespace lowering
+
 TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const {
   ComputeSetPlan plan;
   plan.id = cs;
@@ -258,8 +314,17 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
         // but looked up, checked and recorded once).
         auto const visit = [&](Run const& r, std::int64_t times) {
           vars.add(r.var);
-          if (f.fetched) {
-            // Pieces on other tiles travel to this one before the compute phase.
+          bool const unit = r.stride == 1 || r.stride == -1 || r.count == 1;  // elements [lo, lo + count)
+          std::int64_t const lo = r.stride < 0 ? r.start - (r.count - 1) : r.start;
+          if (f.fetched && unit) {
+            // Pieces on other tiles travel to this one before the compute phase (summed per source tile).
+            cursor.count(g_, r.var, lo, lo + r.count, [&](std::uint32_t tile, std::int64_t n) {
+              if (tile == static_cast<std::uint32_t>(rec.tile)) return;
+              auto& b = from_tile[tile];
+              if (b == 0) sources.push_back(tile);
+              b += n * eb * times;
+            });
+          } else if (f.fetched) {  // a strided run
             ch.clear();
             tile_changes(g_, r.var, r.start, r.stride, r.count,
                          [&](std::int64_t o, std::uint32_t tile) { ch.emplace_back(o, tile); }, cursor);
@@ -272,35 +337,37 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
               b += (end - o) * eb * times;
             }
           } else {
-            tile_changes(g_, r.var, r.start, r.stride, r.count, [&](std::int64_t o, std::uint32_t tile) {
-              if (tile != rec.tile)
-                throw mapping_error("compute set '" + csname + "': vertex " + std::string(vname) + " on tile " +
-                                    std::to_string(rec.tile) + ": field '" + std::string(f.name) +
-                                    "' is connected to element " + std::to_string(r.start + o * r.stride) + " of '" +
-                                    g_.variables[r.var].name + "', which is on tile " + std::to_string(tile) +
-                                    " (connect it with fetch() to read data from other tiles)");
-            }, cursor);
+            // Every element on this tile (counted per tile; the element by element walk finds the first one
+            // elsewhere for the message).
+            bool elsewhere = !unit;
+            if (unit)
+              cursor.count(g_, r.var, lo, lo + r.count, [&](std::uint32_t tile, std::int64_t) {
+                elsewhere |= tile != static_cast<std::uint32_t>(rec.tile);
+              });
+            if (elsewhere)
+              tile_changes(g_, r.var, r.start, r.stride, r.count, [&](std::int64_t o, std::uint32_t tile) {
+                if (tile != rec.tile)
+                  throw mapping_error("compute set '" + csname + "': vertex " + std::string(vname) + " on tile " +
+                                      std::to_string(rec.tile) + ": field '" + std::string(f.name) +
+                                      "' is connected to element " + std::to_string(r.start + o * r.stride) +
+                                      " of '" + g_.variables[r.var].name + "', which is on tile " +
+                                      std::to_string(tile) + " (connect it with fetch() to read data from other tiles)");
+              }, cursor);
           }
           if (writing && g_.variables[r.var].constant)
             throw error("compute set '" + csname + "': vertex " + std::string(vname) + " field '" +
                         std::string(f.name) + "' writes the constant '" + g_.variables[r.var].name + "'");
-          if (reading) {  // one entry per run: a strided run is a progression (check_conflicts)
+          if (reading) {  // a strided run is a progression, a series of runs blocks (check_conflicts)
             read_vars.add(r.var);
-            std::int64_t const last = r.start + (r.count - 1) * r.stride;
-            if (r.count == 1 || r.stride == 0) reads.push_back({r.var, r.start, r.start + 1, 1, vi, fi});
-            else if (r.stride > 0) reads.push_back({r.var, r.start, last + 1, r.stride, vi, fi});
-            else reads.push_back({r.var, last, r.start + 1, -r.stride, vi, fi});
+            add_access(reads, r, vi, fi);
           }
           if (writing) {  // a progression too
-            std::int64_t const last = r.start + (r.count - 1) * r.stride;
             if (r.stride == 0 && r.count > 1)
               throw write_conflict_error("compute set '" + csname + "': vertex " + std::string(vname) + " field '" +
                                          std::string(f.name) + "' writes element " + std::to_string(r.start) +
                                          " of '" + g_.variables[r.var].name +
                                          "' more than once (a broadcast view cannot be written)");
-            if (r.count == 1 || r.stride == 0) writes.push_back({r.var, r.start, r.start + 1, 1, vi, fi});
-            else if (r.stride > 0) writes.push_back({r.var, r.start, last + 1, r.stride, vi, fi});
-            else writes.push_back({r.var, last, r.start + 1, -r.stride, vi, fi});
+            add_access(writes, r, vi, fi);
           }
         };
         // Runs are visited as they come (no buffer); identical runs in a row are visited once, except where written.
@@ -413,9 +480,34 @@ TILEBSP_INLINE Lowering::WriteSummary Lowering::check_conflicts(std::string cons
     return "vertex " + std::string(rec.ops->name) + " (tile " + std::to_string(rec.tile) + ") field '" +
            std::string(rec.fields[a.field].name) + "'";
   };
-  auto const last = [](Access const& a) { return a.begin + (a.end - 1 - a.begin) / a.step * a.step; };
-  auto const common = [&](Access const& a, Access const& b) {
-    return lowering::first_common(a.begin, a.step, last(a), b.begin, b.step, last(b));
+  // The first element that a and b share, or -1.
+  auto const common = [&](Access const& a, Access const& b) -> std::int64_t {
+    lowering::Blocks const x = lowering::blocks_of(a), y = lowering::blocks_of(b);
+    if (x.len == 1 && y.len == 1)  // progressions of single elements
+      return lowering::first_common(x.begin, x.step, x.end() - 1, y.begin, y.step, y.end() - 1);
+    if (x.n == 1) return lowering::first_in(y, x.begin, x.end());
+    if (y.n == 1) return lowering::first_in(x, y.begin, y.end());
+    if (x.step == y.step) {
+      // Blocks of one period S (lengths <= S): with y.begin - x.begin = q S + m (0 <= m < S), block r of x meets
+      // block r - q of y where y's block starts inside x's (m < x.len), or block r - q - 1 where x's starts inside
+      // y's (S - m < y.len); the first element is the start of the later block of the first such pair.
+      std::int64_t const S = x.step, q = lowering::floor_div(y.begin - x.begin, S), m = y.begin - x.begin - q * S;
+      std::int64_t best = -1;
+      auto const take = [&](std::int64_t shift, std::int64_t offset) {  // y's blocks r' with x's block r' + shift
+        std::int64_t const lo = std::max<std::int64_t>(0, -shift), hi = std::min(y.n, x.n - shift);
+        if (lo < hi && (best < 0 || y.begin + lo * S + offset < best)) best = y.begin + lo * S + offset;
+      };
+      if (m < x.len) take(q, 0);
+      if (S - m < y.len) take(q + 1, S - m);
+      return best;
+    }
+    // Different periods: each block of the one with fewer blocks against the other, where their spans meet.
+    lowering::Blocks const& u = x.n <= y.n ? x : y;
+    lowering::Blocks const& v = x.n <= y.n ? y : x;
+    std::int64_t k = v.begin <= u.begin ? 0 : (v.begin - u.begin - u.len + u.step) / u.step;
+    for (; k < u.n && u.begin + k * u.step < v.end(); ++k)
+      if (std::int64_t const e = lowering::first_in(v, u.begin + k * u.step, u.begin + k * u.step + u.len); e >= 0) return e;
+    return -1;
   };
   auto const conflict = [&](Access const& a, Access const& b, std::int64_t x) {
     throw write_conflict_error("compute set '" + cs + "': " + who(a) + " and " + who(b) + " both write element " +
@@ -436,7 +528,8 @@ TILEBSP_INLINE Lowering::WriteSummary Lowering::check_conflicts(std::string cons
     open.clear();
     for (; i < writes.size() && writes[i].var == var; ++i) {
       auto const& w = writes[i];
-      count += (w.end - w.begin + w.step - 1) / w.step;
+      auto const b = lowering::blocks_of(w);
+      count += b.n * b.len;
       std::erase_if(open, [&](std::size_t j) { return writes[j].end <= w.begin; });
       for (std::size_t j : open) {
         std::int64_t const x = common(writes[j], w);
@@ -460,7 +553,7 @@ TILEBSP_INLINE Lowering::WriteSummary Lowering::check_conflicts(std::string cons
         auto const& w = writes[k];
         if (w.step == 1) expanded.push_back(w);
         else
-          for (std::int64_t x = w.begin; x < w.end; x += w.step) expanded.push_back({w.var, x, x + 1, 1, w.vertex, w.field});
+          for (std::int64_t x = w.begin; x < w.end; x += w.step) expanded.push_back({w.var, 1, x, x + w.len, 1, w.vertex, w.field});
       }
       std::sort(expanded.begin(), expanded.end(), by_pos);
       std::size_t reach = 0;  // the furthest-reaching range so far

@@ -17,6 +17,11 @@ namespace tilebsp::core::detail {
 /// applied in turn) in one sweep, O(n log n), before the next read or once it is as long as the mapping. Reads
 /// resolve the queue themselves; like the rest of a Graph, a mapping is not to be read and written from several
 /// threads at once, and compile resolves every mapping before it reads them from more than one thread.
+///
+/// Resolving also indexes the repeats of the list: a run of pieces that is a few pieces (a pattern) shifted again
+/// and again by one period, on the same tiles, as an operator's result split across tiles by channels has a piece
+/// per position and block of channels. A Cursor finds a piece of a repeat by arithmetic on its pattern (a few
+/// pieces, in cache) rather than by a search through millions of pieces (a cache miss per step).
 class VariableMapping {
  public:
   /// A piece of the mapping: elements [begin, end) on `tile`, or an unmapped gap (tile -1).
@@ -26,6 +31,7 @@ class VariableMapping {
 
   void assign(std::int64_t b, std::int64_t e, std::uint32_t tile) {
     if (b >= e) return;
+    dirty_ = true;
     if (queued_.empty() && (pieces_.empty() || b >= pieces_.back().end)) {
       if (!pieces_.empty() && pieces_.back().end == b && pieces_.back().tile == tile) pieces_.back().end = e;
       else pieces_.push_back({b, e, tile});
@@ -59,6 +65,25 @@ class VariableMapping {
     explicit Cursor(VariableMapping const& m) : m_(&m) { m.resolve(); }
     Piece at(std::int64_t i) {
       auto const& p = m_->pieces_;
+      if (auto const& rs = m_->repeats_; !rs.empty()) {
+        if (rep_ >= rs.size() || i < rs[rep_].begin || i >= rs[rep_].end) {
+          auto const it = std::upper_bound(rs.begin(), rs.end(), i, [](std::int64_t x, Repeat const& r) { return x < r.begin; });
+          rep_ = it == rs.begin() || i >= std::prev(it)->end ? rs.size() : static_cast<std::size_t>(it - rs.begin()) - 1;
+        }
+        if (rep_ < rs.size()) {
+          Repeat const& r = rs[rep_];
+          std::int64_t const rep = std::min<std::int64_t>((i - r.begin) / r.period, static_cast<std::int64_t>(r.reps) - 1);
+          std::int64_t const shift = rep * r.period, off = i - shift;
+          std::size_t j = r.first, hi = r.first + r.k;  // j: the last piece of the pattern beginning at or before off
+          while (hi - j > 1) {
+            std::size_t const mid = j + (hi - j) / 2;
+            (p[mid].begin <= off ? j : hi) = mid;
+          }
+          at_ = j + static_cast<std::size_t>(rep) * r.k;
+          if (off < p[j].end) return {p[j].begin + shift, p[j].end + shift, static_cast<std::int64_t>(p[j].tile)};
+          return {p[j].end + shift, at_ + 1 < p.size() ? p[at_ + 1].begin : std::numeric_limits<std::int64_t>::max(), -1};
+        }
+      }
       std::size_t const n = p.size();
       if (n == 0 || p[0].begin > i) {
         at_ = n;
@@ -84,6 +109,56 @@ class VariableMapping {
       return piece(i);
     }
 
+    /// Calls f(tile, elements) for the mapped elements of [b, e), a piece at a time; where [b, e) spans whole
+    /// periods of a repeat, once per piece of its pattern for all of them (a fetched row of a conv output crosses a
+    /// piece per position and block of channels: a few calls rather than one per piece).
+    /// A range that is the last one shifted by whole periods inside one repeat has its counts: they are given
+    /// again without a lookup (a vertex's rows, one per position).
+    template <class F>
+    void count(std::int64_t b, std::int64_t e, F&& f) {
+      auto const& p = m_->pieces_;
+      auto const& rs = m_->repeats_;
+      if (memo_rep_ < rs.size() && e - b == memo_e_ - memo_b_) {
+        Repeat const& r = rs[memo_rep_];
+        std::int64_t const d = b - memo_b_;
+        if (b >= r.begin && e <= r.end && (d == r.period || d % r.period == 0)) {
+          for (auto const& [tile, n] : memo_) f(tile, n);
+          memo_b_ = b, memo_e_ = e;
+          return;
+        }
+      }
+      memo_.clear();
+      at(b);
+      std::size_t const in = rep_ < rs.size() && e <= rs[rep_].end ? rep_ : rs.size();
+      memo_rep_ = rs.size();
+      memo_b_ = b, memo_e_ = e;
+      auto const g = [&](std::uint32_t tile, std::int64_t n) {
+        f(tile, n);
+        if (in < rs.size()) memo_.emplace_back(tile, n);
+      };
+      while (b < e) {
+        Piece const q = at(b);
+        if (rep_ < rs.size()) {
+          Repeat const& r = rs[rep_];
+          std::int64_t const rep = (b - r.begin) / r.period, next = r.begin + (rep + 1) * r.period;
+          std::int64_t const full = e > next ? std::min((e - next) / r.period, static_cast<std::int64_t>(r.reps) - 1 - rep) : 0;
+          if (full >= 2) {
+            while (b < next) {  // the rest of this period (its pieces end by the next period's first)
+              Piece const h = at(b);
+              if (h.tile >= 0) g(static_cast<std::uint32_t>(h.tile), h.end - b);
+              b = h.end;
+            }
+            for (std::size_t j = r.first; j < r.first + r.k; ++j) g(p[j].tile, (p[j].end - p[j].begin) * full);
+            b = next + full * r.period;
+            continue;
+          }
+        }
+        if (q.tile >= 0) g(static_cast<std::uint32_t>(q.tile), std::min(q.end, e) - b);
+        b = q.end;
+      }
+      if (memo_.size() <= 64) memo_rep_ = in;
+    }
+
    private:
     /// The piece at i given at_, the last piece beginning at or before i.
     Piece piece(std::int64_t i) const {
@@ -93,6 +168,11 @@ class VariableMapping {
     }
     VariableMapping const* m_;
     std::size_t at_ = std::numeric_limits<std::size_t>::max();
+    std::size_t rep_ = std::numeric_limits<std::size_t>::max();  // the repeat of the last lookup
+    // The last count()'s range and result, when the range lies in repeat memo_rep_.
+    std::size_t memo_rep_ = std::numeric_limits<std::size_t>::max();
+    std::int64_t memo_b_ = 0, memo_e_ = 0;
+    std::vector<std::pair<std::uint32_t, std::int64_t>> memo_;
   };
 
   /// Tile of element i, or -1 when unmapped.
@@ -121,6 +201,7 @@ class VariableMapping {
   /// Resolves queued assignments now (compile calls it on every variable before reading mappings in parallel).
   void resolve() const {
     if (!queued_.empty() && !merge()) sweep();
+    if (dirty_) index();
   }
   /// Pieces of the mapping (after resolve()).
   std::size_t pieces() const noexcept { return pieces_.size(); }
@@ -211,9 +292,51 @@ class VariableMapping {
     queued_.clear();
   }
 
+  /// Pieces first .. first + k * reps - 1: pieces first .. first + k - 1 (the pattern), then the same shifted by
+  /// period, 2 period, ... (reps times in all, on the same tiles). begin and end: the first and last element + 1.
+  struct Repeat {
+    std::int64_t begin, end, period;
+    std::size_t first, k, reps;
+  };
+
+  /// Finds the repeats of pieces_ (patterns of up to 256 pieces repeated to 16 pieces or more): O(pieces).
+  void index() const {
+    repeats_.clear();
+    dirty_ = false;
+    auto const& p = pieces_;
+    std::size_t const n = p.size();
+    constexpr std::size_t max_k = 256, min_pieces = 16;
+    auto const same = [&](std::size_t a, std::size_t b, std::int64_t d) {
+      return p[b].tile == p[a].tile && p[b].begin == p[a].begin + d && p[b].end == p[a].end + d;
+    };
+    for (std::size_t i = 0; i + 1 < n;) {
+      std::size_t k = 1, reps = 0;
+      for (; k <= max_k && i + 2 * k <= n; ++k) {
+        std::int64_t const d = p[i + k].begin - p[i].begin;
+        if (!same(i, i + k, d)) continue;
+        std::size_t j = 1;
+        while (j < k && same(i + j, i + k + j, d)) ++j;
+        if (j < k) continue;
+        for (reps = 2; i + (reps + 1) * k <= n; ++reps) {
+          for (j = 0; j < k && same(i + (reps - 1) * k + j, i + reps * k + j, d);) ++j;
+          if (j < k) break;
+        }
+        break;
+      }
+      if (reps > 0 && k * reps >= min_pieces) {
+        repeats_.push_back({p[i].begin, p[i + k * reps - 1].end, p[i + k].begin - p[i].begin, i, k, reps});
+        i += k * reps;
+      } else {
+        ++i;
+      }
+    }
+  }
+
   // Mutable: a read resolves the queue first (see the class comment).
   mutable std::vector<Seg> pieces_;
   mutable std::vector<Seg> queued_;
+  mutable std::vector<Repeat> repeats_;
+  mutable bool dirty_ = false;
 };
 
 }  // namespace tilebsp::core::detail
