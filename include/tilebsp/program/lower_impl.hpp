@@ -519,6 +519,16 @@ TILEBSP_INLINE Lowering::WriteSummary Lowering::check_conflicts(std::string cons
   // variable whose overlapping spans pile up past `crowd` is checked element by element instead.
   constexpr std::size_t crowd = 48;
   std::vector<Access> expanded;
+  auto const expand = [&](std::size_t from, std::size_t to) {  // writes [from, to) as dense ranges, sorted
+    expanded.clear();
+    for (std::size_t k = from; k < to; ++k) {
+      auto const& w = writes[k];
+      if (w.step == 1) expanded.push_back(w);
+      else
+        for (std::int64_t x = w.begin; x < w.end; x += w.step) expanded.push_back({w.var, 1, x, x + w.len, 1, w.vertex, w.field});
+    }
+    std::sort(expanded.begin(), expanded.end(), by_pos);
+  };
   std::vector<std::size_t> open;  // writes whose spans reach past the one being checked
   for (std::size_t i = 0; i < writes.size();) {
     std::size_t const first = i;
@@ -547,15 +557,8 @@ TILEBSP_INLINE Lowering::WriteSummary Lowering::check_conflicts(std::string cons
       while (i < writes.size() && writes[i].var == var) ++i;
     out.written.push_back(var);
     if (crowded) {
-      // Element by element (each strided write as single elements), then a sweep of the sorted dense ranges.
-      expanded.clear();
-      for (std::size_t k = first; k < i; ++k) {
-        auto const& w = writes[k];
-        if (w.step == 1) expanded.push_back(w);
-        else
-          for (std::int64_t x = w.begin; x < w.end; x += w.step) expanded.push_back({w.var, 1, x, x + w.len, 1, w.vertex, w.field});
-      }
-      std::sort(expanded.begin(), expanded.end(), by_pos);
+      // Block by block (each block, or strided element, a dense range), then a sweep of the sorted ranges.
+      expand(first, i);
       std::size_t reach = 0;  // the furthest-reaching range so far
       std::int64_t covered = 0, end = 0;
       for (std::size_t k = 0; k < expanded.size(); ++k) {
@@ -569,17 +572,14 @@ TILEBSP_INLINE Lowering::WriteSummary Lowering::check_conflicts(std::string cons
     } else if (!overlap && count == g_.variables[var].size) {
       out.covered.push_back(var);
     } else if (overlap) {
-      // Overlaps within vertices: count the union (dense ranges only: a vertex's strided runs do not overlap
-      // themselves, and overlapping strided writes of one vertex are rare enough to leave the variable uncovered).
-      bool dense = true;
-      for (std::size_t k = first; k < i && dense; ++k) dense = writes[k].step == 1;
+      // Overlaps within vertices: count the union of the dense ranges of their blocks.
+      expand(first, i);
       std::int64_t covered = 0, end = 0;
-      for (std::size_t k = first; k < i && dense; ++k) {
-        auto const& w = writes[k];
+      for (auto const& w : expanded) {
         if (w.end > std::max(w.begin, end)) covered += w.end - std::max(w.begin, end);
         end = std::max(end, w.end);
       }
-      if (dense && covered == g_.variables[var].size) out.covered.push_back(var);
+      if (covered == g_.variables[var].size) out.covered.push_back(var);
     }
   }
   if (reads.empty()) return out;
