@@ -38,6 +38,18 @@ TEST_CASE("SmallVector grows past its in-place capacity and keeps its values") {
   CHECK(v.empty());
 }
 
+TEST_CASE("SmallVector copies a short list from the heap (grown, then cleared) into place") {
+  SmallInts a;
+  for (std::int64_t i = 0; i < 9; ++i) a.push_back(i);
+  a.clear();
+  a.push_back(7);
+  a.push_back(8);
+  SmallInts const copy = a;
+  CHECK(copy == a);
+  CHECK(copy.size() == 2);
+  CHECK(copy.capacity() == 4);
+}
+
 TEST_CASE("SmallVector copies and moves, in place and on the heap") {
   for (std::size_t n : {2u, 4u, 5u, 9u}) {
     CAPTURE(n);

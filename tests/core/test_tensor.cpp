@@ -116,3 +116,37 @@ TEST_CASE("large views stay compact: a transposed 1024x1024 matrix has one run p
   CHECK(m.slice(0, 512, 0).runs().size() == 1);
   CHECK(m.broadcast({4, 1024, 1024}).runs().size() == 4);  // one run per repetition
 }
+
+TEST_CASE("row_series: rows of one variable, at one distance, recognised without walking the runs") {
+  tb::Graph g{tb::targets::tiny(4)};
+  auto x = g.add_variable<float>({4, 6}, "x"), y = g.add_variable<float>({4}, "y");
+  auto const series = [](tb::Tensor const& t) {
+    tb::core::detail::RowSeries s;
+    bool const found = t.row_series(s);
+    // Found or not, the runs are what a series would be (each row one unit-stride run, `step` apart).
+    if (found) {
+      auto const runs = t.runs();
+      CHECK(static_cast<std::int64_t>(runs.size()) == s.rows);
+      for (std::size_t r = 0; r < runs.size(); ++r) {
+        CHECK(runs[r].var == s.var);
+        CHECK(runs[r].start == s.start + static_cast<std::int64_t>(r) * s.step);
+        CHECK(runs[r].count == s.len);
+        CHECK((runs[r].stride == 1 || runs[r].count == 1));
+      }
+    }
+    return found ? std::vector<std::int64_t>{s.start, s.len, s.step, s.rows} : std::vector<std::int64_t>{};
+  };
+  CHECK(series(x.slice(tb::Shape{0, 1}, tb::Shape{4, 4})) == V{1, 3, 6, 4});
+  CHECK(series(x.slice(tb::Shape{0, 2}, tb::Shape{4, 5}).slice(1, 3)) == V{8, 3, 6, 2});
+  // The flat view of a block cut as map cuts its pieces: rows of a [rows, stride] reshape.
+  CHECK(series(x.flatten().slice(2, 20).reshape({3, 6}).slice(tb::Shape{0, 0}, tb::Shape{3, 2})) == V{2, 2, 6, 3});
+  CHECK(series(x).empty());                                                    // one run
+  CHECK(series(x.slice(1, 3)).empty());                                        // one run
+  CHECK(series(x.slice(tb::Shape{1, 2}, tb::Shape{3, 3})).empty());            // a column: one strided run
+  CHECK(series(x.transpose()).empty());                                        // rows of one at stride 6: not unit
+  CHECK(series(x.reverse(1).slice(tb::Shape{0, 1}, tb::Shape{4, 4})).empty()); // descending rows
+  CHECK(series(x.slice(0, 2).broadcast({3, 2, 6})).empty());                  // repeats its rows
+  CHECK(series(tb::concat({x.slice(0, 1), x.slice(2, 3)}, 0)).empty());       // another sequence
+  CHECK(series(g.add_variable<float>({2, 3, 4}, "z").slice(tb::Shape{0, 0, 0}, tb::Shape{2, 2, 2})).empty());  // 3 levels
+  CHECK(series(y.slice(0, 1)).empty());
+}

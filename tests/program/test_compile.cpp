@@ -33,6 +33,59 @@ TEST_CASE("a vertex field connected to data on another tile") {
                        tb::mapping_error);
 }
 
+TEST_CASE("fields of rows (a block of a [rows, columns] variable): locality, conflicts and results as for runs") {
+  tb::Graph g{tb::targets::tiny(2)};
+  auto x = g.add_variable<float>({4, 6}, "x"), y = g.add_variable<float>({12}, "y");
+  g.set_tile_mapping(x, 0);
+  g.set_tile_mapping(y, 0);
+  tb::Tensor const rows = x.slice(tb::Shape{0, 1}, tb::Shape{4, 4});  // 4 rows of 3 elements, 6 apart
+  SUBCASE("a row elsewhere: the message names its element there") {
+    g.set_tile_mapping(x.slice(tb::Shape{2, 2}, tb::Shape{3, 3}), 1);  // element 14
+    auto cs = g.add_compute_set("rows");
+    g.add_vertex<tbt::Copy>(cs, 0, rows, y);
+    CHECK_THROWS_WITH_AS(tb::compile(g, tb::execute(cs)),
+                         "compute set 'rows': vertex tbt::Copy on tile 0: field 'in' is connected to element 14 of 'x', "
+                         "which is on tile 1 (connect it with fetch() to read data from other tiles)",
+                         tb::mapping_error);
+  }
+  SUBCASE("two series of rows writing one element") {
+    auto cs = g.add_compute_set("overlap");
+    g.add_vertex<tbt::Copy>(cs, 0, y.slice(0, 8), x.slice(tb::Shape{0, 0}, tb::Shape{4, 2}));
+    g.add_vertex<tbt::Copy>(cs, 0, y.slice(8, 12), x.slice(tb::Shape{1, 1}, tb::Shape{3, 3}));
+    CHECK_THROWS_WITH_AS(tb::compile(g, tb::execute(cs)),
+                         "compute set 'overlap': vertex tbt::Copy (tile 0) field 'out' and vertex tbt::Copy (tile 0) "
+                         "field 'out' both write element 7 of 'x'",
+                         tb::write_conflict_error);
+  }
+  SUBCASE("rows gathered and scattered: the values land where the views say") {
+    auto z = g.add_variable<float>({8}, "z");
+    g.set_tile_mapping(z, 1);
+    auto cs = g.add_compute_set("copy rows");
+    g.add_vertex<tbt::Copy>(cs, 0, rows, y);                                                // gathers columns 1-3
+    g.add_vertex<tbt::Copy>(cs, 0, tb::fetch(z), x.slice(tb::Shape{0, 4}, tb::Shape{4, 6}));  // scatters to 4-5
+    auto w = g.add_variable<float>({6}, "w");
+    g.set_tile_mapping(w, 1);
+    g.add_vertex<tbt::Copy>(cs, 1, tb::fetch(x.slice(tb::Shape{0, 1}, tb::Shape{2, 4})), w);  // fetches 2 rows
+    auto const exe = tb::compile(g, tb::execute(cs));
+    CHECK(exe.schedule().compute_sets.at(0).fetch_bytes == 32 + 24);  // z from tile 1, two rows of x from tile 0
+    tb::Engine e{exe};
+    std::vector<float> xs(24), zs{-1, -2, -3, -4, -5, -6, -7, -8};
+    for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i);
+    e.write(x, xs);
+    e.write(z, zs);
+    e.run();
+    CHECK(e.read<float>(y) == std::vector<float>{1, 2, 3, 7, 8, 9, 13, 14, 15, 19, 20, 21});
+    CHECK(e.read<float>(w) == std::vector<float>{1, 2, 3, 7, 8, 9});
+    auto const got = e.read<float>(x);
+    for (std::size_t r = 0; r < 4; ++r) {
+      CHECK(got[r * 6] == xs[r * 6]);
+      for (std::size_t c = 1; c < 4; ++c) CHECK(got[r * 6 + c] == xs[r * 6 + c]);
+      CHECK(got[r * 6 + 4] == zs[2 * r]);
+      CHECK(got[r * 6 + 5] == zs[2 * r + 1]);
+    }
+  }
+}
+
 TEST_CASE("two vertices of one compute set writing the same element") {
   tb::Graph g{tb::targets::tiny(2)};
   auto x = g.add_variable<float>({4}, "x"), y = g.add_variable<float>({4}, "y");

@@ -59,8 +59,9 @@ TILEBSP_INLINE Tensor Graph::add_variable(ElementType type, Shape shape, std::st
 TILEBSP_INLINE void Graph::set_tile_mapping(Tensor const& t, std::size_t tile) {
   check_tensor("set_tile_mapping", t);
   auto const g = global_tile("set_tile_mapping", tile);
+  auto& variables = impl().variables;
   t.for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
-    auto& m = impl().variables[var].mapping;
+    auto& m = variables[var].mapping;
     if (stride == 1) {
       m.assign(start, start + count, g);
     } else {
@@ -83,7 +84,19 @@ TILEBSP_INLINE TileMapping Graph::tile_mapping(Tensor const& t) const {
   if (unmapped > 0)
     throw mapping_error("tile_mapping: " + std::to_string(unmapped) + " of " + std::to_string(t.num_elements()) +
                         " elements are not mapped to any tile");
-  std::stable_sort(r.begin(), r.end(), [](auto const& a, auto const& b) { return a.first < b.first; });
+  // Grouped by tile, positions ascending within each: a counting sort where there are many regions (an operator's
+  // result has a region per position and block of channels), O(regions + tiles).
+  auto const by_tile = [](auto const& a, auto const& b) { return a.first < b.first; };
+  if (r.size() <= 256 || tile_count_ > r.size() * 4) {
+    std::stable_sort(r.begin(), r.end(), by_tile);
+  } else if (!std::is_sorted(r.begin(), r.end(), by_tile)) {
+    std::vector<std::size_t> at(tile_count_ + 1, 0);
+    for (auto const& e : r) ++at[e.first + 1];
+    for (std::size_t i = 1; i <= tile_count_; ++i) at[i] += at[i - 1];
+    std::vector<TileMapping::value_type> sorted(r.size());
+    for (auto const& e : r) sorted[at[e.first]++] = e;
+    r = std::move(sorted);
+  }
   return TileMapping(std::move(r));
 }
 

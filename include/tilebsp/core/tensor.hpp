@@ -28,6 +28,13 @@ struct Run {
   std::int64_t count = 0;
 };
 
+/// `rows` rows of `len` consecutive elements of variable `var`, the first at `start`, each `step` > len after the
+/// one before: a block of an operator's result split across tiles by channels (a row per position).
+struct RowSeries {
+  std::uint32_t var = 0;
+  std::int64_t start = 0, len = 0, step = 0, rows = 0;
+};
+
 /// Element (i0, i1, ...) of a view at var[start + i0 * strides[0] + i1 * strides[1] + ...].
 struct Affine {
   std::uint32_t var = 0;
@@ -188,15 +195,41 @@ class Tensor {
     std::size_t const outer = nd - 1;
     std::fill(idx, idx + outer, std::int64_t{0});
     auto const [inner_n, inner_s] = dims[outer];
+    // A view of one run (of one variable, as most are): positions map to elements without a search.
+    core::detail::Run const* const single = seq_->runs.size() == 1 ? seq_->runs.data() : nullptr;
     for (;;) {
       std::int64_t p = offset_;
       for (std::size_t d = 0; d < outer; ++d) p += idx[d] * dims[d].second;
-      emit(merger, p, inner_s, inner_n, hint);
+      if (single) merger.add(single->var, single->start + p * single->stride, inner_s * single->stride, inner_n);
+      else emit(merger, p, inner_s, inner_n, hint);
       std::size_t d = outer;
       while (d > 0 && ++idx[d - 1] == dims[d - 1].first) idx[--d] = 0;
       if (d == 0) break;
     }
     merger.flush();
+  }
+
+  /// Internal: whether the view's elements are a RowSeries of one variable (and which), without walking them:
+  /// planning takes such a field as one series rather than a run per row.
+  bool row_series(core::detail::RowSeries& out) const noexcept {
+    if (!valid() || seq_->runs.size() != 1 || seq_->runs[0].stride != 1) return false;
+    std::int64_t n[2] = {0, 0}, st[2] = {0, 0};  // the coalesced (size, stride) of the dimensions, as for_each_run
+    std::size_t nd = 0;
+    for (std::size_t d = 0; d < rank(); ++d) {
+      if (shape_[d] == 1) continue;
+      auto const size = static_cast<std::int64_t>(shape_[d]);
+      if (nd > 0 && st[nd - 1] == strides_[d] * size) {
+        n[nd - 1] *= size;
+        st[nd - 1] = strides_[d];
+      } else {
+        if (nd == 2) return false;
+        n[nd] = size, st[nd] = strides_[d];
+        ++nd;
+      }
+    }
+    if (nd != 2 || st[1] != 1 || st[0] <= n[1]) return false;
+    out = {seq_->runs[0].var, seq_->runs[0].start + offset_, n[1], st[0], n[0]};
+    return true;
   }
 
   /// All element runs, in row-major order.
@@ -225,8 +258,9 @@ class Tensor {
       auto const& run = seq.runs[r];
       std::int64_t const lo = seq.first[r], hi = lo + run.count;  // positions [lo, hi)
       std::int64_t m = n;
-      if (s > 0) m = std::min(n, (hi - 1 - p) / s + 1);
-      if (s < 0) m = std::min(n, (p - lo) / (-s) + 1);
+      if (s == 1) m = std::min(n, hi - p);  // no division for the common unit stride
+      else if (s > 0) m = std::min(n, (hi - 1 - p) / s + 1);
+      else if (s < 0) m = std::min(n, (p - lo) / (-s) + 1);
       merger.add(run.var, run.start + (p - lo) * run.stride, s * run.stride, m);
       p += m * s;
       n -= m;

@@ -21,7 +21,6 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -175,12 +174,14 @@ inline bool rows_fit(MapPiece const& p, std::size_t total) {
 /// series of short runs of one length at one stride (a run per position of a block of channels) as pieces of
 /// several rows, each of which rows_fit.
 inline std::vector<MapPiece> pieces(Graph const& g, Tensor const& out) {
-  std::map<std::size_t, std::vector<Interval>> by_tile;
-  for (auto const& [tile, r] : g.tile_mapping(out)) by_tile[tile].push_back(r);
+  TileMapping const mapping = g.tile_mapping(out);  // tiles ascending, regions ascending on each
+  std::vector<Interval> regions;
   std::vector<MapPiece> r;
   std::size_t const workers = std::max<std::size_t>(1, g.target().workers_per_tile), total = out.num_elements();
-  for (auto& [tile, regions] : by_tile) {
-    std::sort(regions.begin(), regions.end(), [](Interval const& x, Interval const& y) { return x.begin < y.begin; });
+  for (auto it = mapping.begin(); it != mapping.end();) {
+    std::size_t const tile = it->first;
+    regions.clear();
+    for (; it != mapping.end() && it->first == tile; ++it) regions.push_back(it->second);
     std::size_t elements = 0;
     for (auto const& iv : regions) elements += iv.size();
     std::size_t const chunk = std::max<std::size_t>(16, ((elements + workers - 1) / workers + 15) / 16 * 16);

@@ -370,6 +370,46 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
             add_access(writes, r, vi, fi);
           }
         };
+        // A series of rows (a block of a result split by channels, a row per position) at once: its bytes per tile
+        // counted row by row (a row a whole number of mapping periods from the last reuses its counts), one access
+        // entry. Rows on other tiles of a field that is not fetched are visited one by one below, for the message.
+        if (core::detail::RowSeries rs; t.row_series(rs) && rs.len < (std::int64_t{1} << 31)) {
+          auto const dst = static_cast<std::uint32_t>(rec.tile);
+          bool elsewhere = false;
+          for (std::int64_t i = 0; i < rs.rows && !elsewhere; ++i) {
+            std::int64_t const b = rs.start + i * rs.step;
+            cursor.count(g_, rs.var, b, b + rs.len, [&](std::uint32_t tile, std::int64_t n) {
+              if (tile == dst) return;
+              if (!f.fetched) {
+                elsewhere = true;
+                return;
+              }
+              auto& bytes = from_tile[tile];
+              if (bytes == 0) sources.push_back(tile);
+              bytes += n * eb;
+            });
+          }
+          if (!elsewhere) {
+            vars.add(rs.var);
+            if (writing && g_.variables[rs.var].constant) visit({rs.var, rs.start, 1, rs.len}, 1);  // throws
+            Access const a{rs.var, static_cast<std::uint32_t>(rs.len), rs.start,
+                           rs.start + (rs.rows - 1) * rs.step + rs.len, rs.step, vi, fi};
+            if (reading) read_vars.add(rs.var), reads.push_back(a);
+            if (writing) writes.push_back(a);
+            if (f.rank == 0) {  // several runs: gathered into (scattered from) a contiguous buffer
+              Staging st;
+              st.field = fi;
+              st.item = k;
+              st.gather = reading;
+              st.scatter = writing;
+              st.elements = static_cast<std::int64_t>(t.num_elements());
+              st.elem_bytes = eb;
+              pv.staging.push_back(std::move(st));
+            }
+            continue;
+          }
+          for (std::int64_t i = 0; i < rs.rows; ++i) visit({rs.var, rs.start + i * rs.step, 1, rs.len}, 1);  // throws
+        }
         // Runs are visited as they come (no buffer); identical runs in a row are visited once, except where written.
         std::size_t num_runs = 0;
         Run first{}, pending{};

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <iterator>
 #include <type_traits>
@@ -27,7 +28,14 @@ class SmallVector {
   SmallVector(It b, It e) {
     assign(b, e);
   }
-  SmallVector(SmallVector const& o) { assign(o.begin(), o.end()); }
+  SmallVector(SmallVector const& o) {
+    if (o.size_ <= N) {  // the common case: a copy of the whole in-place array (a tensor is copied per slice)
+      std::memcpy(in_, o.data(), sizeof(in_));  // bytes past size_ too: a fixed-size copy, no loop
+      size_ = o.size_;
+    } else {
+      assign(o.begin(), o.end());
+    }
+  }
   SmallVector(SmallVector&& o) noexcept { take(o); }
   SmallVector& operator=(SmallVector const& o) {
     if (this != &o) assign(o.begin(), o.end());

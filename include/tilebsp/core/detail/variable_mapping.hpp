@@ -38,7 +38,7 @@ class VariableMapping {
       return;
     }
     queued_.push_back({b, e, tile});
-    if (queued_.size() >= std::max<std::size_t>(1024, pieces_.size())) resolve();
+    if (queued_.size() >= std::max<std::size_t>(1024, pieces_.size()) && !merge()) sweep();  // indexed when read
   }
 
   /// Calls f(begin, end, tile) for mapped pieces of [b, e); returns the number of unmapped elements.
@@ -217,12 +217,40 @@ class VariableMapping {
     return std::upper_bound(pieces_.begin(), pieces_.end(), i, [](std::int64_t x, Seg const& s) { return x < s.end; });
   }
 
+  /// Sorts by first element. The queue is mostly a few ascending series (an operator maps its result block by
+  /// block, each block position by position): a natural merge sort, O(n log series), takes them as they are.
+  static void sort_by_begin(std::vector<Seg>& q) {
+    auto const less = [](Seg const& a, Seg const& b) { return a.begin < b.begin; };
+    std::vector<std::size_t> cuts{0};  // where each ascending series starts
+    for (std::size_t i = 1; i < q.size(); ++i)
+      if (less(q[i], q[i - 1])) cuts.push_back(i);
+    if (cuts.size() == 1) return;
+    if (cuts.size() > q.size() / 8) {  // no long series: an ordinary sort
+      std::sort(q.begin(), q.end(), less);
+      return;
+    }
+    cuts.push_back(q.size());
+    std::vector<Seg> buffer(q.size());
+    while (cuts.size() > 2) {  // merge neighbouring series pairwise, halving their number
+      std::vector<std::size_t> next{0};
+      for (std::size_t k = 0; k + 1 < cuts.size(); k += 2) {
+        std::size_t const b = cuts[k], m = cuts[k + 1], e = k + 2 < cuts.size() ? cuts[k + 2] : m;
+        std::merge(q.begin() + static_cast<std::ptrdiff_t>(b), q.begin() + static_cast<std::ptrdiff_t>(m),
+                   q.begin() + static_cast<std::ptrdiff_t>(m), q.begin() + static_cast<std::ptrdiff_t>(e),
+                   buffer.begin() + static_cast<std::ptrdiff_t>(b), less);
+        next.push_back(e);
+      }
+      q.swap(buffer);
+      cuts = std::move(next);
+    }
+  }
+
   /// Applies the queue when its assignments overlap neither each other nor the mapped pieces (an operator mapping
   /// its result block by block, each block a run per position): sorted and merged into the pieces in one pass.
   /// Returns false, changing nothing, when they overlap.
   bool merge() const {
     std::vector<Seg> q = queued_;
-    std::sort(q.begin(), q.end(), [](Seg const& a, Seg const& b) { return a.begin < b.begin; });
+    sort_by_begin(q);
     for (std::size_t i = 1; i < q.size(); ++i)
       if (q[i].begin < q[i - 1].end) return false;
     std::vector<Seg> out;
