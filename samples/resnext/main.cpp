@@ -51,7 +51,7 @@ ResNeXt inference on a modelled IPU: infeed -> repeat(batches-per-step, network)
   --conv-amp X            availableMemoryProportion of convolutions, in [0, 1] (default 0.3)
   --matmul-amp X          availableMemoryProportion of the fully connected layer, in [0, 1] (default 0.6)
   --num-ipus N            IPU Mk2 devices in the target (default 1)
-  --host-threads N        host threads running the program (default: all)
+  --host-threads N        host threads building, compiling and running the program (default: all)
   --seed N                seed of the random weights and images (default 42)
   --weights FILE          read the weights from FILE (format: samples/resnext/resnext.hpp, docs/05)
   --save-weights FILE     write the weights used to FILE
@@ -136,6 +136,7 @@ int run(Options const& o) {
 
   // The graph: one inference step, repeated on the device between an infeed and an outfeed.
   tb::Graph g{tb::targets::ipu_mk2(o.num_ipus)};
+  g.set_build_threads(o.host_threads);
   tb::Sequence step;
   resnext::Model model = resnext::build(g, step, c);
   model.set_values(values.get());
@@ -147,6 +148,7 @@ int run(Options const& o) {
   t0 = std::chrono::steady_clock::now();
   tb::Executable exe = tb::compile(g,
                                    {.allow_out_of_memory = !o.check_memory,
+                                    .threads = o.host_threads,
                                     .cache_dir = o.executable_cache,
                                     .progress = samples::compile_progress("resnext")},
                                    program);

@@ -170,6 +170,24 @@ TEST_CASE("VariableMapping: a cursor finds pieces of repeated patterns (with gap
       REQUIRE(got_next == want_next);
     }
   }
+  // Rows: `rows` ranges of `len`, `step` apart (a whole number of periods or not, inside a repeat, across its end
+  // or outside any), summed per tile as the per-element reference sums them.
+  for (int k = 0; k < 3000; ++k) {
+    std::int64_t const b = static_cast<std::int64_t>(rng() % static_cast<unsigned>(n + 5));
+    std::int64_t const len = 1 + static_cast<std::int64_t>(rng() % 12);
+    std::int64_t const steps[] = {10, 20, 5, 4, len + 1, 13, 50};
+    std::int64_t const step = std::max(len + 1, steps[rng() % 7]);
+    std::int64_t const rows = 1 + static_cast<std::int64_t>(rng() % 40);
+    std::map<std::int64_t, std::int64_t> want_count, got_count;
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t x = b + r * step; x < b + r * step + len; ++x)
+        if (tile_at(x) >= 0) ++want_count[tile_at(x)];
+    c.count_rows(b, len, step, rows, [&](std::uint32_t tile, std::int64_t elements) {
+      CHECK(elements > 0);
+      got_count[tile] += elements;
+    });
+    REQUIRE(got_count == want_count);
+  }
 }
 
 TEST_CASE("VariableMapping: appends, out-of-order and overlapping assignments agree with a per-element reference") {

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <unistd.h>
 
@@ -263,6 +265,43 @@ std::vector<float> program_node_example() {
 
 TEST_CASE("program node example") {
   CHECK(program_node_example() == std::vector<float>(8, 2.0f));
+}
+
+// [vertices-example]
+// One Axpy vertex per block of 16 elements of y (an operator's many small vertices): the records are made on the
+// graph's build threads (Graph::set_build_threads) and added in block order: the same graph for any number.
+void add_axpy_blocks(tb::Graph& g, tb::ComputeSet cs, tb::Tensor const& x, tb::Tensor const& y) {
+  std::vector<std::pair<std::size_t, tb::Interval>> blocks;  // (tile, 16 elements of y)
+  for (auto const& [tile, region] : g.tile_mapping(y))
+    for (std::size_t b = region.begin; b < region.end; b += 16)
+      blocks.push_back({tile, tb::Interval{b, std::min(region.end, b + 16)}});
+  tb::vertex::add_vertices(g, blocks.size(), [&](std::size_t i) {  // on several threads: reads the graph only
+    auto const& [tile, r] = blocks[i];
+    return tb::vertex::record<Axpy>(g, cs, tile, x.slice(r), y.slice(r), 2.0f);
+  });
+}
+// [vertices-example]
+
+TEST_CASE("vertices in bulk example") {
+  std::uint64_t hash = 0;
+  for (std::size_t threads : {1u, 3u}) {
+    tb::Graph g{tb::targets::ipu_mk2()};
+    g.set_build_threads(threads);
+    tb::Tensor x = g.add_variable<float>({1 << 16}, "x"), y = g.add_variable<float>({1 << 16}, "y");
+    tb::map_linearly(g, x);
+    tb::map_linearly(g, y);
+    tb::ComputeSet cs = g.add_compute_set("axpy");
+    add_axpy_blocks(g, cs, x, y);
+    std::size_t blocks = 0;
+    for (auto const& [tile, region] : g.tile_mapping(y)) blocks += (region.size() + 15) / 16;
+    CHECK(g.impl().vertices.size() == blocks);
+    if (hash != 0) CHECK(g.impl().vertex_hash.first() == hash);
+    hash = g.impl().vertex_hash.first();
+    tb::Engine engine{tb::compile(g, tb::execute(cs))};
+    engine.write(x, std::vector<float>(x.num_elements(), 1.0f));
+    engine.run();
+    CHECK(engine.read<float>(y) == std::vector<float>(y.num_elements(), 2.0f));
+  }
 }
 
 // [cache-example]

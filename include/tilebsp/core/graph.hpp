@@ -19,6 +19,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace tilebsp {
@@ -70,8 +71,9 @@ struct GraphImpl {
   std::vector<Variable> variables;
   std::vector<std::string> compute_sets;
   std::vector<VertexRecord> vertices;
-  /// Every vertex's hash_vertex, in order, folded in as it is added: the executable cache's key takes the vertices
-  /// from here instead of walking them (their tensors are hot in the cache only while add_vertex connects them).
+  /// Every vertex's own hash (hash_vertex), in order, folded in as it is added: the executable cache's key takes
+  /// the vertices from here instead of walking them (their tensors are hot in the cache only while they are
+  /// connected).
   Hasher vertex_hash;
   std::vector<FifoInfo> fifos;
 
@@ -165,6 +167,13 @@ class Graph {
     return add_fifo(std::move(name), element_type_v<T>, elements, false);
   }
 
+  /// Host threads on which operators make the records of their vertices (vertex::add_vertices); 0, the default,
+  /// means every hardware thread. The graph is the same for any number.
+  void set_build_threads(std::size_t n) noexcept { shared_->build_threads = n; }
+  std::size_t build_threads() const noexcept {
+    return shared_->build_threads != 0 ? shared_->build_threads : std::max(1u, std::thread::hardware_concurrency());
+  }
+
   /// Internal state, for the lowering and the engine. The non-const form is for building on it: where an
   /// executable still holds the state it was compiled from (snapshot()), the graph copies it first.
   core::detail::GraphImpl const& impl() const noexcept { return *shared_->impl; }
@@ -186,6 +195,7 @@ class Graph {
   /// Shared by every handle (copies, shard views) of one graph; `impl` also by the executables compiled from it.
   struct Shared {
     std::shared_ptr<core::detail::GraphImpl> impl;
+    std::size_t build_threads = 0;
   };
   std::shared_ptr<Shared> shared_;
   std::size_t tile_begin_ = 0;

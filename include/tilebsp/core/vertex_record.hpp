@@ -74,14 +74,18 @@ struct FieldConnection {
   std::string_view name;
 };
 
-/// A vertex as the graph keeps it: two allocations besides its state (the field list and one array of every
-/// field's tensors), whatever its number of fields — a large graph holds millions.
+/// A vertex as the graph keeps it: one allocation of its own (the array of every field's tensors), whatever its
+/// number of fields — a large graph holds millions. Its field list is shared by every vertex of its type connected
+/// the same way, and its prototype by the vertices before it with the same params (see add_vertex).
 struct VertexRecord {
   VertexOps const* ops = nullptr;
   std::shared_ptr<void const> prototype;  ///< a V with its params set; copied into the engine
   std::uint32_t compute_set = 0;
   std::size_t tile = 0;  ///< global tile
-  std::vector<FieldConnection> fields;
+  /// The fields: a list kept for the life of the program per vertex type and connection types, or the vertex's
+  /// own (own_fields) where an input_list field makes its tensor counts its own.
+  std::span<FieldConnection const> fields;
+  std::shared_ptr<FieldConnection const[]> own_fields;
   std::vector<Tensor> tensors;  ///< every field's tensors, in field order (one for tensor fields, any number for lists)
   std::uint64_t cycles = 0;     ///< the vertex's own estimate (vertex_estimate) where its type has one
 

@@ -51,17 +51,25 @@ Execute conv_reduce_stage(Graph& g, ConvPlan const& p, Tensor const& parts, Tens
   std::size_t const cols = out_user.dim(out_user.rank() - 1), rows = out_user.num_elements() / cols;
   Tensor const out2 = out_user.reshape({rows, cols});
   Tensor const parts3 = parts.reshape({p.parts(), rows, cols});
+  struct Rect {
+    std::size_t tile, i, r1, c0, c1;
+  };
+  std::vector<Rect> rects;
   for (auto const& [tile, iv] : g.tile_mapping(out2.flatten()))
     for (std::size_t b = iv.begin; b < iv.end;) {
       std::size_t const i = b / cols, j = b % cols, left = iv.end - b;
       std::size_t r1 = i + 1, c0 = j, c1 = std::min(cols, j + left);
       if (j == 0 && left >= cols) r1 = i + left / cols, c1 = cols;
-      Tensor const src = parts3.slice({0, i, c0}, {p.parts(), r1, c1});
-      Tensor const dst = out2.slice({i, c0}, {r1, c1});
-      if (q.accumulate) g.add_vertex<MatmulReduce<TP, TO, true>>(cs, tile, fetch(src), dst, alpha);
-      else g.add_vertex<MatmulReduce<TP, TO, false>>(cs, tile, fetch(src), dst, alpha);
+      rects.push_back({tile, i, r1, c0, c1});
       b += (r1 - i - 1) * cols + (c1 - c0);
     }
+  vertex::add_vertices(g, rects.size(), [&](std::size_t k) {
+    Rect const& r = rects[k];
+    Tensor const src = parts3.slice({0, r.i, r.c0}, {p.parts(), r.r1, r.c1});
+    Tensor const dst = out2.slice({r.i, r.c0}, {r.r1, r.c1});
+    if (q.accumulate) return vertex::record<MatmulReduce<TP, TO, true>>(g, cs, r.tile, fetch(src), dst, alpha);
+    return vertex::record<MatmulReduce<TP, TO, false>>(g, cs, r.tile, fetch(src), dst, alpha);
+  });
   return execute(cs);
 }
 
@@ -87,22 +95,26 @@ void build_conv(Graph& g, Sequence& prog, ConvPlan const& p, ConvViews const& v,
   Sequence body;
   for (std::size_t s = 0; s < p.steps; ++s) {
     ComputeSet const cs = g.add_compute_set(name + (p.steps > 1 ? "/step" + std::to_string(s) : ""));
-    each_piece(p, s, [&](std::size_t tile, std::size_t part, simd::ConvRange const& r) {
-      ConvGeometry const geo = geometry(q, r);
+    struct Piece {
+      std::size_t tile, part;
+      simd::ConvRange r;
+    };
+    std::vector<Piece> pieces;
+    each_piece(p, s, [&](std::size_t tile, std::size_t part, simd::ConvRange const& r) { pieces.push_back({tile, part, r}); });
+    vertex::add_vertices(g, pieces.size(), [&](std::size_t k) {
+      std::size_t const tile = pieces[k].tile, part = pieces[k].part;
+      ConvGeometry const geo = geometry(q, pieces[k].r);
       Tensor const src = geo.src.of(v.src), other = geo.other.of(v.other);
-      auto const add = [&]<class TD, bool Load>(Tensor const& dst) {
-        if (wu) g.add_vertex<ConvVertex<TS, TW, TD, Load, true>>(cs, tile, fetch(src), fetch(other), dst, geo, rate);
-        else g.add_vertex<ConvVertex<TS, TW, TD, Load, false>>(cs, tile, fetch(src), fetch(other), dst, geo, rate);
+      auto const make = [&]<class TD, bool Load>(Tensor const& dst) {
+        if (wu) return vertex::record<ConvVertex<TS, TW, TD, Load, true>>(g, cs, tile, fetch(src), fetch(other), dst, geo, rate);
+        return vertex::record<ConvVertex<TS, TW, TD, Load, false>>(g, cs, tile, fetch(src), fetch(other), dst, geo, rate);
       };
       if (p.reduce) {
         Tensor const dst = geo.dst.of(parts6.index(part));
-        if (s == 0) add.template operator()<TP, false>(dst);
-        else add.template operator()<TP, true>(dst);
-      } else {
-        Tensor const dst = geo.dst.of(v.out);
-        if (s == 0) add.template operator()<TO, false>(dst);
-        else add.template operator()<TO, true>(dst);
+        return s == 0 ? make.template operator()<TP, false>(dst) : make.template operator()<TP, true>(dst);
       }
+      Tensor const dst = geo.dst.of(v.out);
+      return s == 0 ? make.template operator()<TO, false>(dst) : make.template operator()<TO, true>(dst);
     });
     body.add(execute(cs));
   }

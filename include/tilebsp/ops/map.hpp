@@ -431,23 +431,50 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
   std::vector<MapPiece> work = pieces(g, out_flat);
   // A piece of several rows needs every operand's rows contiguous where they are read in place (not so an
   // operand read at a stride, such as every other element of a variable): otherwise its rows become single runs.
+  // A flat view of consecutive elements of one variable has them in every piece (the common case: looked at once).
+  auto const consecutive = [](Tensor const& t) {
+    auto const a = t.affine();
+    return a && a->strides.size() == 1 && a->strides[0] == 1;
+  };
+  std::array<bool, N + 1> in_place_rows{};
+  for (std::size_t k = 0; k < N; ++k) in_place_rows[k] = consecutive(flat[k]);
+  in_place_rows[N] = consecutive(out_flat);
   for (std::size_t w = 0, n = work.size(); w < n; ++w) {
     MapPiece const p = work[w];
     if (p.rows == 1) continue;
-    auto const rows_contiguous = [&](Tensor const& t) {
+    auto const rows_contiguous = [&](Tensor const& t, bool consecutive_elements) {
+      if (consecutive_elements) return true;
       auto const a = piece_of(t, p).affine();
       return !a || a->strides[1] == 1;  // not affine: gathered into a contiguous buffer
     };
-    bool contiguous = rows_contiguous(out_flat);
+    bool contiguous = rows_contiguous(out_flat, in_place_rows[N]);
     for (std::size_t k = 0; k < N && contiguous; ++k)
-      if (!(scalar_mask >> k & 1u) && !copied[k]) contiguous = rows_contiguous(flat[k]);
+      if (!(scalar_mask >> k & 1u) && !copied[k]) contiguous = rows_contiguous(flat[k], in_place_rows[k]);
     if (contiguous) continue;
     work[w] = {p.tile, p.begin, p.length, 0, 1};
     for (std::size_t i = 1; i < p.rows; ++i) work.push_back({p.tile, p.begin + i * p.stride, p.length, 0, 1});
   }
 
   HostKernel host;  // empty where an operand is copied to its tile first (the vertices run)
+  bool const any_copied = std::find(copied.begin(), copied.end(), true) != copied.end();
   auto leaf_out = [&]<Types In, VT Out>() {
+    if (!any_copied) {  // the vertices only read the graph: made on the build threads
+      vertex::add_vertices(g, work.size(), [&](std::size_t w) {
+        MapPiece const& p = work[w];
+        return [&]<std::size_t... I>(std::index_sequence<I...>) {
+          [[maybe_unused]] auto const in = [&](std::size_t k) {
+            return fetch(!(scalar_mask >> k & 1u) ? piece_of(flat[k], p) : p.rows == 1 ? flat[k] : flat[k].reshape({1, 1}));
+          };
+          if (p.rows == 1)
+            return vertex::record<MapVertex<E, In, Out, N, false>>(g, cs, p.tile, in(I)..., piece_of(out_flat, p),
+                                                                   scalar_mask, stream, e);
+          return vertex::record<MapVertex<E, In, Out, N, true>>(g, cs, p.tile, in(I)..., piece_of(out_flat, p),
+                                                                scalar_mask, stream, e);
+        }(std::make_index_sequence<N>{});
+      });
+      host = MapHostKernel<In, Out, E, N>(e, ins, out, shape, scalar_mask, stream).kernel();
+      return;
+    }
     for (MapPiece const& p : work) {
       std::array<Fetch, N> conn;
       if constexpr (N > 0) {
@@ -473,8 +500,6 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
       if (p.rows == 1) add.template operator()<false>();
       else add.template operator()<true>();
     }
-    bool const any_copied = std::find(copied.begin(), copied.end(), true) != copied.end();
-    if (!any_copied) host = MapHostKernel<In, Out, E, N>(e, ins, out, shape, scalar_mask, stream).kernel();
   };
   auto leaf = [&]<Types In>() {
     constexpr VT R = E::infer(In).type;

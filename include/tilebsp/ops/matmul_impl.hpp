@@ -276,15 +276,16 @@ Execute reduce_stage(Graph& g, MatmulPlan const& p, Tensor const& parts, Tensor 
   auto const& q = p.problem;
   ComputeSet const cs = g.add_compute_set(name + "/reduce");
   Tensor const by_group = parts.dimshuffle({1, 0, 2, 3});  // [G, k_split, M, N]
+  struct Rect {
+    std::size_t tile, gi, i, i1, j, j1;
+  };
+  std::vector<Rect> rects;
   auto const rect = [&](std::size_t tile, std::size_t gi, std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) {
     for (std::size_t i = r0; i < r1;) {
       std::size_t const i1 = std::min(r1, (i / p.m_tile + 1) * p.m_tile);
       for (std::size_t j = c0; j < c1;) {
         std::size_t const j1 = std::min(c1, (j / p.n_tile + 1) * p.n_tile);
-        Tensor const src = by_group.index(gi).slice({0, i, j}, {p.k_split, i1, j1});
-        Tensor const dst = c3.index(gi).slice({i, j}, {i1, j1});
-        if (q.accumulate) g.add_vertex<MatmulReduce<TP, TO, true>>(cs, tile, fetch(src), dst, alpha);
-        else g.add_vertex<MatmulReduce<TP, TO, false>>(cs, tile, fetch(src), dst, alpha);
+        rects.push_back({tile, gi, i, i1, j, j1});
         j = j1;
       }
       i = i1;
@@ -306,6 +307,13 @@ Execute reduce_stage(Graph& g, MatmulPlan const& p, Tensor const& parts, Tensor 
       }
     }
   }
+  vertex::add_vertices(g, rects.size(), [&](std::size_t k) {
+    Rect const& r = rects[k];
+    Tensor const src = by_group.index(r.gi).slice({0, r.i, r.j}, {p.k_split, r.i1, r.j1});
+    Tensor const dst = c3.index(r.gi).slice({r.i, r.j}, {r.i1, r.j1});
+    if (q.accumulate) return vertex::record<MatmulReduce<TP, TO, true>>(g, cs, r.tile, fetch(src), dst, alpha);
+    return vertex::record<MatmulReduce<TP, TO, false>>(g, cs, r.tile, fetch(src), dst, alpha);
+  });
   return execute(cs);
 }
 

@@ -136,6 +136,12 @@ struct PieceCursor {
   void count(GraphImpl const& g, std::uint32_t v, std::int64_t b, std::int64_t e, F&& f) {
     find(g, v, b)->cursor->count(b, e, f);
   }
+  /// The same for `rows` ranges of `len` elements `step` apart from b (VariableMapping::Cursor::count_rows).
+  template <class F>
+  void count_rows(GraphImpl const& g, std::uint32_t v, std::int64_t b, std::int64_t len, std::int64_t step,
+                  std::int64_t rows, F&& f) {
+    find(g, v, b)->cursor->count_rows(b, len, step, rows, f);
+  }
 
  private:
   Slot* find(GraphImpl const& g, std::uint32_t v, std::int64_t i) {

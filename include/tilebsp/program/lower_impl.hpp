@@ -371,24 +371,21 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
           }
         };
         // A series of rows (a block of a result split by channels, a row per position) at once: its bytes per tile
-        // counted row by row (a row a whole number of mapping periods from the last reuses its counts), one access
-        // entry. Rows on other tiles of a field that is not fetched are visited one by one below, for the message.
+        // counted per run of rows a whole number of mapping periods apart (count_rows), one access entry. Rows on
+        // other tiles of a field that is not fetched are visited one by one below, for the message.
         if (core::detail::RowSeries rs; t.row_series(rs) && rs.len < (std::int64_t{1} << 31)) {
           auto const dst = static_cast<std::uint32_t>(rec.tile);
           bool elsewhere = false;
-          for (std::int64_t i = 0; i < rs.rows && !elsewhere; ++i) {
-            std::int64_t const b = rs.start + i * rs.step;
-            cursor.count(g_, rs.var, b, b + rs.len, [&](std::uint32_t tile, std::int64_t n) {
-              if (tile == dst) return;
-              if (!f.fetched) {
-                elsewhere = true;
-                return;
-              }
-              auto& bytes = from_tile[tile];
-              if (bytes == 0) sources.push_back(tile);
-              bytes += n * eb;
-            });
-          }
+          cursor.count_rows(g_, rs.var, rs.start, rs.len, rs.step, rs.rows, [&](std::uint32_t tile, std::int64_t n) {
+            if (tile == dst) return;
+            if (!f.fetched) {
+              elsewhere = true;
+              return;
+            }
+            auto& bytes = from_tile[tile];
+            if (bytes == 0) sources.push_back(tile);
+            bytes += n * eb;
+          });
           if (!elsewhere) {
             vars.add(rs.var);
             if (writing && g_.variables[rs.var].constant) visit({rs.var, rs.start, 1, rs.len}, 1);  // throws

@@ -4,8 +4,14 @@
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/vertex/reflect.hpp>
 
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <exception>
 #include <memory>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -97,9 +103,25 @@ void connect_field(Graph const& g, std::string_view vertex, std::string_view nam
   }
 }
 
+/// Whether every param of V is trivially copyable: then two prototypes whose params have the same bytes are the
+/// same vertex state, and one is shared.
+template <class V>
+constexpr bool params_comparable() {
+  return []<std::size_t... I>(std::index_sequence<I...>) {
+    return ((!is_param_field_v<field_t<V, I>> || std::is_trivially_copyable_v<field_t<V, I>>) && ... && true);
+  }(std::make_index_sequence<num_fields<V>()>{});
+}
+template <class V>
+bool same_params(V const& a, V const& b) {
+  return []<std::size_t... I>(V& x, V& y, std::index_sequence<I...>) {  // field() takes V&; nothing is written
+    return ((!is_param_field_v<field_t<V, I>> ||
+             std::memcmp(&field<V, I>(x), &field<V, I>(y), sizeof(field_t<V, I>)) == 0) && ... && true);
+  }(const_cast<V&>(a), const_cast<V&>(b), std::make_index_sequence<num_fields<V>()>{});
+}
+
 template <class V, class... A>
-void add_vertex_impl(Graph& g, ComputeSet cs, std::size_t tile, A&&... args) {
-  auto& impl = g.impl();
+VertexRecord make_record(Graph const& g, ComputeSet cs, std::size_t tile, A&&... args) {
+  auto const& impl = g.impl();
   VertexRecord rec;
   rec.ops = vertex_ops<V>();
   std::string_view const vname = rec.ops->name;  // type_name<V>() searched the (long) signature on every call
@@ -107,26 +129,66 @@ void add_vertex_impl(Graph& g, ComputeSet cs, std::size_t tile, A&&... args) {
     throw error("add_vertex<" + std::string(vname) + ">: the compute set belongs to another graph");
   rec.compute_set = cs.id;
   rec.tile = g.global_tile("add_vertex", tile);
-  auto proto = std::make_shared<V>();
-  rec.fields.resize(sizeof...(A));
+  V proto{};
+  constexpr std::size_t n = sizeof...(A);
+  std::array<FieldConnection, n> fields{};
+  constexpr bool lists = []<std::size_t... I>(std::index_sequence<I...>) {
+    return (is_list_field_v<field_t<V, I>> || ... || false);
+  }(std::index_sequence_for<A...>{});
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     rec.tensors.reserve((tensors_in<field_t<V, I>>(args) + ... + std::size_t{0}));
-    (connect_field(g, vname, field_name<V, I>(), &field<V, I>(*proto), rec.fields[I], rec.tensors,
-                   std::forward<A>(args)),
+    (connect_field(g, vname, field_name<V, I>(), &field<V, I>(proto), fields[I], rec.tensors, std::forward<A>(args)),
      ...);
   }(std::index_sequence_for<A...>{});
-  rec.prototype = std::move(proto);
+  if constexpr (lists) {
+    auto own = std::make_shared<FieldConnection[]>(n);
+    std::copy(fields.begin(), fields.end(), own.get());
+    rec.fields = {own.get(), n};
+    rec.own_fields = std::move(own);
+  } else {
+    // Without lists, the list depends on V and the connection types only: the first call's, kept (never freed:
+    // records refer to it) and shared by every vertex made with the same types.
+    static auto const* const shared = new std::array<FieldConnection, n>(fields);
+    rec.fields = {shared->data(), n};
+  }
+  // The last prototype this thread made for V, shared while the params stay the same (an operator's vertices
+  // mostly have the same ones): no allocation per vertex.
+  if constexpr (params_comparable<V>()) {
+    thread_local std::shared_ptr<V const> last;
+    if (!last || !same_params(*last, proto)) last = std::make_shared<V const>(proto);
+    rec.prototype = last;
+  } else {
+    rec.prototype = std::make_shared<V const>(proto);
+  }
   if (rec.ops->cycles) rec.cycles = core::detail::vertex_estimate(rec);
-  core::detail::hash_vertex(impl.vertex_hash, rec);
+  return rec;
+}
+
+/// A vertex's own hash (hash_vertex), which the graph's running hash of its vertices folds in order: taken on the
+/// thread that made the record.
+using Digest = std::pair<std::uint64_t, std::uint64_t>;
+inline Digest digest_of(VertexRecord const& rec) {
+  core::detail::Hasher h;
+  core::detail::hash_vertex(h, rec);
+  return {h.first(), h.second()};
+}
+
+inline void add_record(Graph& g, VertexRecord&& rec, Digest d) {
+  auto& impl = g.impl();
+  impl.vertex_hash.add2(d.first, d.second);
   impl.vertices.push_back(std::move(rec));
 }
 
-}  // namespace vertex::detail
+template <class V, class... A>
+void add_vertex_impl(Graph& g, ComputeSet cs, std::size_t tile, A&&... args) {
+  VertexRecord rec = make_record<V>(g, cs, tile, std::forward<A>(args)...);
+  Digest const d = digest_of(rec);
+  add_record(g, std::move(rec), d);
+}
 
 template <class V, class... Args>
-void Graph::add_vertex(ComputeSet cs, std::size_t tile, Args&&... connections) {
-  using vertex::detail::Connection;
-  constexpr Connection r = vertex::detail::check_connections<V, std::remove_cvref_t<Args>...>();
+constexpr void check_vertex() {
+  constexpr Connection r = check_connections<V, std::remove_cvref_t<Args>...>();
   static_assert(r != Connection::not_a_vertex,
                 "add_vertex: V must be a copyable struct declared with BOOST_HANA_DEFINE_STRUCT and a member compute()");
   static_assert(r != Connection::bad_member,
@@ -142,7 +204,72 @@ void Graph::add_vertex(ComputeSet cs, std::size_t tile, Args&&... connections) {
                 "add_vertex: a param<T> field must be connected to a value convertible to T (not a Tensor)");
   static_assert(r != Connection::fetch_write,
                 "add_vertex: fetch() connects only input fields (input<T>, input_view<T, R>): fetched data is read-only");
-  if constexpr (r == Connection::ok) vertex::detail::add_vertex_impl<V>(*this, cs, tile, std::forward<Args>(connections)...);
 }
+
+}  // namespace vertex::detail
+
+template <class V, class... Args>
+void Graph::add_vertex(ComputeSet cs, std::size_t tile, Args&&... connections) {
+  vertex::detail::check_vertex<V, Args...>();
+  if constexpr (vertex::detail::check_connections<V, std::remove_cvref_t<Args>...>() == vertex::detail::Connection::ok)
+    vertex::detail::add_vertex_impl<V>(*this, cs, tile, std::forward<Args>(connections)...);
+}
+
+namespace vertex {
+
+/// A vertex of type V on `tile`, checked and estimated as add_vertex does, not yet added to the graph: what
+/// make(i) of add_vertices returns. It only reads the graph, so it may be called on several threads at once.
+template <class V, class... Args>
+core::detail::VertexRecord record(Graph const& g, ComputeSet cs, std::size_t tile, Args&&... connections) {
+  detail::check_vertex<V, Args...>();
+  if constexpr (detail::check_connections<V, std::remove_cvref_t<Args>...>() == detail::Connection::ok)
+    return detail::make_record<V>(g, cs, tile, std::forward<Args>(connections)...);
+  else
+    return {};
+}
+
+/// Adds `count` vertices, vertex i the record make(i) returns (vertex::record), making the records on the graph's
+/// build threads (Graph::set_build_threads) in blocks of consecutive i while this thread waits. make must only
+/// read the graph (views of tensors, fetch(), record()). The vertices are added in order of i, and an error is
+/// the one of the lowest i that throws, so the graph and its errors are the same for any number of threads.
+template <class F>
+void add_vertices(Graph& g, std::size_t count, F&& make) {
+  constexpr std::size_t block = 256;
+  std::size_t const blocks = (count + block - 1) / block;
+  std::size_t const threads = std::min(g.build_threads(), blocks);
+  std::vector<core::detail::VertexRecord> records(count);
+  std::vector<detail::Digest> digests(count);
+  std::vector<std::exception_ptr> errors(blocks);
+  std::atomic<std::size_t> next{0};
+  auto const work = [&] {
+    for (std::size_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
+      try {
+        for (std::size_t i = b * block; i < std::min(count, (b + 1) * block); ++i) {
+          records[i] = make(i);
+          digests[i] = detail::digest_of(records[i]);
+        }
+      } catch (...) {
+        errors[b] = std::current_exception();
+      }
+    }
+  };
+  if (threads > 1) {
+    std::vector<std::thread> team;
+    team.reserve(threads - 1);
+    for (std::size_t t = 1; t < threads; ++t) team.emplace_back(work);
+    work();
+    for (auto& t : team) t.join();
+  } else {
+    work();
+  }
+  for (auto const& e : errors)
+    if (e) std::rethrow_exception(e);
+  auto& vertices = g.impl().vertices;
+  if (vertices.capacity() < vertices.size() + count)  // grown geometrically, as push_back would
+    vertices.reserve(std::max(vertices.size() + count, 2 * vertices.capacity()));
+  for (std::size_t i = 0; i < count; ++i) detail::add_record(g, std::move(records[i]), digests[i]);
+}
+
+}  // namespace vertex
 
 }  // namespace tilebsp

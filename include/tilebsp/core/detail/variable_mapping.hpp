@@ -159,6 +159,27 @@ class VariableMapping {
       if (memo_.size() <= 64) memo_rep_ = in;
     }
 
+    /// count() of `rows` ranges of `len` elements, `step` apart from b, with each tile's elements of a run of rows
+    /// summed: rows a whole number of periods apart inside one repeat have the counts of the first of them, given
+    /// once multiplied (the rows of a block of channels, a row per position, cost a few calls in all).
+    template <class F>
+    void count_rows(std::int64_t b, std::int64_t len, std::int64_t step, std::int64_t rows, F&& f) {
+      auto const& rs = m_->repeats_;
+      for (std::int64_t i = 0; i < rows;) {
+        std::int64_t const s = b + i * step;
+        count(s, s + len, f);
+        ++i;
+        if (memo_rep_ >= rs.size() || i == rows) continue;  // not inside a repeat: row by row
+        Repeat const& r = rs[memo_rep_];
+        if (step % r.period != 0) continue;
+        std::int64_t const more = std::min(rows - i, (r.end - (s + len)) / step);
+        if (more <= 0) continue;
+        for (auto const& [tile, n] : memo_) f(tile, n * more);
+        i += more;
+        memo_b_ = s + more * step, memo_e_ = memo_b_ + len;
+      }
+    }
+
    private:
     /// The piece at i given at_, the last piece beginning at or before i.
     Piece piece(std::int64_t i) const {
