@@ -184,7 +184,7 @@ inline Weights random_weights(Config const& c, std::uint64_t seed = 42, unsigned
   auto normal = [&](std::vector<float>& v, std::size_t n, double sd) {
     v.resize(n);
     normals.push_back({v.data(), n, sd, draws});
-    draws += 2 * static_cast<std::uint64_t>(n);
+    draws += static_cast<std::uint64_t>(n + n % 2);  // a pair of draws per pair of samples
   };
   auto uniforms = [&](std::vector<float>& v, std::size_t n, double lo, double hi) {
     v.resize(n);
@@ -229,9 +229,14 @@ inline Weights random_weights(Config const& c, std::uint64_t seed = 42, unsigned
       auto const [a, first] = blocks[k];
       Normals const& f = normals[a];
       Rng rng(seed);
-      rng.discard(f.first_draw + 2 * static_cast<std::uint64_t>(first));
-      for (std::size_t i = first, end = std::min(f.n, first + block); i < end; ++i)
-        f.out[i] = static_cast<float>(f.sd * rng.normal());
+      rng.discard(f.first_draw + first);  // blocks start at even elements
+      float const sd = static_cast<float>(f.sd);
+      std::size_t const end = std::min(f.n, first + block);
+      for (std::size_t i = first; i < end; i += 2) {
+        auto const [x, y] = rng.normal_pair();
+        f.out[i] = sd * x;
+        if (i + 1 < end) f.out[i + 1] = sd * y;
+      }
     }
   };
   std::vector<std::thread> team;

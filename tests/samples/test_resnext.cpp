@@ -171,6 +171,35 @@ TEST_CASE("resnext: the model's logits match a double reference with unfolded ba
   }
 }
 
+TEST_CASE("resnext: random weights are the same for any number of threads, He-scaled normal draws") {
+  resnext::Config c = small(tb::ElementType::f32);
+  c.stage_blocks = {3, 4, 6, 3};  // arrays of several blocks of draws each
+  c.width = 16;
+  resnext::Weights const one = resnext::random_weights(c, 11, 1);
+  resnext::Weights const three = resnext::random_weights(c, 11, 3);
+  CHECK(one.stem.weights == three.stem.weights);
+  for (std::size_t b = 0; b < one.blocks.size(); ++b) {
+    CHECK(one.blocks[b].grouped.weights == three.blocks[b].grouped.weights);
+    CHECK(one.blocks[b].expand.bn.gamma == three.blocks[b].expand.bn.gamma);
+  }
+  CHECK(one.fc_weights == three.fc_weights);
+  CHECK(resnext::random_weights(c, 12, 1).fc_weights != one.fc_weights);  // the seed matters
+  // The largest array: mean near 0, standard deviation sqrt(2 / fan_in), about 68% within one deviation.
+  auto const& layer = one.blocks.back().grouped;
+  auto const& p = layer.params;
+  double const sd = std::sqrt(2.0 / static_cast<double>(p.input_channels * p.kernel_shape[0] * p.kernel_shape[1]));
+  double mean = 0, var = 0, within = 0;
+  for (float x : layer.weights) mean += x;
+  mean /= static_cast<double>(layer.weights.size());
+  for (float x : layer.weights) var += (x - mean) * (x - mean), within += std::abs(x) < sd;
+  var /= static_cast<double>(layer.weights.size());
+  within /= static_cast<double>(layer.weights.size());
+  REQUIRE(layer.weights.size() > 50000);
+  CHECK(std::abs(mean) < 0.02 * sd);
+  CHECK(std::sqrt(var) == doctest::Approx(sd).epsilon(0.02));
+  CHECK(within == doctest::Approx(0.6827).epsilon(0.02));
+}
+
 TEST_CASE("resnext: layer shapes, depths and options") {
   resnext::Config c;
   auto const w = resnext::layout(c);
