@@ -78,7 +78,7 @@ using core::detail::VertexRecord;
 
 TILEBSP_INLINE void check_mapped(GraphImpl const& g, std::size_t threads);
 
-/// Bytes of variable `var` on each tile.
+/// Bytes of variable `var` on each tile that holds some, one entry per tile, by tile.
 TILEBSP_INLINE std::vector<std::pair<std::uint32_t, std::uint64_t>> bytes_per_tile(GraphImpl const& g,
                                                                                 std::uint32_t var);
 

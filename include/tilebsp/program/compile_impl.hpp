@@ -59,11 +59,22 @@ TILEBSP_INLINE void check_mapped(GraphImpl const& g, std::size_t threads) {
 TILEBSP_INLINE std::vector<std::pair<std::uint32_t, std::uint64_t>> bytes_per_tile(GraphImpl const& g, std::uint32_t var) {
   std::vector<std::pair<std::uint32_t, std::uint64_t>> r;
   auto const& v = g.variables[var];
-  v.mapping.for_each(0, v.size, [&](std::int64_t b, std::int64_t e, std::uint32_t tile) {
-    auto const bytes = static_cast<std::uint64_t>(e - b) * size_of(v.type);
+  // Counted a pattern at a time where the mapping repeats (a result split by channels has a piece per position
+  // and block: a call per block rather than per piece), then summed per tile.
+  core::detail::VariableMapping::Cursor(v.mapping).count(0, v.size, [&](std::uint32_t tile, std::int64_t n) {
+    auto const bytes = static_cast<std::uint64_t>(n) * size_of(v.type);
     if (!r.empty() && r.back().first == tile) r.back().second += bytes;
     else r.emplace_back(tile, bytes);
   });
+  if (std::adjacent_find(r.begin(), r.end(), [](auto const& a, auto const& b) { return a.first >= b.first; }) != r.end()) {
+    std::sort(r.begin(), r.end(), [](auto const& a, auto const& b) { return a.first < b.first; });
+    std::size_t k = 0;
+    for (std::size_t i = 1; i < r.size(); ++i) {
+      if (r[i].first == r[k].first) r[k].second += r[i].second;
+      else r[++k] = r[i];
+    }
+    r.resize(k + 1);
+  }
   return r;
 }
 

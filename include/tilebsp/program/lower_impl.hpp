@@ -655,13 +655,21 @@ TILEBSP_INLINE void Lowering::plan_compute_sets(std::size_t threads,
   std::size_t const n = g_.compute_sets.size();
   planned_.assign(n, std::nullopt);
   plan_errors_.assign(n, nullptr);
+  // The largest compute sets first (by vertices): the last ones taken are small, so the threads finish together
+  // rather than one planning a large compute set alone at the end. Each plan is its own, so the order changes
+  // nothing else.
+  std::vector<std::uint32_t> order(n);
+  for (std::size_t cs = 0; cs < n; ++cs) order[cs] = static_cast<std::uint32_t>(cs);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return by_cs_[a].size() > by_cs_[b].size(); });
   std::atomic<std::size_t> next{0};
   auto const work = [&](bool report) {
-    for (std::size_t cs; (cs = next.fetch_add(1, std::memory_order_relaxed)) < n;) {
-      if (report) progress(cs, n);
+    for (std::size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < n;) {
+      if (report) progress(k, n);
+      std::uint32_t const cs = order[k];
       if (by_cs_[cs].empty()) continue;  // nothing to plan ahead: planned when executed
       try {
-        planned_[cs] = plan_compute_set(static_cast<std::uint32_t>(cs));
+        planned_[cs] = plan_compute_set(cs);
       } catch (...) {
         plan_errors_[cs] = std::current_exception();
       }
