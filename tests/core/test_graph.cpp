@@ -68,6 +68,52 @@ TEST_CASE("set_tile_mapping and tile_mapping regions, including views") {
                        tb::index_error);
 }
 
+TEST_CASE("set_tile_mapping_like maps each element where the same element of another tensor lives") {
+  tb::Graph g{tb::targets::tiny(4)};
+  auto a = g.add_variable<float>({4, 6}, "a");
+  // A layout with a piece per row and block of columns, assigned block by block (as an operator maps a result).
+  for (std::size_t r = 0; r < 4; ++r) {
+    g.set_tile_mapping(a.slice({r, 0}, {r + 1, 2}), 1);
+    g.set_tile_mapping(a.slice({r, 2}, {r + 1, 6}), r % 2 == 0 ? 2 : 3);
+  }
+  auto b = g.add_variable<float>({4, 6}, "b");
+  g.set_tile_mapping_like(b, a);
+  auto want = g.tile_mapping(a);
+  auto got = g.tile_mapping(b);
+  for (std::size_t tile = 0; tile < 4; ++tile) CHECK(got.regions_on(tile) == want.regions_on(tile));
+  // Views on both sides: a transposed, strided target follows its source's flat order.
+  auto c = g.add_variable<float>({6, 4}, "c");
+  g.set_tile_mapping_like(c.transpose(), a);
+  for (std::size_t i = 0; i < 4; ++i)
+    for (std::size_t j = 0; j < 6; ++j) {
+      auto const m = g.tile_mapping(c[j][i]);
+      auto const w = g.tile_mapping(a[i][j]);
+      CHECK(m.begin()->first == w.begin()->first);
+    }
+  auto d = g.add_variable<float>({12}, "d");
+  g.set_tile_mapping_like(d, a.slice(1, 3));  // rows 1 and 2
+  CHECK(g.tile_mapping(d).regions_on(1) == std::vector<tb::Interval>{{0, 2}, {6, 8}});
+  CHECK(g.tile_mapping(d).regions_on(3) == std::vector<tb::Interval>{{2, 6}});
+  CHECK(g.tile_mapping(d).regions_on(2) == std::vector<tb::Interval>{{8, 12}});
+  // A tensor laid out like itself, reversed: every element takes the tile its mirror had.
+  auto e = g.add_variable<float>({4}, "e");
+  g.set_tile_mapping(e.slice(0, 1), 0);
+  g.set_tile_mapping(e.slice(1, 4), 3);
+  g.set_tile_mapping_like(e, e.reverse(0));
+  CHECK(g.tile_mapping(e).regions_on(3) == std::vector<tb::Interval>{{0, 3}});
+  CHECK(g.tile_mapping(e).regions_on(0) == std::vector<tb::Interval>{{3, 4}});
+
+  auto u = g.add_variable<float>({3}, "u");
+  g.set_tile_mapping(u.slice(0, 1), 0);
+  CHECK_THROWS_WITH_AS(g.set_tile_mapping_like(e.slice(0, 3), u),
+                       "set_tile_mapping_like: 2 of 3 elements to copy from are not mapped to any tile", tb::mapping_error);
+  CHECK_THROWS_WITH_AS(g.set_tile_mapping_like(b, u),
+                       "set_tile_mapping_like: the tensor of shape [4, 6] has 24 elements but the one to copy from ([3]) has 3",
+                       tb::shape_error);
+  tb::Graph other{tb::targets::tiny(4)};
+  CHECK_THROWS_AS(other.set_tile_mapping_like(other.add_variable<float>({24}, "x"), a), tb::error);
+}
+
 TEST_CASE("map_linearly spreads evenly and honours grain and minimum bytes per tile") {
   tb::Graph g{tb::targets::tiny(4)};
   auto t = g.add_variable<float>({10}, "t");

@@ -49,6 +49,31 @@ TEST_CASE("slice, index and per-dimension slices") {
   CHECK_THROWS_AS(t.slice(tb::Shape{0}, tb::Shape{1}), tb::shape_error);
 }
 
+TEST_CASE("views of temporaries are the views of copies, and leave no trace on the tensor they came from") {
+  tb::Graph g{tb::targets::tiny(4)};
+  auto t = g.add_variable<float>({4, 6}, "t");
+  tb::Tensor const c = t;
+  // The same chains on a named tensor (each view copies) and on temporaries (each view reuses the last).
+  CHECK(indices(tb::Tensor(t).slice(1, 3)) == indices(c.slice(1, 3)));
+  CHECK(indices(tb::Tensor(t).slice(2, 5, 1).index(3)) == indices(c.slice(2, 5, 1).index(3)));
+  CHECK(indices(tb::Tensor(t).slice({1, 2}, {3, 6}).flatten()) == V{8, 9, 10, 11, 14, 15, 16, 17});
+  CHECK(indices(t.transpose().slice(1, 3).reshape({2, 4})[1]) == V{2, 8, 14, 20});  // materialised, then indexed
+  CHECK(indices(t.flatten().slice(tb::Interval{5, 9})) == V{5, 6, 7, 8});
+  CHECK(indices(tb::Tensor(t)[3][5]) == V{23});
+  CHECK(indices(t) == iota(24));  // untouched
+  CHECK(t.shape() == tb::Shape{4, 6});
+  // Errors are the named tensor's: a temporary's view checks the same way.
+  CHECK_THROWS_WITH_AS(tb::Tensor(t).slice(2, 5), "slice: range [2, 5) is out of bounds for dimension 0 of size 4",
+                       tb::index_error);
+  CHECK_THROWS_WITH_AS(tb::Tensor(t).slice({0, 0}, {1, 7}),
+                       "slice: range [0, 7) is out of bounds for dimension 1 of size 6", tb::index_error);
+  CHECK_THROWS_WITH_AS(tb::Tensor(t).slice(tb::Shape{0}, tb::Shape{1}), "slice: expected 2 begins and ends, got 1 and 1",
+                       tb::shape_error);
+  CHECK_THROWS_WITH_AS(tb::Tensor(t).reshape({5, 5}), "reshape: cannot reshape [4, 6] (24 elements) to [5, 5]",
+                       tb::shape_error);
+  CHECK_THROWS_AS(tb::Tensor(t)[1][2].index(0), tb::index_error);
+}
+
 TEST_CASE("transpose, dimshuffle and reshape of non-contiguous views") {
   tb::Graph g{tb::targets::tiny(4)};
   auto t = g.add_variable<float>({2, 3}, "t");

@@ -147,6 +147,13 @@ class Graph {
   /// Maps every element of `t` to `tile` (a tile of this view).
   void set_tile_mapping(Tensor const& t, std::size_t tile);
 
+  /// Maps each element of `t` to the tile of the element of `like` with the same flat index (Poplar's idiom
+  /// setTileMapping(t, getTileMapping(like)) in one pass: an operator's result laid out as its operand, a piece
+  /// per position and block of channels, costs a step per piece). Elements of `like` on tiles outside this view
+  /// leave theirs unmapped, as tile_mapping leaves them out. Throws shape_error when the element counts differ,
+  /// mapping_error when elements of `like` are unmapped.
+  void set_tile_mapping_like(Tensor const& t, Tensor const& like);
+
   /// Where `t`'s elements live, as regions of its flattened indices per tile of this view. Elements on tiles
   /// outside the view (another shard) are left out. Throws mapping_error when some elements are unmapped.
   TileMapping tile_mapping(Tensor const& t) const;

@@ -70,6 +70,44 @@ TILEBSP_INLINE void Graph::set_tile_mapping(Tensor const& t, std::size_t tile) {
   });
 }
 
+TILEBSP_INLINE void Graph::set_tile_mapping_like(Tensor const& t, Tensor const& like) {
+  check_tensor("set_tile_mapping_like", t);
+  check_tensor("set_tile_mapping_like", like);
+  if (t.num_elements() != like.num_elements())
+    throw shape_error("set_tile_mapping_like: the tensor of shape " + to_string(t.shape()) + " has " +
+                      std::to_string(t.num_elements()) + " elements but the one to copy from (" + to_string(like.shape()) +
+                      ") has " + std::to_string(like.num_elements()));
+  // like's pieces first (t may view the same variables), by flat index, then t's runs assigned along them.
+  struct Piece {
+    std::int64_t b, e;
+    std::uint32_t tile;
+  };
+  std::vector<Piece> pieces;
+  auto const lo = tile_begin_, hi = lo + tile_count_;
+  auto const unmapped = core::detail::for_each_mapped(impl(), like, [&](std::int64_t b, std::int64_t e, std::uint32_t tile) {
+    if (tile < lo || tile >= hi) return;
+    if (!pieces.empty() && pieces.back().e == b && pieces.back().tile == tile) pieces.back().e = e;
+    else pieces.push_back({b, e, tile});
+  });
+  if (unmapped > 0)
+    throw mapping_error("set_tile_mapping_like: " + std::to_string(unmapped) + " of " +
+                        std::to_string(like.num_elements()) + " elements to copy from are not mapped to any tile");
+  auto& variables = impl().variables;
+  std::size_t k = 0;  // the first piece that ends after the run's first position
+  std::int64_t at = 0;  // t's flat index of the run's first element
+  t.for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
+    auto& m = variables[var].mapping;
+    while (k < pieces.size() && pieces[k].e <= at) ++k;
+    for (std::size_t j = k; j < pieces.size() && pieces[j].b < at + count; ++j) {
+      std::int64_t const b = std::max(pieces[j].b, at) - at, e = std::min(pieces[j].e, at + count) - at;
+      if (stride == 1) m.assign(start + b, start + e, pieces[j].tile);
+      else
+        for (std::int64_t i = b; i < e; ++i) m.assign(start + i * stride, start + i * stride + 1, pieces[j].tile);
+    }
+    at += count;
+  });
+}
+
 TILEBSP_INLINE TileMapping Graph::tile_mapping(Tensor const& t) const {
   check_tensor("tile_mapping", t);
   std::vector<TileMapping::value_type> r;

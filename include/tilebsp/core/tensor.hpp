@@ -135,18 +135,27 @@ class Tensor {
   std::int64_t offset() const noexcept { return offset_; }
   std::span<std::int64_t const> strides() const noexcept { return {strides_.data(), strides_.size()}; }
 
+  // The views below copy this tensor, or reuse it when it is a temporary (a chain of views: one copy in all).
+
   /// Elements [begin, end) of dimension `dim`.
-  Tensor slice(std::size_t begin, std::size_t end, std::size_t dim = 0) const;
-  Tensor slice(Interval r, std::size_t dim = 0) const;
+  Tensor slice(std::size_t begin, std::size_t end, std::size_t dim = 0) const& { return Tensor(*this).slice_self(begin, end, dim); }
+  Tensor slice(std::size_t begin, std::size_t end, std::size_t dim = 0) && { return std::move(slice_self(begin, end, dim)); }
+  Tensor slice(Interval r, std::size_t dim = 0) const& { return slice(r.begin, r.end, dim); }
+  Tensor slice(Interval r, std::size_t dim = 0) && { return std::move(*this).slice(r.begin, r.end, dim); }
   /// Per-dimension ranges [begins[d], ends[d]).
-  Tensor slice(Shape const& begins, Shape const& ends) const;
+  Tensor slice(Shape const& begins, Shape const& ends) const& { return Tensor(*this).slice_self(begins, ends); }
+  Tensor slice(Shape const& begins, Shape const& ends) && { return std::move(slice_self(begins, ends)); }
   /// Element i of dimension 0, with that dimension removed.
-  Tensor index(std::size_t i) const;
-  Tensor operator[](std::size_t i) const { return index(i); }
+  Tensor index(std::size_t i) const& { return Tensor(*this).index_self(i); }
+  Tensor index(std::size_t i) && { return std::move(index_self(i)); }
+  Tensor operator[](std::size_t i) const& { return index(i); }
+  Tensor operator[](std::size_t i) && { return std::move(*this).index(i); }
 
   /// Same elements in row-major order, new shape with the same number of elements.
-  Tensor reshape(Shape shape) const;
-  Tensor flatten() const { return reshape({num_elements()}); }
+  Tensor reshape(Shape shape) const& { return Tensor(*this).reshape_self(std::move(shape)); }
+  Tensor reshape(Shape shape) && { return std::move(reshape_self(std::move(shape))); }
+  Tensor flatten() const& { return reshape({num_elements()}); }
+  Tensor flatten() && { return std::move(*this).reshape({num_elements()}); }
   /// Swaps the two dimensions of a matrix.
   Tensor transpose() const;
   /// Dimension d of the result is dimension perm[d] of this tensor.
@@ -246,6 +255,11 @@ class Tensor {
   using Strides = core::detail::SmallVector<std::int64_t, 4>;
   static Strides contiguous_strides(Dims const& s);
   void check_dim(char const* op, std::size_t d) const;
+  // The views above, made of this tensor in place.
+  Tensor& slice_self(std::size_t begin, std::size_t end, std::size_t dim);
+  Tensor& slice_self(Shape const& begins, Shape const& ends);
+  Tensor& index_self(std::size_t i);
+  Tensor& reshape_self(Shape shape);
   /// True when the view's positions form one ascending unit-stride range of the sequence.
   bool is_contiguous() const;
   /// The same elements as a fresh contiguous sequence (a new element list, not new data).

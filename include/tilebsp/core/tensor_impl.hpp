@@ -22,45 +22,41 @@ TILEBSP_INLINE Tensor::Tensor(std::uint32_t graph, std::uint32_t var, ElementTyp
   strides_ = contiguous_strides(shape_);
 }
 
-TILEBSP_INLINE Tensor Tensor::slice(std::size_t begin, std::size_t end, std::size_t dim) const {
+TILEBSP_INLINE Tensor& Tensor::slice_self(std::size_t begin, std::size_t end, std::size_t dim) {
   check_dim("slice", dim);
   if (begin > end || end > shape_[dim])
     throw index_error("slice: range [" + std::to_string(begin) + ", " + std::to_string(end) +
                       ") is out of bounds for dimension " + std::to_string(dim) + " of size " +
                       std::to_string(shape_[dim]));
-  Tensor r = *this;
-  r.offset_ += static_cast<std::int64_t>(begin) * strides_[dim];
-  r.shape_[dim] = end - begin;
-  return r;
+  offset_ += static_cast<std::int64_t>(begin) * strides_[dim];
+  shape_[dim] = end - begin;
+  return *this;
 }
 
-TILEBSP_INLINE Tensor Tensor::slice(Interval r, std::size_t dim) const { return slice(r.begin, r.end, dim); }
-
-TILEBSP_INLINE Tensor Tensor::slice(Shape const& begins, Shape const& ends) const {
+TILEBSP_INLINE Tensor& Tensor::slice_self(Shape const& begins, Shape const& ends) {
   if (begins.size() != rank() || ends.size() != rank())
     throw shape_error("slice: expected " + std::to_string(rank()) + " begins and ends, got " +
                       std::to_string(begins.size()) + " and " + std::to_string(ends.size()));
-  Tensor r = *this;
-  for (std::size_t d = 0; d < rank(); ++d) r = r.slice(begins[d], ends[d], d);
-  return r;
+  for (std::size_t d = 0; d < rank(); ++d) slice_self(begins[d], ends[d], d);
+  return *this;
 }
 
-TILEBSP_INLINE Tensor Tensor::index(std::size_t i) const {
+TILEBSP_INLINE Tensor& Tensor::index_self(std::size_t i) {
   if (rank() == 0) throw index_error("index: a rank-0 tensor cannot be indexed");
-  Tensor r = slice(i, i + 1, 0);
-  r.shape_.erase_at(0);
-  r.strides_.erase_at(0);
-  return r;
+  slice_self(i, i + 1, 0);
+  shape_.erase_at(0);
+  strides_.erase_at(0);
+  return *this;
 }
 
-TILEBSP_INLINE Tensor Tensor::reshape(Shape shape) const {
+TILEBSP_INLINE Tensor& Tensor::reshape_self(Shape shape) {
   if (product(shape) != num_elements())
     throw shape_error("reshape: cannot reshape " + to_string(shape_) + " (" + std::to_string(num_elements()) +
                       " elements) to " + to_string(shape));
-  Tensor r = is_contiguous() ? *this : materialised();
-  r.shape_.assign(shape.begin(), shape.end());
-  r.strides_ = contiguous_strides(r.shape_);
-  return r;
+  if (!is_contiguous()) *this = materialised();
+  shape_.assign(shape.begin(), shape.end());
+  strides_ = contiguous_strides(shape_);
+  return *this;
 }
 
 TILEBSP_INLINE Tensor Tensor::transpose() const {

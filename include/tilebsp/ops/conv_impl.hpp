@@ -65,10 +65,11 @@ Execute conv_reduce_stage(Graph& g, ConvPlan const& p, Tensor const& parts, Tens
     }
   vertex::add_vertices(g, rects.size(), [&](std::size_t k) {
     Rect const& r = rects[k];
-    Tensor const src = parts3.slice({0, r.i, r.c0}, {p.parts(), r.r1, r.c1});
-    Tensor const dst = out2.slice({r.i, r.c0}, {r.r1, r.c1});
-    if (q.accumulate) return vertex::record<MatmulReduce<TP, TO, true>>(g, cs, r.tile, fetch(src), dst, alpha);
-    return vertex::record<MatmulReduce<TP, TO, false>>(g, cs, r.tile, fetch(src), dst, alpha);
+    Tensor src = parts3.slice({0, r.i, r.c0}, {p.parts(), r.r1, r.c1});
+    Tensor dst = out2.slice({r.i, r.c0}, {r.r1, r.c1});
+    if (q.accumulate)
+      return vertex::record<MatmulReduce<TP, TO, true>>(g, cs, r.tile, fetch(std::move(src)), std::move(dst), alpha);
+    return vertex::record<MatmulReduce<TP, TO, false>>(g, cs, r.tile, fetch(std::move(src)), std::move(dst), alpha);
   });
   return execute(cs);
 }
@@ -104,17 +105,18 @@ void build_conv(Graph& g, Sequence& prog, ConvPlan const& p, ConvViews const& v,
     vertex::add_vertices(g, pieces.size(), [&](std::size_t k) {
       std::size_t const tile = pieces[k].tile, part = pieces[k].part;
       ConvGeometry const geo = geometry(q, pieces[k].r);
-      Tensor const src = geo.src.of(v.src), other = geo.other.of(v.other);
-      auto const make = [&]<class TD, bool Load>(Tensor const& dst) {
-        if (wu) return vertex::record<ConvVertex<TS, TW, TD, Load, true>>(g, cs, tile, fetch(src), fetch(other), dst, geo, rate);
-        return vertex::record<ConvVertex<TS, TW, TD, Load, false>>(g, cs, tile, fetch(src), fetch(other), dst, geo, rate);
+      Tensor src = geo.src.of(v.src), other = geo.other.of(v.other);
+      auto const make = [&]<class TD, bool Load>(Tensor&& dst) {
+        if (wu)
+          return vertex::record<ConvVertex<TS, TW, TD, Load, true>>(g, cs, tile, fetch(std::move(src)), fetch(std::move(other)),
+                                                                      std::move(dst), geo, rate);
+        return vertex::record<ConvVertex<TS, TW, TD, Load, false>>(g, cs, tile, fetch(std::move(src)), fetch(std::move(other)),
+                                                                     std::move(dst), geo, rate);
       };
-      if (p.reduce) {
-        Tensor const dst = geo.dst.of(parts6.index(part));
-        return s == 0 ? make.template operator()<TP, false>(dst) : make.template operator()<TP, true>(dst);
-      }
-      Tensor const dst = geo.dst.of(v.out);
-      return s == 0 ? make.template operator()<TO, false>(dst) : make.template operator()<TO, true>(dst);
+      Tensor dst = p.reduce ? geo.dst.of(parts6.index(part)) : geo.dst.of(v.out);
+      if (p.reduce)
+        return s == 0 ? make.template operator()<TP, false>(std::move(dst)) : make.template operator()<TP, true>(std::move(dst));
+      return s == 0 ? make.template operator()<TO, false>(std::move(dst)) : make.template operator()<TO, true>(std::move(dst));
     });
     body.add(execute(cs));
   }
@@ -197,8 +199,7 @@ inline Tensor subsampled_input(Graph& g, Sequence& prog, Tensor const& in, ConvP
   out_shape.push_back(in.dim(in.rank() - 1));
   view = view.reshape(out_shape);
   Tensor t = g.add_variable(in.element_type(), out_shape, name + "/subsampled", {.temporary = true});
-  Tensor const flat = t.flatten();
-  for (auto const& [tile, r] : g.tile_mapping(view)) g.set_tile_mapping(flat.slice(r), tile);
+  g.set_tile_mapping_like(t, view);
   prog.add(copy(view, t));
   return t;
 }

@@ -399,8 +399,7 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
     for (std::size_t k = 0; k < N; ++k)
       if (ins[k].shape() == shape && (largest == N || ins[k].num_elements() > ins[largest].num_elements())) largest = k;
     if (largest < N) {
-      Tensor const flat = out.flatten();
-      for (auto const& [tile, r] : g.tile_mapping(ins[largest])) g.set_tile_mapping(flat.slice(r), tile);
+      g.set_tile_mapping_like(out, ins[largest]);
     } else {
       map_linearly(g, out);
     }

@@ -309,10 +309,11 @@ Execute reduce_stage(Graph& g, MatmulPlan const& p, Tensor const& parts, Tensor 
   }
   vertex::add_vertices(g, rects.size(), [&](std::size_t k) {
     Rect const& r = rects[k];
-    Tensor const src = by_group.index(r.gi).slice({0, r.i, r.j}, {p.k_split, r.i1, r.j1});
-    Tensor const dst = c3.index(r.gi).slice({r.i, r.j}, {r.i1, r.j1});
-    if (q.accumulate) return vertex::record<MatmulReduce<TP, TO, true>>(g, cs, r.tile, fetch(src), dst, alpha);
-    return vertex::record<MatmulReduce<TP, TO, false>>(g, cs, r.tile, fetch(src), dst, alpha);
+    Tensor src = by_group.index(r.gi).slice({0, r.i, r.j}, {p.k_split, r.i1, r.j1});
+    Tensor dst = c3.index(r.gi).slice({r.i, r.j}, {r.i1, r.j1});
+    if (q.accumulate)
+      return vertex::record<MatmulReduce<TP, TO, true>>(g, cs, r.tile, fetch(std::move(src)), std::move(dst), alpha);
+    return vertex::record<MatmulReduce<TP, TO, false>>(g, cs, r.tile, fetch(std::move(src)), std::move(dst), alpha);
   });
   return execute(cs);
 }

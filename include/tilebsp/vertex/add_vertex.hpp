@@ -77,26 +77,33 @@ void connect_field(Graph const& g, std::string_view vertex, std::string_view nam
       throw type_error("add_vertex<" + std::string(vertex) + ">: field '" + std::string(name) + "' is " +
                        std::string(name_of(F::kind)) + "<" + std::string(name_of(c.type)) + "> but is connected to a " +
                        std::string(name_of(t.element_type())) + " tensor");
-    tensors.push_back(t);
     ++c.count;
   };
   if constexpr (is_tensor_field_v<F>) {
     c.type = element_type_v<typename F::value_type>;
     c.rank = static_cast<std::uint8_t>(view_rank_v<F>);
-    Tensor const* t = nullptr;
-    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(arg)>, Fetch>) {
-      c.fetched = true;
-      t = &arg.tensor;
-    } else {
-      t = &arg;
-    }
-    check(*t);
-    if (c.rank != 0 && t->rank() != c.rank)
+    auto&& t = [&]() -> auto&& {
+      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(arg)>, Fetch>) return (arg.tensor);
+      else return (arg);
+    }();
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(arg)>, Fetch>) c.fetched = true;
+    check(t);
+    if (c.rank != 0 && t.rank() != c.rank)
       throw shape_error("add_vertex<" + std::string(vertex) + ">: field '" + std::string(name) + "' is a rank-" +
-                        std::to_string(c.rank) + " view but is connected to a tensor of shape " + to_string(t->shape()));
+                        std::to_string(c.rank) + " view but is connected to a tensor of shape " + to_string(t.shape()));
+    // A temporary (a view made for this call) is moved in: no copy, and no count of references to its variable's
+    // sequence taken on every vertex (shared with the other threads making records).
+    if constexpr (!std::is_lvalue_reference_v<decltype(arg)> && !std::is_const_v<std::remove_reference_t<decltype(arg)>>)
+      tensors.push_back(std::move(t));
+    else
+      tensors.push_back(t);
   } else if constexpr (is_list_field_v<F>) {
     c.type = element_type_v<typename F::value_type>;
-    for (Tensor const& t : std::vector<Tensor>(arg)) check(t);
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(arg)>, std::vector<Tensor>>) {
+      for (Tensor const& t : arg) check(t), tensors.push_back(t);
+    } else {
+      for (Tensor& t : std::vector<Tensor>(arg)) check(t), tensors.push_back(std::move(t));
+    }
   } else {
     *proto = F(static_cast<typename F::value_type>(arg));
     c.param_bytes = static_cast<std::uint32_t>(sizeof(typename F::value_type));
