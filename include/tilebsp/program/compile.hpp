@@ -105,7 +105,7 @@ TILEBSP_INLINE std::vector<std::vector<VariableUse>> variable_uses(Schedule cons
 /// other variables from their first full write to their last use. A variable written and not read again stays
 /// live to the program's end (the host may read it), as does one written before a host callback (which may read
 /// it). Loops: a range that crosses a loop boundary, or a temporary read before it is written, covers the loop.
-TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s);
+TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s, std::size_t threads = 1);
 
 TILEBSP_INLINE void check_memory(Schedule const& s, std::vector<TileMemory> const& mem);
 

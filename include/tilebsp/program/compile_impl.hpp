@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <optional>
 #include <memory>
 #include <string>
@@ -175,7 +176,7 @@ TILEBSP_INLINE std::vector<std::vector<VariableUse>> variable_uses(Schedule cons
   return uses;
 }
 
-TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s) {
+TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s, std::size_t threads) {
   GraphImpl const& g = *s.graph;
   std::size_t const tiles = g.target.num_tiles();
   auto const uses = variable_uses(s);
@@ -188,15 +189,30 @@ TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s) {
     tracked[v] = !var.constant && (var.temporary || (used && dies));
   }
   std::vector<TileMemory> mem(tiles);
+  // Each variable's bytes per tile, and the vertices' state per tile (summed per thread, then added: integers,
+  // so the same for any number of threads), on the compile threads; the mappings are resolved by now.
   std::vector<std::vector<std::pair<std::uint32_t, std::uint64_t>>> var_bytes(g.variables.size());
-  for (std::uint32_t v = 0; v < g.variables.size(); ++v) {
-    auto per = bytes_per_tile(g, v);
-    if (tracked[v]) var_bytes[v] = std::move(per);
-    else
-      for (auto const& [tile, b] : per) mem[tile].always_live += b;
-  }
-  for (auto const& cs : s.compute_sets)
-    for (auto const& pv : cs.vertices) mem[g.vertices[pv.record].tile].always_live += vertex_state_bytes(g.vertices[pv.record]);
+  std::vector<std::vector<std::uint64_t>> state;
+  std::mutex state_lock;
+  std::atomic<std::size_t> next_var{0}, next_cs{0};
+  on_team(threads, [&](bool) {
+    for (std::size_t v; (v = next_var.fetch_add(16, std::memory_order_relaxed)) < var_bytes.size();)
+      for (std::size_t e = std::min(var_bytes.size(), v + 16); v < e; ++v)
+        var_bytes[v] = bytes_per_tile(g, static_cast<std::uint32_t>(v));
+    std::vector<std::uint64_t> mine(tiles, 0);
+    for (std::size_t c; (c = next_cs.fetch_add(1, std::memory_order_relaxed)) < s.compute_sets.size();)
+      for (auto const& pv : s.compute_sets[c].vertices)
+        mine[g.vertices[pv.record].tile] += vertex_state_bytes(g.vertices[pv.record]);
+    std::lock_guard<std::mutex> hold(state_lock);
+    state.push_back(std::move(mine));
+  });
+  for (auto const& part : state)
+    for (std::size_t t = 0; t < tiles; ++t) mem[t].always_live += part[t];
+  for (std::uint32_t v = 0; v < g.variables.size(); ++v)
+    if (!tracked[v]) {
+      for (auto const& [tile, b] : var_bytes[v]) mem[tile].always_live += b;
+      decltype(var_bytes)::value_type().swap(var_bytes[v]);
+    }
 
   struct Event {
     std::size_t step;
@@ -353,7 +369,7 @@ TILEBSP_INLINE Executable compile_programs(Graph const& g, CompileOptions const&
   phase("estimating cycles");
   estimate_cycles(*s);
   phase("accounting memory");
-  auto memory = account_memory(*s);
+  auto memory = account_memory(*s, threads);
   // The fetched bytes per tile were for the memory report, now made: the host reads fetched data in place.
   for (auto& cs : s->compute_sets) decltype(cs.fetched_in)().swap(cs.fetched_in);
   if (key) {

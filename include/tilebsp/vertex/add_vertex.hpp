@@ -244,7 +244,13 @@ void add_vertices(Graph& g, std::size_t count, F&& make) {
   constexpr std::size_t block = 256;
   std::size_t const blocks = (count + block - 1) / block;
   std::size_t const threads = std::min(g.build_threads(), blocks);
-  std::vector<core::detail::VertexRecord> records(count);
+  // Made in place at the end of the graph's vertices (no record moved), taken back if one throws.
+  auto& impl = g.impl();
+  auto& vertices = impl.vertices;
+  std::size_t const base = vertices.size();
+  if (vertices.capacity() < base + count)  // grown geometrically, as push_back would
+    vertices.reserve(std::max(base + count, 2 * vertices.capacity()));
+  vertices.resize(base + count);
   std::vector<detail::Digest> digests(count);
   std::vector<std::exception_ptr> errors(blocks);
   std::atomic<std::size_t> next{0};
@@ -252,8 +258,8 @@ void add_vertices(Graph& g, std::size_t count, F&& make) {
     for (std::size_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
       try {
         for (std::size_t i = b * block; i < std::min(count, (b + 1) * block); ++i) {
-          records[i] = make(i);
-          digests[i] = detail::digest_of(records[i]);
+          vertices[base + i] = make(i);
+          digests[i] = detail::digest_of(vertices[base + i]);
         }
       } catch (...) {
         errors[b] = std::current_exception();
@@ -270,11 +276,11 @@ void add_vertices(Graph& g, std::size_t count, F&& make) {
     work();
   }
   for (auto const& e : errors)
-    if (e) std::rethrow_exception(e);
-  auto& vertices = g.impl().vertices;
-  if (vertices.capacity() < vertices.size() + count)  // grown geometrically, as push_back would
-    vertices.reserve(std::max(vertices.size() + count, 2 * vertices.capacity()));
-  for (std::size_t i = 0; i < count; ++i) detail::add_record(g, std::move(records[i]), digests[i]);
+    if (e) {
+      vertices.resize(base);
+      std::rethrow_exception(e);
+    }
+  for (auto const& [a, b] : digests) impl.vertex_hash.add2(a, b);
 }
 
 }  // namespace vertex
