@@ -60,8 +60,16 @@ Execute conv_reduce_stage(Graph& g, ConvPlan const& p, Tensor const& parts, Tens
       std::size_t const i = b / cols, j = b % cols, left = iv.end - b;
       std::size_t r1 = i + 1, c0 = j, c1 = std::min(cols, j + left);
       if (j == 0 && left >= cols) r1 = i + left / cols, c1 = cols;
-      rects.push_back({tile, i, r1, c0, c1});
       b += (r1 - i - 1) * cols + (c1 - c0);
+      // A run of rows with the same columns on one tile (a block of channels has a region per row): one vertex.
+      if (!rects.empty()) {
+        Rect& last = rects.back();
+        if (last.tile == tile && last.r1 == i && last.c0 == c0 && last.c1 == c1) {
+          last.r1 = r1;
+          continue;
+        }
+      }
+      rects.push_back({tile, i, r1, c0, c1});
     }
   vertex::add_vertices(g, rects.size(), [&](std::size_t k) {
     Rect const& r = rects[k];

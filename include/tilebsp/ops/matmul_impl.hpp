@@ -292,21 +292,33 @@ Execute reduce_stage(Graph& g, MatmulPlan const& p, Tensor const& parts, Tensor 
     }
   };
   std::size_t const mn = q.m * q.n;
+  // A tile's region as rectangles of one group: a run of rows with the same columns (a block narrower than the
+  // result has one region per row) is one rectangle, cut only at plan blocks.
+  std::optional<Rect> run;
+  auto const add = [&](std::size_t tile, std::size_t gi, std::size_t i, std::size_t i1, std::size_t j, std::size_t j1) {
+    if (run && run->tile == tile && run->gi == gi && run->i1 == i && run->j == j && run->j1 == j1) {
+      run->i1 = i1;
+      return;
+    }
+    if (run) rect(run->tile, run->gi, run->i, run->i1, run->j, run->j1);
+    run = Rect{tile, gi, i, i1, j, j1};
+  };
   for (auto const& [tile, iv] : g.tile_mapping(c3.flatten())) {
     for (std::size_t b = iv.begin; b < iv.end;) {
       std::size_t const gi = b / mn, rem = b % mn, i = rem / q.n, j = rem % q.n;
       std::size_t const left = iv.end - b;
       if (j != 0 || left < q.n) {  // part of one row
         std::size_t const len = std::min(q.n - j, left);
-        rect(tile, gi, i, i + 1, j, j + len);
+        add(tile, gi, i, i + 1, j, j + len);
         b += len;
       } else {  // whole rows of one group
         std::size_t const rows = std::min(left / q.n, q.m - i);
-        rect(tile, gi, i, i + rows, 0, q.n);
+        add(tile, gi, i, i + rows, 0, q.n);
         b += rows * q.n;
       }
     }
   }
+  if (run) rect(run->tile, run->gi, run->i, run->i1, run->j, run->j1);
   vertex::add_vertices(g, rects.size(), [&](std::size_t k) {
     Rect const& r = rects[k];
     Tensor src = by_group.index(r.gi).slice({0, r.i, r.j}, {p.k_split, r.i1, r.j1});
