@@ -198,9 +198,9 @@ TEST_CASE("maps: host kernels and vertices agree on broadcast, scalar, strided a
     }
 }
 
-TEST_CASE("maps over runs of one length at one stride: a few row vertices per tile, the bits of single runs") {
+TEST_CASE("maps over runs of one length at one stride: a row vertex per tile, the bits of single runs") {
   // x [60 positions, 12 channels], tile t holding channels 3t..3t+2 of every position (as a conv output mapped in
-  // blocks of channels): 60 runs of 3 per tile, 12 apart. A vertex takes up to a worker's share of them as rows.
+  // blocks of channels): 60 runs of 3 per tile, 12 apart, taken as rows by one vertex (its workers share them).
   std::vector<std::vector<float>> first;
   for (bool host : {true, false})
     for (std::size_t threads : {1u, 3u}) {
@@ -219,8 +219,23 @@ TEST_CASE("maps over runs of one length at one stride: a few row vertices per ti
       CHECK(g.tile_mapping(y).regions_on(0).size() == 60);  // mapped like x
       std::size_t const relu_vertices = tb::compile(g, relu_prog).schedule().compute_sets.at(0).vertices.size();
       std::size_t const sum_vertices = tb::compile(g, sum_prog).schedule().compute_sets.at(0).vertices.size();
-      // Per tile 180 elements, a worker's share 32: 10 rows per vertex, 4 x 6 vertices instead of 240.
-      CHECK(relu_vertices == 24);
+      // One vertex of rows per tile instead of 60 single runs; on tiles 1 and 2 the last run on its own (a
+      // [60, 12] reshape from their first run would pass the end).
+      CHECK(relu_vertices == 6);
+      // Multi-worker vertices, estimated in tile cycles: 6 workers taking 10 rows each (of 60, or 59) of 2 vectors
+      // (3 f32 at 2 lanes), a cycle per node and vector, 6 per row and 20 of setup; a single run's 2 vectors go to
+      // one worker while the others only start.
+      std::uint64_t const nodes = decltype(relu(_1 + _2))::nodes;
+      auto const relu_exe = tb::compile(g, relu_prog);
+      std::size_t rows = 0, single = 0;
+      for (auto const& v : relu_exe.schedule().compute_sets.at(0).vertices) {
+        CHECK(v.supervisor);
+        std::uint64_t const own = relu_exe.schedule().graph->vertices.at(v.record).cycles;  // before any gathers
+        rows += own == 6 * (20 + 10 * (6 + 2 * nodes));
+        single += own == 6 * (20 + nodes);
+      }
+      CHECK(rows == 4);
+      CHECK(single == 2);
       CHECK(sum_vertices == 240);
       tb::Sequence prog;
       prog.add(relu_prog);

@@ -1,4 +1,5 @@
-// ops::map: fused elementwise expressions over tensors, one vectorised vertex per piece of each tile's work.
+// ops::map: fused elementwise expressions over tensors, one vectorised vertex per region (or series of regions) of
+// each tile's work, run by all of the tile's workers.
 #pragma once
 
 #include <tilebsp/core/error.hpp>
@@ -41,8 +42,11 @@ using expr::VT;
 /// hand-written Hana accessor list, since their number depends on N. With Rows, the operands and the output are
 /// [rows, length] views whose rows are contiguous (a scalar operand: one element): one vertex for many equal runs
 /// of a tile's output, as a conv output mapped in blocks of channels has one run per position.
+/// A multi-worker vertex (Poplar's MultiVertex): `workers` workers share its elements (its rows, with Rows), so
+/// a tile's region is one vertex rather than one per worker; its estimate is in tile cycles.
 template <class E, Types In, VT Out, std::size_t N, bool Rows = false>
 struct MapVertex {
+  static constexpr bool supervisor = true;
   template <class T>
   using In_t = std::conditional_t<Rows, input_view<T, 2>, input<T>>;
   template <std::size_t... I>
@@ -53,6 +57,7 @@ struct MapVertex {
   std::conditional_t<Rows, output_view<expr::storage_t<Out>, 2>, output<expr::storage_t<Out>>> out;
   param<std::uint32_t> scalars;
   param<bool> stream;
+  param<std::uint32_t> workers;
   param<E> e;
 
   struct hana_accessors_impl {
@@ -65,6 +70,7 @@ struct MapVertex {
           hana::make_pair(BOOST_HANA_STRING("out"), [](auto&& v) -> decltype(auto) { return (v.out); }),
           hana::make_pair(BOOST_HANA_STRING("scalars"), [](auto&& v) -> decltype(auto) { return (v.scalars); }),
           hana::make_pair(BOOST_HANA_STRING("stream"), [](auto&& v) -> decltype(auto) { return (v.stream); }),
+          hana::make_pair(BOOST_HANA_STRING("workers"), [](auto&& v) -> decltype(auto) { return (v.workers); }),
           hana::make_pair(BOOST_HANA_STRING("expr"), [](auto&& v) -> decltype(auto) { return (v.e); }));
     }
     static constexpr auto apply() { return apply(std::make_index_sequence<N>{}); }
@@ -88,12 +94,14 @@ struct MapVertex {
       expr::evaluate<In, Out>(e.get(), o, N, out.data(), out.size(), stream);
     }
   }
-  /// IPU estimate: 64-bit vectors (2 f32 or 4 f16 lanes), one cycle per node and vector, plus setup; a row of a
-  /// Rows vertex costs 6 more cycles (loading its pointers and count: our assumption, as for the setup).
+  /// IPU estimate in tile cycles: each worker issues every `workers`-th cycle and takes an equal share of the
+  /// 64-bit vectors (2 f32 or 4 f16 lanes), or of the rows, one cycle per node and vector, plus 20 of setup; a row
+  /// costs 6 more cycles (loading its pointers and count: our assumption, as for the setup).
   std::uint64_t cycle_estimate() const {
     std::uint64_t const w = Out == VT::f16 ? 4 : 2, nodes = std::max<std::uint64_t>(1, E::nodes);
-    if constexpr (Rows) return 20 + out.dim(0) * (6 + (out.dim(1) + w - 1) / w * nodes);
-    else return 20 + (out.size() + w - 1) / w * nodes;
+    std::uint64_t const k = std::max<std::uint64_t>(1, workers);
+    if constexpr (Rows) return k * (20 + (out.dim(0) + k - 1) / k * (6 + (out.dim(1) + w - 1) / w * nodes));
+    else return k * (20 + ((out.size() + w - 1) / w + k - 1) / k * nodes);
   }
 };
 
@@ -169,49 +177,36 @@ inline bool rows_fit(MapPiece const& p, std::size_t total) {
   return p.begin + p.rows * p.stride <= total || p.begin + p.length >= p.stride;
 }
 
-/// Pieces of `out`'s flattened elements (`out` is 1-D), per tile, cut so that each tile's work goes to about
-/// `workers` vertices in chunks of whole SIMD batches (multiples of 16 elements): a long run in chunks, a
-/// series of short runs of one length at one stride (a run per position of a block of channels) as pieces of
-/// several rows, each of which rows_fit.
+/// Pieces of `out`'s flattened elements (`out` is 1-D), per tile: each region of the tile, except that a series of
+/// regions of one length at one stride (a run per position of a block of channels) is one piece of several rows
+/// where rows_fit. Each piece is one vertex, shared by the tile's workers.
 inline std::vector<MapPiece> pieces(Graph const& g, Tensor const& out) {
   TileMapping const mapping = g.tile_mapping(out);  // tiles ascending, regions ascending on each
-  std::vector<Interval> regions;
   std::vector<MapPiece> r;
-  std::size_t const workers = std::max<std::size_t>(1, g.target().workers_per_tile), total = out.num_elements();
+  std::size_t const total = out.num_elements();
   for (auto it = mapping.begin(); it != mapping.end();) {
     std::size_t const tile = it->first;
-    regions.clear();
-    for (; it != mapping.end() && it->first == tile; ++it) regions.push_back(it->second);
-    std::size_t elements = 0;
-    for (auto const& iv : regions) elements += iv.size();
-    std::size_t const chunk = std::max<std::size_t>(16, ((elements + workers - 1) / workers + 15) / 16 * 16);
-    auto const single = [&](Interval const& iv) {
-      for (std::size_t b = iv.begin; b < iv.end; b += chunk)
-        r.push_back({tile, b, std::min(iv.end, b + chunk) - b, 0, 1});
-    };
-    for (std::size_t i = 0; i < regions.size();) {
-      Interval const a = regions[i];
+    auto const end = std::find_if(it, mapping.end(), [&](auto const& x) { return x.first != tile; });
+    while (it != end) {
+      Interval const a = it->second;
       std::size_t const len = a.size();
-      std::size_t n = 1;
-      if (len < chunk && i + 1 < regions.size() && regions[i + 1].size() == len) {
-        std::size_t const stride = regions[i + 1].begin - a.begin;
-        auto const continues = [&](std::size_t j) {
-          return regions[j].size() == len && regions[j].begin - regions[j - 1].begin == stride;
-        };
-        for (n = 2; i + n < regions.size() && continues(i + n);) ++n;
-        // As many vertices as the series' elements fill worker shares, its rows dealt out evenly over them.
-        std::size_t const vertices = (n * len + chunk - 1) / chunk;
-        std::size_t const per = std::max<std::size_t>(2, (n + vertices - 1) / vertices);
-        for (std::size_t k = 0; k < n; k += per) {
-          MapPiece p{tile, a.begin + k * stride, len, stride, std::min(per, n - k)};
-          if (!rows_fit(p, total)) --p.rows;  // the series spans all of out: its last row on its own
-          if (p.rows >= 2) r.push_back(p);
-          for (std::size_t j = k + (p.rows >= 2 ? p.rows : 0); j < std::min(n, k + per); ++j) single(regions[i + j]);
-        }
+      auto next = std::next(it);
+      if (next != end && next->second.size() == len) {
+        std::size_t const stride = next->second.begin - a.begin;
+        std::size_t n = 2;
+        for (auto prev = next++; next != end && next->second.size() == len && next->second.begin - prev->second.begin == stride;
+             prev = next++)
+          ++n;
+        MapPiece p{tile, a.begin, len, stride, n};
+        if (!rows_fit(p, total)) --p.rows;  // the series spans all of out: its last row on its own
+        if (p.rows >= 2) r.push_back(p);
+        else r.push_back({tile, a.begin, len, 0, 1});
+        if (p.rows < n) r.push_back({tile, a.begin + (n - 1) * stride, len, 0, 1});
+        it = next;
       } else {
-        single(a);
+        r.push_back({tile, a.begin, len, 0, 1});
+        it = next;
       }
-      i += n;
     }
   }
   return r;
@@ -428,6 +423,7 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
   std::array<bool, N> copied{};
   for (std::size_t k = 0; k < N; ++k) copied[k] = mode != Mode::new_output && overlaps_elsewhere(ins[k], out);
   std::vector<MapPiece> work = pieces(g, out_flat);
+  auto const workers = static_cast<std::uint32_t>(std::max<std::size_t>(1, g.target().workers_per_tile));
   // A piece of several rows needs every operand's rows contiguous where they are read in place (not so an
   // operand read at a stride, such as every other element of a variable): otherwise its rows become single runs.
   // A flat view of consecutive elements of one variable has them in every piece (the common case: looked at once).
@@ -466,9 +462,9 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
           };
           if (p.rows == 1)
             return vertex::record<MapVertex<E, In, Out, N, false>>(g, cs, p.tile, in(I)..., piece_of(out_flat, p),
-                                                                   scalar_mask, stream, e);
+                                                                   scalar_mask, stream, workers, e);
           return vertex::record<MapVertex<E, In, Out, N, true>>(g, cs, p.tile, in(I)..., piece_of(out_flat, p),
-                                                                scalar_mask, stream, e);
+                                                                scalar_mask, stream, workers, e);
         }(std::make_index_sequence<N>{});
       });
       host = MapHostKernel<In, Out, E, N>(e, ins, out, shape, scalar_mask, stream).kernel();
@@ -493,7 +489,7 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
       auto const add = [&]<bool Rows>() {
         [&]<std::size_t... I>(std::index_sequence<I...>) {
           g.add_vertex<MapVertex<E, In, Out, N, Rows>>(cs, p.tile, conn[I]..., piece_of(out_flat, p), scalar_mask,
-                                                       stream, e);
+                                                       stream, workers, e);
         }(std::make_index_sequence<N>{});
       };
       if (p.rows == 1) add.template operator()<false>();
