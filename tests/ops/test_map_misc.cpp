@@ -257,6 +257,51 @@ TEST_CASE("maps over runs of one length at one stride: a row vertex per tile, th
     }
 }
 
+TEST_CASE("map pieces: a whole variable's series from its mapping's repeats, a view's from its regions, alike") {
+  // x [60, 12] and the first 60 rows of z [61, 12], tile t holding channels 3t..3t+2 of every position: x's
+  // mapping is one repeat (a pattern of 4 pieces, 60 times), read a series per tile; the view of z goes region by
+  // region. Both give the same pieces: per tile one vertex of rows (tiles 1 and 2: 59 rows and the last run).
+  tb::Graph g{tb::targets::tiny(4)};
+  auto x = g.add_variable<float>({60, 12}, "x"), z = g.add_variable<float>({61, 12}, "z");
+  auto bias = g.add_variable<float>({12}, "bias");
+  for (std::size_t p = 0; p < 61; ++p)
+    for (std::size_t t = 0; t < 4; ++t) {
+      if (p < 60) g.set_tile_mapping(x[p].slice(3 * t, 3 * t + 3), t);
+      g.set_tile_mapping(z[p].slice(3 * t, 3 * t + 3), t);
+    }
+  tb::map_linearly(g, bias);
+  tb::Tensor const zv = z.slice(0, 60);
+  auto const shapes = [&](tb::Tensor const& t) {
+    tb::Sequence prog;
+    tb::ops::map_in_place(g, prog, _1 * _2, t, bias);
+    auto const exe = tb::compile(g, prog);
+    std::vector<std::pair<std::size_t, std::vector<std::size_t>>> r;  // (tile, output shape) per vertex
+    auto const& graph = *exe.schedule().graph;
+    for (auto const& v : exe.schedule().compute_sets.at(0).vertices) {
+      auto const& rec = graph.vertices.at(v.record);
+      r.emplace_back(rec.tile, rec.tensors.at(2).shape());
+    }
+    return r;
+  };
+  auto const whole = shapes(x), view = shapes(zv);
+  CHECK(whole.size() == 6);
+  CHECK(whole == view);
+  tb::Sequence prog;
+  tb::ops::map_in_place(g, prog, _1 * _2, x, bias);
+  tb::ops::map_in_place(g, prog, _1 * _2, zv, bias);
+  tb::Engine e{tb::compile(g, prog), {.host_threads = 2, .host_kernels = false}};
+  auto const xv = tbt::values<float>(720, false, 31), zv0 = tbt::values<float>(732, false, 32);
+  auto const bv = tbt::values<float>(12, false, 33);
+  e.write(x, xv), e.write(z, zv0), e.write(bias, bv);
+  e.run();
+  auto const xo = e.read<float>(x), zo = e.read<float>(z);
+  for (std::size_t i = 0; i < 720; ++i) {
+    CHECK(xo[i] == xv[i] * bv[i % 12]);
+    CHECK(zo[i] == zv0[i] * bv[i % 12]);
+  }
+  for (std::size_t i = 720; i < 732; ++i) CHECK(zo[i] == zv0[i]);
+}
+
 TEST_CASE("map rows: a series of runs that spans the whole tensor keeps its last run apart") {
   // x [4, 12], tile t holding channels 3t..3t+2: one piece of rows per tile takes all 4 runs where a [4, 12]
   // reshape reaches them from the first run (tile 0) or back from the last (tile 3); tiles 1 and 2 take 3 rows

@@ -179,35 +179,66 @@ inline bool rows_fit(MapPiece const& p, std::size_t total) {
 
 /// Pieces of `out`'s flattened elements (`out` is 1-D), per tile: each region of the tile, except that a series of
 /// regions of one length at one stride (a run per position of a block of channels) is one piece of several rows
-/// where rows_fit. Each piece is one vertex, shared by the tile's workers.
+/// where rows_fit. Each piece is one vertex, shared by the tile's workers. When `out` is a whole variable, the
+/// series come from its mapping's repeats (a few per block of positions) instead of its regions one by one.
 inline std::vector<MapPiece> pieces(Graph const& g, Tensor const& out) {
-  TileMapping const mapping = g.tile_mapping(out);  // tiles ascending, regions ascending on each
-  std::vector<MapPiece> r;
   std::size_t const total = out.num_elements();
-  for (auto it = mapping.begin(); it != mapping.end();) {
-    std::size_t const tile = it->first;
-    auto const end = std::find_if(it, mapping.end(), [&](auto const& x) { return x.first != tile; });
-    while (it != end) {
-      Interval const a = it->second;
-      std::size_t const len = a.size();
-      auto next = std::next(it);
-      if (next != end && next->second.size() == len) {
-        std::size_t const stride = next->second.begin - a.begin;
-        std::size_t n = 2;
-        for (auto prev = next++; next != end && next->second.size() == len && next->second.begin - prev->second.begin == stride;
-             prev = next++)
-          ++n;
-        MapPiece p{tile, a.begin, len, stride, n};
-        if (!rows_fit(p, total)) --p.rows;  // the series spans all of out: its last row on its own
-        if (p.rows >= 2) r.push_back(p);
-        else r.push_back({tile, a.begin, len, 0, 1});
-        if (p.rows < n) r.push_back({tile, a.begin + (n - 1) * stride, len, 0, 1});
-        it = next;
-      } else {
-        r.push_back({tile, a.begin, len, 0, 1});
-        it = next;
-      }
+  std::vector<MapPiece> found;  // regions (rows 1) and series (rows >= 2), tiles ascending, positions on each
+  auto const a = out.affine();
+  auto const& impl = g.impl();
+  bool done = false;
+  if (a && a->start == 0 && a->strides.size() == 1 && a->strides[0] == 1 &&
+      static_cast<std::int64_t>(total) == impl.variables[a->var].size) {
+    std::size_t const lo = g.first_tile(), hi = lo + g.num_tiles();
+    std::vector<MapPiece> any_order;
+    std::int64_t const mapped = impl.variables[a->var].mapping.for_each_series(
+        [&](std::int64_t b, std::int64_t e, std::uint32_t tile, std::int64_t period, std::size_t reps) {
+          if (tile < lo || tile >= hi) return;
+          any_order.push_back({tile - lo, static_cast<std::size_t>(b), static_cast<std::size_t>(e - b),
+                               static_cast<std::size_t>(period), reps});
+        });
+    if (mapped == static_cast<std::int64_t>(total)) {  // else tile_mapping below throws its mapping_error
+      std::vector<std::size_t> at(g.num_tiles() + 1, 0);  // grouped by tile, in order on each (a counting sort)
+      for (auto const& p : any_order) ++at[p.tile + 1];
+      for (std::size_t i = 1; i < at.size(); ++i) at[i] += at[i - 1];
+      found.resize(any_order.size());
+      for (auto const& p : any_order) found[at[p.tile]++] = p;
+      done = true;
     }
+  }
+  if (!done)
+    for (auto const& [tile, iv] : g.tile_mapping(out))  // tiles ascending, regions ascending on each
+      found.push_back({tile, iv.begin, iv.size(), 0, 1});
+  std::vector<MapPiece> r;
+  // A series of rows as one piece, or, where its rows do not fit a reshape (the series spans all of out), its
+  // last run on its own.
+  auto const series = [&](MapPiece p) {
+    std::size_t const n = p.rows;
+    if (!rows_fit(p, total)) --p.rows;
+    if (p.rows >= 2) r.push_back(p);
+    else r.push_back({p.tile, p.begin, p.length, 0, 1});
+    if (p.rows < n) r.push_back({p.tile, p.begin + (n - 1) * p.stride, p.length, 0, 1});
+  };
+  for (std::size_t i = 0; i < found.size();) {
+    MapPiece const x = found[i];
+    if (x.rows >= 2) {
+      series(x);
+      ++i;
+      continue;
+    }
+    auto const joins = [&](std::size_t j, std::size_t stride) {
+      return j < found.size() && found[j].tile == x.tile && found[j].rows == 1 && found[j].length == x.length &&
+             found[j].begin - found[j - 1].begin == stride;
+    };
+    std::size_t n = 1;
+    if (i + 1 < found.size() && found[i + 1].tile == x.tile && found[i + 1].rows == 1 && found[i + 1].length == x.length) {
+      std::size_t const stride = found[i + 1].begin - x.begin;
+      for (n = 2; joins(i + n, stride);) ++n;
+      series({x.tile, x.begin, x.length, stride, n});
+    } else {
+      r.push_back(x);
+    }
+    i += n;
   }
   return r;
 }

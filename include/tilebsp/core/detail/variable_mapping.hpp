@@ -56,6 +56,32 @@ class VariableMapping {
     return (e - b) - covered;
   }
 
+  /// Calls f(begin, end, tile, period, reps) for every mapped piece of the variable, in order of first element: a
+  /// piece of a repeat's pattern once for all of its repeats (the piece, then the same shifted by period, 2 period,
+  /// ... reps times in all), any other piece alone (period 0, reps 1). A conv output mapped by blocks of channels
+  /// is a few calls per block of positions rather than a call per position and block. Returns the mapped elements.
+  template <class F>
+  std::int64_t for_each_series(F&& f) const {
+    resolve();
+    std::int64_t mapped = 0;
+    std::size_t r = 0;
+    for (std::size_t i = 0; i < pieces_.size();) {
+      if (r < repeats_.size() && repeats_[r].first == i) {
+        Repeat const& rep = repeats_[r++];
+        for (std::size_t j = i; j < i + rep.k; ++j) {
+          f(pieces_[j].begin, pieces_[j].end, pieces_[j].tile, rep.period, rep.reps);
+          mapped += (pieces_[j].end - pieces_[j].begin) * static_cast<std::int64_t>(rep.reps);
+        }
+        i += rep.k * rep.reps;
+      } else {
+        f(pieces_[i].begin, pieces_[i].end, pieces_[i].tile, std::int64_t{0}, std::size_t{1});
+        mapped += pieces_[i].end - pieces_[i].begin;
+        ++i;
+      }
+    }
+    return mapped;
+  }
+
   /// Finds pieces for elements looked up near the one before: from the piece it found last, it gallops forward or
   /// back (steps of 1, 2, 4, ... pieces) and then searches only the range it stepped over, so a lookup costs
   /// O(log distance) in pieces, not O(log pieces) (a conv output mapped by blocks of groups has a piece per
