@@ -198,6 +198,15 @@ TEST_CASE("maps: host kernels and vertices agree on broadcast, scalar, strided a
     }
 }
 
+/// Maps the first `positions` rows of x [rows, 12] with tile t holding channels 3t..3t+2 of every position, as a
+/// conv output mapped in blocks of channels: a run of 3 per position and tile, 12 apart.
+namespace {
+void map_blocks_of_channels(tb::Graph& g, tb::Tensor const& x, std::size_t positions) {
+  for (std::size_t p = 0; p < positions; ++p)
+    for (std::size_t t = 0; t < 4; ++t) g.set_tile_mapping(x[p].slice(3 * t, 3 * t + 3), t);
+}
+}  // namespace
+
 TEST_CASE("maps over runs of one length at one stride: a row vertex per tile, the bits of single runs") {
   // x [60 positions, 12 channels], tile t holding channels 3t..3t+2 of every position (as a conv output mapped in
   // blocks of channels): 60 runs of 3 per tile, 12 apart, taken as rows by one vertex (its workers share them).
@@ -207,8 +216,7 @@ TEST_CASE("maps over runs of one length at one stride: a row vertex per tile, th
       tb::Graph g{tb::targets::tiny(4)};
       auto x = g.add_variable<float>({60, 12}, "x"), bias = g.add_variable<float>({12}, "bias");
       auto u = g.add_variable<float>({720, 2}, "u");
-      for (std::size_t p = 0; p < 60; ++p)
-        for (std::size_t t = 0; t < 4; ++t) g.set_tile_mapping(x[p].slice(3 * t, 3 * t + 3), t);
+      map_blocks_of_channels(g, x, 60);
       tb::map_linearly(g, bias);
       tb::map_linearly(g, u);
       tb::Sequence relu_prog, sum_prog;
@@ -264,11 +272,8 @@ TEST_CASE("map pieces: a whole variable's series from its mapping's repeats, a v
   tb::Graph g{tb::targets::tiny(4)};
   auto x = g.add_variable<float>({60, 12}, "x"), z = g.add_variable<float>({61, 12}, "z");
   auto bias = g.add_variable<float>({12}, "bias");
-  for (std::size_t p = 0; p < 61; ++p)
-    for (std::size_t t = 0; t < 4; ++t) {
-      if (p < 60) g.set_tile_mapping(x[p].slice(3 * t, 3 * t + 3), t);
-      g.set_tile_mapping(z[p].slice(3 * t, 3 * t + 3), t);
-    }
+  map_blocks_of_channels(g, x, 60);
+  map_blocks_of_channels(g, z, 61);
   tb::map_linearly(g, bias);
   tb::Tensor const zv = z.slice(0, 60);
   auto const shapes = [&](tb::Tensor const& t) {
@@ -308,8 +313,7 @@ TEST_CASE("map rows: a series of runs that spans the whole tensor keeps its last
   // and a single run.
   tb::Graph g{tb::targets::tiny(4)};
   auto x = g.add_variable<float>({4, 12}, "x"), bias = g.add_variable<float>({12}, "bias");
-  for (std::size_t p = 0; p < 4; ++p)
-    for (std::size_t t = 0; t < 4; ++t) g.set_tile_mapping(x[p].slice(3 * t, 3 * t + 3), t);
+  map_blocks_of_channels(g, x, 4);
   tb::map_linearly(g, bias);
   tb::Sequence prog;
   tb::ops::map_in_place(g, prog, _1 * _2, x, bias);

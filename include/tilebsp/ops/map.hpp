@@ -231,8 +231,8 @@ inline std::vector<MapPiece> pieces(Graph const& g, Tensor const& out) {
              found[j].begin - found[j - 1].begin == stride;
     };
     std::size_t n = 1;
-    if (i + 1 < found.size() && found[i + 1].tile == x.tile && found[i + 1].rows == 1 && found[i + 1].length == x.length) {
-      std::size_t const stride = found[i + 1].begin - x.begin;
+    std::size_t const stride = i + 1 < found.size() ? found[i + 1].begin - x.begin : 0;  // of the next region, if any
+    if (joins(i + 1, stride)) {
       for (n = 2; joins(i + n, stride);) ++n;
       series({x.tile, x.begin, x.length, stride, n});
     } else {
