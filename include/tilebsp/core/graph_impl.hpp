@@ -128,12 +128,7 @@ TILEBSP_INLINE TileMapping Graph::tile_mapping(Tensor const& t) const {
   if (r.size() <= 256 || tile_count_ > r.size() * 4) {
     std::stable_sort(r.begin(), r.end(), by_tile);
   } else if (!std::is_sorted(r.begin(), r.end(), by_tile)) {
-    std::vector<std::size_t> at(tile_count_ + 1, 0);
-    for (auto const& e : r) ++at[e.first + 1];
-    for (std::size_t i = 1; i <= tile_count_; ++i) at[i] += at[i - 1];
-    std::vector<TileMapping::value_type> sorted(r.size());
-    for (auto const& e : r) sorted[at[e.first]++] = e;
-    r = std::move(sorted);
+    core::detail::group_by_tile(r, tile_count_, [](TileMapping::value_type const& e) { return e.first; });
   }
   return TileMapping(std::move(r));
 }

@@ -9,6 +9,22 @@
 
 namespace tilebsp {
 
+namespace core::detail {
+
+/// Orders `items` by tile (`tile_of(item)`, below `tiles`), keeping their order on each tile: a counting sort,
+/// O(items + tiles) (an operator's result has a region per position and block of channels).
+template <class T, class TileOf>
+void group_by_tile(std::vector<T>& items, std::size_t tiles, TileOf tile_of) {
+  std::vector<std::size_t> at(tiles + 1, 0);
+  for (auto const& x : items) ++at[tile_of(x) + 1];
+  for (std::size_t i = 1; i <= tiles; ++i) at[i] += at[i - 1];
+  std::vector<T> sorted(items.size());
+  for (auto const& x : items) sorted[at[tile_of(x)]++] = x;
+  items = std::move(sorted);
+}
+
+}  // namespace core::detail
+
 /// Regions of a tensor's flattened element indices, grouped by tile (tiles ascending, regions ascending).
 /// Iterating yields (tile, Interval) pairs; tile numbers are those of the graph view that made the query.
 class TileMapping {

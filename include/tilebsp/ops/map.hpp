@@ -190,20 +190,17 @@ inline std::vector<MapPiece> pieces(Graph const& g, Tensor const& out) {
   if (a && a->start == 0 && a->strides.size() == 1 && a->strides[0] == 1 &&
       static_cast<std::int64_t>(total) == impl.variables[a->var].size) {
     std::size_t const lo = g.first_tile(), hi = lo + g.num_tiles();
-    std::vector<MapPiece> any_order;
     std::int64_t const mapped = impl.variables[a->var].mapping.for_each_series(
         [&](std::int64_t b, std::int64_t e, std::uint32_t tile, std::int64_t period, std::size_t reps) {
           if (tile < lo || tile >= hi) return;
-          any_order.push_back({tile - lo, static_cast<std::size_t>(b), static_cast<std::size_t>(e - b),
-                               static_cast<std::size_t>(period), reps});
+          found.push_back({tile - lo, static_cast<std::size_t>(b), static_cast<std::size_t>(e - b),
+                           static_cast<std::size_t>(period), reps});
         });
     if (mapped == static_cast<std::int64_t>(total)) {  // else tile_mapping below throws its mapping_error
-      std::vector<std::size_t> at(g.num_tiles() + 1, 0);  // grouped by tile, in order on each (a counting sort)
-      for (auto const& p : any_order) ++at[p.tile + 1];
-      for (std::size_t i = 1; i < at.size(); ++i) at[i] += at[i - 1];
-      found.resize(any_order.size());
-      for (auto const& p : any_order) found[at[p.tile]++] = p;
+      tilebsp::core::detail::group_by_tile(found, g.num_tiles(), [](MapPiece const& p) { return p.tile; });
       done = true;
+    } else {
+      found.clear();
     }
   }
   if (!done)
