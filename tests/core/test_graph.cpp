@@ -2,7 +2,9 @@
 #include "helpers.hpp"
 
 #include <doctest/doctest.h>
+#include <tilebsp/ops/detail/common.hpp>
 
+#include <algorithm>
 #include <map>
 #include <random>
 
@@ -66,6 +68,41 @@ TEST_CASE("set_tile_mapping and tile_mapping regions, including views") {
   CHECK_THROWS_WITH_AS(g.tile_mapping(u), "tile_mapping: 2 of 3 elements are not mapped to any tile", tb::mapping_error);
   CHECK_THROWS_WITH_AS(g.set_tile_mapping(u, 4), "set_tile_mapping: tile 4 out of range (this graph has 4 tiles)",
                        tb::index_error);
+}
+
+TEST_CASE("set_tile_mapping of strided views, and ops' map_flat_range, map as element by element") {
+  // Views of every kind are mapped a series of runs at a time; map_flat_range maps a row-major range of a view as a
+  // few boxes of it. Both must give each element the tile a per-element reference gives it, the last write winning.
+  std::mt19937 rng(3);
+  for (int round = 0; round < 60; ++round) {
+    tb::Graph g{tb::targets::tiny(8)};
+    auto v = g.add_variable<float>({3, 4, 5, 6}, "v");
+    std::vector<std::size_t> want(v.num_elements(), 0);
+    g.set_tile_mapping(v, 0);
+    std::vector<std::size_t> perm{0, 1, 2, 3};
+    for (int k = 0; k < 6; ++k) {
+      std::shuffle(perm.begin(), perm.end(), rng);
+      tb::Tensor view = v.dimshuffle(perm);
+      std::size_t const d = rng() % 4, lo = rng() % view.dim(d), hi = lo + 1 + rng() % (view.dim(d) - lo);
+      view = view.slice(lo, hi, d);
+      if (rng() % 3 == 0) view = view.reverse(rng() % 4);
+      std::size_t const tile = 1 + rng() % 7, n = view.num_elements();
+      std::size_t const b = rng() % n, e = b + rng() % (n - b + 1);
+      bool const flat = rng() % 2;
+      if (flat) tb::ops::detail::map_flat_range(g, view, b, e, tile);
+      else g.set_tile_mapping(view, tile);
+      // The reference: the elements of view.flatten() in [b, e) (all of them for set_tile_mapping).
+      std::size_t at = 0;
+      view.for_each_run([&](std::uint32_t, std::int64_t start, std::int64_t stride, std::int64_t count) {
+        for (std::int64_t i = 0; i < count; ++i, ++at)
+          if (!flat || (at >= b && at < e)) want[static_cast<std::size_t>(start + i * stride)] = tile;
+      });
+    }
+    std::vector<std::size_t> got(v.num_elements(), 99);
+    for (auto const& [tile, region] : g.tile_mapping(v))
+      for (std::size_t i = region.begin; i < region.end; ++i) got[i] = tile;
+    REQUIRE(got == want);
+  }
 }
 
 TEST_CASE("set_tile_mapping_like maps each element where the same element of another tensor lives") {
@@ -233,6 +270,109 @@ TEST_CASE("VariableMapping: a cursor finds pieces of repeated patterns (with gap
       got_count[tile] += elements;
     });
     REQUIRE(got_count == want_count);
+  }
+}
+
+TEST_CASE("VariableMapping: series of rows are stored as blocks, and agree with a per-element reference") {
+  using tb::core::detail::VariableMapping;
+  auto const check = [](VariableMapping const& m, std::vector<std::int64_t> const& want) {
+    auto const n = static_cast<std::int64_t>(want.size());
+    std::vector<std::int64_t> got(want.size(), -1);
+    std::int64_t unmapped = 0;
+    for (auto t : want) unmapped += t < 0;
+    CHECK(m.for_each(0, n, [&](std::int64_t b, std::int64_t e, std::uint32_t tile) {
+      for (std::int64_t i = b; i < e; ++i) got[static_cast<std::size_t>(i)] = tile;
+    }) == unmapped);
+    CHECK(m.mapped() == n - unmapped);
+    CHECK(got == want);
+    VariableMapping::Cursor c(m);
+    for (std::int64_t i = 0; i < n; ++i) {
+      auto const p = c.at(i);
+      REQUIRE(p.begin <= i);
+      REQUIRE(i < p.end);
+      REQUIRE(p.tile == want[static_cast<std::size_t>(i)]);
+    }
+  };
+  {
+    // A result [positions, 4 blocks of 8 channels] mapped block by block, each block in two halves of the positions
+    // (how operators map their results): 8 series, stored as 2 blocks of 4-piece patterns.
+    VariableMapping m;
+    std::int64_t const positions = 10000, period = 32;
+    std::vector<std::int64_t> want(static_cast<std::size_t>(positions * period), -1);
+    for (std::uint32_t block = 0; block < 4; ++block)
+      for (std::int64_t half = 0; half < 2; ++half) {
+        std::uint32_t const tile = block * 2 + static_cast<std::uint32_t>(half);
+        std::int64_t const b = half * (positions / 2) * period + block * 8;
+        m.assign_rows(b, 8, period, positions / 2, tile);
+        for (std::int64_t r = 0; r < positions / 2; ++r)
+          for (std::int64_t x = 0; x < 8; ++x) want[static_cast<std::size_t>(b + r * period + x)] = tile;
+      }
+    m.resolve();
+    CHECK(m.blocks() == 2);
+    CHECK(m.pieces() == static_cast<std::size_t>(positions * 4));
+    check(m, want);
+    std::size_t calls = 0;
+    CHECK(m.for_each_series([&](std::int64_t, std::int64_t, std::uint32_t, std::int64_t p, std::size_t reps) {
+      ++calls;
+      CHECK(p == period);
+      CHECK(reps == static_cast<std::size_t>(positions / 2));
+    }) == positions * period);
+    CHECK(calls == 8);
+    // One more block over the same elements: the last assignment wins, piece by piece.
+    m.assign_rows(period * 3 + 4, 8, period, 7, 9);
+    for (std::int64_t r = 0; r < 7; ++r)
+      for (std::int64_t x = 0; x < 8; ++x) want[static_cast<std::size_t>(period * (3 + r) + 4 + x)] = 9;
+    check(m, want);
+  }
+  {
+    // Rows that touch (step == len) are one range; a pattern as long as its period is one piece.
+    VariableMapping m;
+    m.assign_rows(0, 4, 4, 100, 3);
+    m.assign_rows(400, 2, 4, 50, 5);
+    m.assign_rows(402, 2, 4, 50, 5);
+    m.resolve();
+    CHECK(m.blocks() == 2);
+    CHECK(m.pieces() == 2);
+    std::vector<std::int64_t> want(600, 3);
+    std::fill(want.begin() + 400, want.end(), 5);
+    check(m, want);
+  }
+  std::mt19937 rng(5);
+  for (int round = 0; round < 300; ++round) {
+    // Random series (some whole blocks of a result, some anywhere, overlapping or not), ranges and reads between.
+    std::int64_t const n = 1 + static_cast<std::int64_t>(rng() % 600);
+    std::vector<std::int64_t> want(static_cast<std::size_t>(n), -1);
+    VariableMapping m;
+    int const ops = 1 + static_cast<int>(rng() % 30);
+    std::int64_t const period = 4 + static_cast<std::int64_t>(rng() % 12);
+    std::int64_t const same_rows = round % 2 ? 0 : 1 + static_cast<std::int64_t>(rng() % 20);  // series that join
+    for (int k = 0; k < ops; ++k) {
+      auto const tile = static_cast<std::uint32_t>(rng() % 4);
+      std::int64_t b = static_cast<std::int64_t>(rng() % static_cast<unsigned>(n)), len, step, rows;
+      switch (rng() % 3) {
+        case 0:  // a block of a result: rows of the same period
+          b = std::min(n - 1, b / period * period + static_cast<std::int64_t>(rng() % static_cast<unsigned>(period)));
+          len = 1 + static_cast<std::int64_t>(rng() % static_cast<unsigned>(period));
+          step = period;
+          break;
+        case 1:  // any series, steps negative or shorter than the rows too
+          len = 1 + static_cast<std::int64_t>(rng() % 6);
+          step = static_cast<std::int64_t>(rng() % 15) - 4;
+          break;
+        default:  // one range
+          len = 1 + static_cast<std::int64_t>(rng() % 40);
+          step = len;
+      }
+      len = std::min(len, n - b);
+      std::int64_t const room = step > 0 ? (n - b - len) / step + 1 : step < 0 ? b / -step + 1 : 50;
+      rows = std::max<std::int64_t>(1, std::min<std::int64_t>(room, same_rows > 0 ? same_rows : 1 + static_cast<std::int64_t>(rng() % 60)));
+      m.assign_rows(b, len, step, rows, tile);
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t x = b + r * step; x < b + r * step + len; ++x)
+          if (x >= 0 && x < n) want[static_cast<std::size_t>(x)] = tile;
+      if (rng() % 6 == 0) CHECK(m.tile_of(b) == want[static_cast<std::size_t>(b)]);  // a read between writes
+    }
+    check(m, want);
   }
 }
 

@@ -60,13 +60,14 @@ TILEBSP_INLINE void Graph::set_tile_mapping(Tensor const& t, std::size_t tile) {
   check_tensor("set_tile_mapping", t);
   auto const g = global_tile("set_tile_mapping", tile);
   auto& variables = impl().variables;
-  t.for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
+  // A series of runs at a time (a block of channels over its positions is one), element by element where the runs
+  // are strided (a strided run is a series of one-element rows).
+  t.for_each_run_series([&](std::uint32_t var, std::int64_t start, std::int64_t count, std::int64_t stride,
+                            std::int64_t rows, std::int64_t step) {
     auto& m = variables[var].mapping;
-    if (stride == 1) {
-      m.assign(start, start + count, g);
-    } else {
-      for (std::int64_t i = 0; i < count; ++i) m.assign(start + i * stride, start + i * stride + 1, g);
-    }
+    if (stride == 1 || count == 1) m.assign_rows(start, count, step, rows, g);
+    else
+      for (std::int64_t r = 0; r < rows; ++r) m.assign_rows(start + r * step, 1, stride, count, g);
   });
 }
 

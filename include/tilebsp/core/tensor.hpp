@@ -188,17 +188,7 @@ class Tensor {
       dims = dims_heap.data();
       idx = idx_heap.data();
     }
-    std::size_t nd = 0;
-    for (std::size_t d = 0; d < rank(); ++d) {
-      if (shape_[d] == 1) continue;
-      auto const size = static_cast<std::int64_t>(shape_[d]);
-      if (nd > 0 && dims[nd - 1].second == strides_[d] * size) {
-        dims[nd - 1] = {dims[nd - 1].first * size, strides_[d]};
-      } else {
-        dims[nd++] = {size, strides_[d]};
-      }
-    }
-    if (nd == 0) dims[nd++] = {1, 1};
+    std::size_t const nd = coalesced(dims);
     core::detail::RunMerger<F> merger(f);
     std::size_t hint = 0;
     std::size_t const outer = nd - 1;
@@ -216,6 +206,38 @@ class Tensor {
       if (d == 0) break;
     }
     merger.flush();
+  }
+
+  /// Calls f(var, start, count, stride, rows, step) for the view's elements as series of strided runs: `rows` runs
+  /// of `count` elements `stride` apart, each run `step` after the one before (rows 1, step 0: a run alone), in
+  /// row-major order. A block of an operator's result, a run of channels per position, is one call rather than one
+  /// per position (Graph::set_tile_mapping maps it as one series).
+  template <class F>
+  void for_each_run_series(F&& f) const {
+    if (!valid() || num_elements() == 0) return;
+    constexpr std::size_t in_place = 8;
+    core::detail::Run const* const single = seq_->runs.size() == 1 ? seq_->runs.data() : nullptr;
+    if (single == nullptr || rank() > in_place) {  // runs one by one
+      for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
+        f(var, start, count, stride, std::int64_t{1}, std::int64_t{0});
+      });
+      return;
+    }
+    std::pair<std::int64_t, std::int64_t> dims[in_place];
+    std::int64_t idx[in_place] = {};
+    std::size_t const nd = coalesced(dims);
+    std::int64_t const s = single->stride;
+    auto const [count, stride] = dims[nd - 1];
+    auto const [rows, step] = nd >= 2 ? dims[nd - 2] : std::pair<std::int64_t, std::int64_t>{1, 0};
+    std::size_t const outer = nd >= 2 ? nd - 2 : 0;
+    for (;;) {
+      std::int64_t p = offset_;
+      for (std::size_t d = 0; d < outer; ++d) p += idx[d] * dims[d].second;
+      f(single->var, single->start + p * s, count, stride * s, rows, step * s);
+      std::size_t d = outer;
+      while (d > 0 && ++idx[d - 1] == dims[d - 1].first) idx[--d] = 0;
+      if (d == 0) break;
+    }
   }
 
   /// Internal: whether the view's elements are a RowSeries of one variable (and which), without walking them:
@@ -254,6 +276,22 @@ class Tensor {
   using Dims = core::detail::SmallVector<std::size_t, 4>;
   using Strides = core::detail::SmallVector<std::int64_t, 4>;
   static Strides contiguous_strides(Dims const& s);
+  /// The (size, stride) of the dimensions into dims (room for rank() of them), neighbours merged where one steps
+  /// over the other whole and dimensions of size 1 left out (one {1, 1} when none is left); returns how many.
+  std::size_t coalesced(std::pair<std::int64_t, std::int64_t>* dims) const noexcept {
+    std::size_t nd = 0;
+    for (std::size_t d = 0; d < rank(); ++d) {
+      if (shape_[d] == 1) continue;
+      auto const size = static_cast<std::int64_t>(shape_[d]);
+      if (nd > 0 && dims[nd - 1].second == strides_[d] * size) {
+        dims[nd - 1] = {dims[nd - 1].first * size, strides_[d]};
+      } else {
+        dims[nd++] = {size, strides_[d]};
+      }
+    }
+    if (nd == 0) dims[nd++] = {1, 1};
+    return nd;
+  }
   void check_dim(char const* op, std::size_t d) const;
   // The views above, made of this tensor in place.
   Tensor& slice_self(std::size_t begin, std::size_t end, std::size_t dim);

@@ -350,14 +350,13 @@ Tensor create_conv_weights(G& g, ConvParams const& params, ElementType type,
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::pair<Tensor, std::vector<std::size_t>>> blocks;
   detail::each_piece(p, detail::whole_piece, [&](std::size_t tile, std::size_t, simd::ConvRange const& r) {
     auto& [block, tiles] = blocks[{r.g0, r.c0, r.j0}];
-    if (tiles.empty()) block = detail::geometry(p.problem, r).other.of(w6).flatten();
+    if (tiles.empty()) block = detail::geometry(p.problem, r).other.of(w6);
     if (std::find(tiles.begin(), tiles.end(), tile) == tiles.end()) tiles.push_back(tile);
   });
   for (auto const& [key, bt] : blocks) {
     auto const& [block, tiles] = bt;
     std::size_t const n = block.num_elements(), k = tiles.size();
-    for (std::size_t i = 0; i < k; ++i)
-      if (n * i / k < n * (i + 1) / k) g.set_tile_mapping(block.slice(n * i / k, n * (i + 1) / k), tiles[i]);
+    for (std::size_t i = 0; i < k; ++i) detail::map_flat_range(g, block, n * i / k, n * (i + 1) / k, tiles[i]);
   }
   return w;
 }

@@ -392,15 +392,9 @@ inline void map_result(Graph& g, MatmulPlan const& p, Tensor const& c3) {
         // Whole rows per part when there are enough rows, else elements (row segments).
         std::size_t const unit = rows >= parts ? cols : 1, e = rows * cols / unit;
         for (std::size_t gi = g0; gi < g1; ++gi)
-          for (std::size_t ik = 0; ik < parts; ++ik) {
-            std::size_t const tile = p.tile_of(ig, ik, in, im);
-            // Part ik of the block's elements, row-major: row segments.
-            for (std::size_t x = e * ik / parts * unit, end = e * (ik + 1) / parts * unit; x < end;) {
-              std::size_t const r = x / cols, cc = x % cols, len = std::min(cols - cc, end - x);
-              g.set_tile_mapping(c3.index(gi).slice({m0 + r, n0 + cc}, {m0 + r + 1, n0 + cc + len}), tile);
-              x += len;
-            }
-          }
+          for (std::size_t ik = 0; ik < parts; ++ik)  // part ik of the block's elements, row-major
+            map_flat_range(g, c3.index(gi).slice({m0, n0}, {m1, n1}), e * ik / parts * unit,
+                           e * (ik + 1) / parts * unit, p.tile_of(ig, ik, in, im));
       }
 }
 

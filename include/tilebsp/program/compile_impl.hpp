@@ -37,8 +37,7 @@ TILEBSP_INLINE void check_mapped(GraphImpl const& g, std::size_t threads) {
     for (std::size_t c; (c = next.fetch_add(chunk, std::memory_order_relaxed)) < n;)
       for (std::size_t i = c; i < std::min(n, c + chunk); ++i) {
         auto const& v = g.variables[i];
-        v.mapping.resolve();
-        if (v.mapping.for_each(0, v.size, [](std::int64_t, std::int64_t, std::uint32_t) {}) > 0) {
+        if (v.mapping.mapped() < v.size) {
           for (std::size_t f = first_bad.load(); i < f && !first_bad.compare_exchange_weak(f, i);) {}
           break;
         }

@@ -1,27 +1,34 @@
-// VariableMapping: the tile of each element range of one variable, as a flat sorted list of pieces.
+// VariableMapping: the tile of each element range of one variable, as blocks of repeated patterns of pieces.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 namespace tilebsp::core::detail {
 
-/// Tile of each element range of one variable. Pieces are kept in a vector sorted by their first element, so that
-/// the common ways of mapping cost O(1) per assignment: in increasing order (map_linearly, an operator's blocks
-/// row by row) a piece is appended, or merged into the last one. An assignment that overlaps or precedes a mapped
-/// piece is queued instead, and the queue is resolved (the last assignment of an element wins, as if each had been
-/// applied in turn) in one sweep, O(n log n), before the next read or once it is as long as the mapping. Reads
-/// resolve the queue themselves; like the rest of a Graph, a mapping is not to be read and written from several
-/// threads at once, and compile resolves every mapping before it reads them from more than one thread.
+/// Tile of each element range of one variable, kept as a sorted list of blocks. A block is a pattern of a few
+/// pieces (element ranges, each on a tile) repeated `reps` times, `period` elements apart; a piece on its own is a
+/// block of one piece, once. An operator's result split across tiles by blocks of channels has a piece per position
+/// and block, millions for a large convolution, but a block per block of positions: what the mapping stores, what
+/// writing it costs and what a lookup searches grow with the blocks, not with the pieces.
 ///
-/// Resolving also indexes the repeats of the list: a run of pieces that is a few pieces (a pattern) shifted again
-/// and again by one period, on the same tiles, as an operator's result split across tiles by channels has a piece
-/// per position and block of channels. A Cursor finds a piece of a repeat by arithmetic on its pattern (a few
-/// pieces, in cache) rather than by a search through millions of pieces (a cache miss per step).
+/// Writes: `assign` maps one range, `assign_rows` a series of ranges one step apart (a block of channels over its
+/// positions, in one call). A write at or after the end of the mapping is appended, O(1). Any other is queued, and
+/// the queue is resolved in one go before the next read, or once it is as long as the mapping:
+/// - when the queued series overlap neither each other nor the mapping, series of one step and count that begin
+///   within a period of each other become one block (an operator mapping its result block by block, each block a
+///   series of rows): O(series log series), never per piece;
+/// - otherwise every block and series is expanded into pieces, and each element takes the tile of the last
+///   assignment that covers it (a sweep, O(n log n) in pieces).
+/// Resolving also folds runs of single pieces that repeat (ranges assigned one by one) into blocks, so that a
+/// lookup finds a piece by arithmetic on a pattern of a few pieces, in cache. Like the rest of a Graph, a mapping
+/// is not to be read and written from several threads at once; compile resolves every mapping before it reads them
+/// from more than one thread.
 class VariableMapping {
  public:
   /// A piece of the mapping: elements [begin, end) on `tile`, or an unmapped gap (tile -1).
@@ -29,147 +36,130 @@ class VariableMapping {
     std::int64_t begin, end, tile;
   };
 
-  void assign(std::int64_t b, std::int64_t e, std::uint32_t tile) {
-    if (b >= e) return;
+  /// Maps elements [b, e) to `tile`.
+  void assign(std::int64_t b, std::int64_t e, std::uint32_t tile) { assign_rows(b, e - b, e - b, 1, tile); }
+
+  /// Maps `rows` ranges of `len` elements to `tile`, the first at b, each `step` after the one before.
+  void assign_rows(std::int64_t b, std::int64_t len, std::int64_t step, std::int64_t rows, std::uint32_t tile) {
+    if (len <= 0 || rows <= 0) return;
+    if (step < 0) b += (rows - 1) * step, step = -step;
+    if (rows > 1 && step <= len) len += (rows - 1) * step, rows = 1;  // the rows touch or overlap: one range
+    if (rows == 1) step = len;
     dirty_ = true;
-    if (queued_.empty() && (pieces_.empty() || b >= pieces_.back().end)) {
-      if (!pieces_.empty() && pieces_.back().end == b && pieces_.back().tile == tile) pieces_.back().end = e;
-      else pieces_.push_back({b, e, tile});
+    Series const s{b, len, step, rows, tile};
+    if (queued_.empty() && (blocks_.empty() || b >= blocks_.back().end)) {
+      append(s);
       return;
     }
-    queued_.push_back({b, e, tile});
-    if (queued_.size() >= std::max<std::size_t>(1024, pieces_.size()) && !merge()) sweep();  // indexed when read
+    queued_.push_back(s);
+    // Applying costs the stored pieces and the queue: once the queue is as long, that is O(1) per assignment.
+    if (queued_.size() >= std::max<std::size_t>(1024, segs_.size())) apply_queue();  // indexed when read
   }
 
-  /// Calls f(begin, end, tile) for mapped pieces of [b, e); returns the number of unmapped elements.
+  /// Calls f(begin, end, tile) for mapped pieces of [b, e), in order; returns the number of unmapped elements.
   template <class F>
   std::int64_t for_each(std::int64_t b, std::int64_t e, F&& f) const {
-    resolve();
+    Cursor c(*this);
     std::int64_t covered = 0;
-    for (auto it = first_at_or_after(b); it != pieces_.end() && it->begin < e; ++it) {
-      std::int64_t const lo = std::max(b, it->begin), hi = std::min(e, it->end);
-      if (lo < hi) {
-        f(lo, hi, it->tile);
-        covered += hi - lo;
+    for (std::int64_t x = b; x < e;) {
+      Piece const q = c.at(x);
+      std::int64_t const hi = std::min(e, q.end);
+      if (q.tile >= 0) {
+        f(x, hi, static_cast<std::uint32_t>(q.tile));
+        covered += hi - x;
       }
+      x = hi;
     }
     return (e - b) - covered;
   }
 
   /// Calls f(begin, end, tile, period, reps) for every mapped piece of the variable, in order of first element: a
-  /// piece of a repeat's pattern once for all of its repeats (the piece, then the same shifted by period, 2 period,
-  /// ... reps times in all), any other piece alone (period 0, reps 1). A conv output mapped by blocks of channels
-  /// is a few calls per block of positions rather than a call per position and block. Returns the mapped elements.
+  /// piece of a block's pattern once for all of its repeats (the piece, then the same shifted by period, 2 period,
+  /// ... reps times in all), a piece on its own alone (period 0, reps 1). A conv output mapped by blocks of
+  /// channels is a few calls per block of positions rather than a call per position and block. Returns the mapped
+  /// elements.
   template <class F>
   std::int64_t for_each_series(F&& f) const {
     resolve();
     std::int64_t mapped = 0;
-    std::size_t r = 0;
-    for (std::size_t i = 0; i < pieces_.size();) {
-      if (r < repeats_.size() && repeats_[r].first == i) {
-        Repeat const& rep = repeats_[r++];
-        for (std::size_t j = i; j < i + rep.k; ++j) {
-          f(pieces_[j].begin, pieces_[j].end, pieces_[j].tile, rep.period, rep.reps);
-          mapped += (pieces_[j].end - pieces_[j].begin) * static_cast<std::int64_t>(rep.reps);
-        }
-        i += rep.k * rep.reps;
-      } else {
-        f(pieces_[i].begin, pieces_[i].end, pieces_[i].tile, std::int64_t{0}, std::size_t{1});
-        mapped += pieces_[i].end - pieces_[i].begin;
-        ++i;
+    for (Block const& r : blocks_)
+      for (std::size_t j = r.first; j < r.first + r.k; ++j) {
+        Seg const& s = segs_[j];
+        f(s.begin, s.end, s.tile, r.reps > 1 ? r.period : std::int64_t{0}, static_cast<std::size_t>(r.reps));
+        mapped += (s.end - s.begin) * r.reps;
       }
-    }
     return mapped;
   }
 
-  /// Finds pieces for elements looked up near the one before: from the piece it found last, it gallops forward or
-  /// back (steps of 1, 2, 4, ... pieces) and then searches only the range it stepped over, so a lookup costs
-  /// O(log distance) in pieces, not O(log pieces) (a conv output mapped by blocks of groups has a piece per
-  /// position and block, and a vertex reads its block at nearby positions).
+  /// Mapped elements of the variable.
+  std::int64_t mapped() const {
+    return for_each_series([](std::int64_t, std::int64_t, std::uint32_t, std::int64_t, std::size_t) {});
+  }
+
+  /// Finds pieces for elements looked up near the one before: from the block it found last, it gallops forward or
+  /// back (steps of 1, 2, 4, ... blocks) and then searches only the range it stepped over; inside a block, the
+  /// repeat is arithmetic and the piece a search of its pattern (a few pieces).
   class Cursor {
    public:
     explicit Cursor(VariableMapping const& m) : m_(&m) { m.resolve(); }
+
+    /// The piece holding element i, or the gap around it (tile -1).
     Piece at(std::int64_t i) {
-      auto const& p = m_->pieces_;
-      if (auto const& rs = m_->repeats_; !rs.empty()) {
-        if (rep_ >= rs.size() || i < rs[rep_].begin || i >= rs[rep_].end) {
-          auto const it = std::upper_bound(rs.begin(), rs.end(), i, [](std::int64_t x, Repeat const& r) { return x < r.begin; });
-          rep_ = it == rs.begin() || i >= std::prev(it)->end ? rs.size() : static_cast<std::size_t>(it - rs.begin()) - 1;
-        }
-        if (rep_ < rs.size()) {
-          Repeat const& r = rs[rep_];
-          std::int64_t const rep = std::min<std::int64_t>((i - r.begin) / r.period, static_cast<std::int64_t>(r.reps) - 1);
-          std::int64_t const shift = rep * r.period, off = i - shift;
-          std::size_t j = r.first, hi = r.first + r.k;  // j: the last piece of the pattern beginning at or before off
-          while (hi - j > 1) {
-            std::size_t const mid = j + (hi - j) / 2;
-            (p[mid].begin <= off ? j : hi) = mid;
-          }
-          at_ = j + static_cast<std::size_t>(rep) * r.k;
-          if (off < p[j].end) return {p[j].begin + shift, p[j].end + shift, static_cast<std::int64_t>(p[j].tile)};
-          return {p[j].end + shift, at_ + 1 < p.size() ? p[at_ + 1].begin : std::numeric_limits<std::int64_t>::max(), -1};
-        }
+      auto const& bs = m_->blocks_;
+      std::size_t const n = bs.size();
+      if (blk_ >= n || bs[blk_].begin > i || (blk_ + 1 < n && bs[blk_ + 1].begin <= i)) seek(i);
+      if (blk_ == n) return {std::numeric_limits<std::int64_t>::min(), n == 0 ? max_ : bs[0].begin, -1};
+      Block const& r = bs[blk_];
+      if (i >= r.end) return {r.end, blk_ + 1 < n ? bs[blk_ + 1].begin : max_, -1};
+      auto const& p = m_->segs_;
+      std::int64_t const rep = r.reps == 1 ? 0 : (i - r.begin) / r.period;  // < reps: i < end
+      std::int64_t const shift = rep * r.period, off = i - shift;
+      std::size_t j = r.first, hi = r.first + r.k;  // j: the last piece of the pattern beginning at or before off
+      while (hi - j > 1) {
+        std::size_t const mid = j + (hi - j) / 2;
+        (p[mid].begin <= off ? j : hi) = mid;
       }
-      std::size_t const n = p.size();
-      if (n == 0 || p[0].begin > i) {
-        at_ = n;
-        return {std::numeric_limits<std::int64_t>::min(), n == 0 ? std::numeric_limits<std::int64_t>::max() : p[0].begin,
-                -1};
-      }
-      // Bracket i: p[lo].begin <= i, and hi == n or p[hi].begin > i.
-      std::size_t lo = 0, hi = n;
-      if (at_ < n && p[at_].begin <= i) {
-        lo = at_;
-        hi = lo + 1;
-        for (std::size_t step = 2; hi < n && p[hi].begin <= i; step *= 2) lo = hi, hi = lo + step;
-        hi = std::min(hi, n);
-      } else if (at_ < n) {
-        hi = at_;
-        lo = at_ - 1;  // at_ > 0: p[0].begin <= i < p[at_].begin
-        for (std::size_t step = 1; p[lo].begin > i; step *= 2) hi = lo, lo = lo >= step ? lo - step : 0;
-      }
-      auto const it = std::upper_bound(p.begin() + static_cast<std::ptrdiff_t>(lo) + 1,
-                                       p.begin() + static_cast<std::ptrdiff_t>(hi), i,
-                                       [](std::int64_t x, Seg const& s) { return x < s.begin; });
-      at_ = static_cast<std::size_t>(it - p.begin()) - 1;
-      return piece(i);
+      if (off < p[j].end) return {p[j].begin + shift, p[j].end + shift, static_cast<std::int64_t>(p[j].tile)};
+      // A gap inside the block: up to the pattern's next piece, or the next repeat's first.
+      return {p[j].end + shift, j + 1 < r.first + r.k ? p[j + 1].begin + shift : r.begin + (rep + 1) * r.period, -1};
     }
 
     /// Calls f(tile, elements) for the mapped elements of [b, e), a piece at a time; where [b, e) spans whole
-    /// periods of a repeat, once per piece of its pattern for all of them (a fetched row of a conv output crosses a
-    /// piece per position and block of channels: a few calls rather than one per piece).
-    /// A range that is the last one shifted by whole periods inside one repeat has its counts: they are given
+    /// periods of a block, once per piece of its pattern for all of them (a fetched row of a conv output crosses
+    /// a piece per position and block of channels: a few calls rather than one per piece).
+    /// A range that is the last one shifted by whole periods inside one block has its counts: they are given
     /// again without a lookup (a vertex's rows, one per position).
     template <class F>
     void count(std::int64_t b, std::int64_t e, F&& f) {
-      auto const& p = m_->pieces_;
-      auto const& rs = m_->repeats_;
-      if (memo_rep_ < rs.size() && e - b == memo_e_ - memo_b_) {
-        Repeat const& r = rs[memo_rep_];
+      auto const& bs = m_->blocks_;
+      auto const& p = m_->segs_;
+      std::size_t const n = bs.size();
+      if (memo_blk_ < n && e - b == memo_e_ - memo_b_) {
+        Block const& r = bs[memo_blk_];
         std::int64_t const d = b - memo_b_;
         if (b >= r.begin && e <= r.end && (d == r.period || d % r.period == 0)) {
-          for (auto const& [tile, n] : memo_) f(tile, n);
+          for (auto const& [tile, k] : memo_) f(tile, k);
           memo_b_ = b, memo_e_ = e;
           return;
         }
       }
       memo_.clear();
       at(b);
-      std::size_t const in = rep_ < rs.size() && e <= rs[rep_].end ? rep_ : rs.size();
-      memo_rep_ = rs.size();
+      std::size_t const in = blk_ < n && bs[blk_].reps > 1 && b >= bs[blk_].begin && e <= bs[blk_].end ? blk_ : n;
+      memo_blk_ = n;
       memo_b_ = b, memo_e_ = e;
-      auto const g = [&](std::uint32_t tile, std::int64_t n) {
-        f(tile, n);
-        if (in < rs.size()) memo_.emplace_back(tile, n);
+      auto const g = [&](std::uint32_t tile, std::int64_t k) {
+        f(tile, k);
+        if (in < n) memo_.emplace_back(tile, k);
       };
       while (b < e) {
         Piece const q = at(b);
-        if (rep_ < rs.size()) {
-          Repeat const& r = rs[rep_];
+        if (blk_ < n && bs[blk_].reps > 1 && bs[blk_].begin <= b && b < bs[blk_].end) {
+          Block const& r = bs[blk_];
           std::int64_t const rep = (b - r.begin) / r.period, next = r.begin + (rep + 1) * r.period;
-          std::int64_t const full = e > next ? std::min((e - next) / r.period, static_cast<std::int64_t>(r.reps) - 1 - rep) : 0;
+          std::int64_t const full = e > next ? std::min((e - next) / r.period, r.reps - 1 - rep) : 0;
           if (full >= 2) {
-            while (b < next) {  // the rest of this period (its pieces end by the next period's first)
+            while (b < next) {  // the rest of this period (its pieces and gaps end by the next period's first)
               Piece const h = at(b);
               if (h.tile >= 0) g(static_cast<std::uint32_t>(h.tile), h.end - b);
               b = h.end;
@@ -182,86 +172,228 @@ class VariableMapping {
         if (q.tile >= 0) g(static_cast<std::uint32_t>(q.tile), std::min(q.end, e) - b);
         b = q.end;
       }
-      if (memo_.size() <= 64) memo_rep_ = in;
+      if (memo_.size() <= 64) memo_blk_ = in;
     }
 
     /// count() of `rows` ranges of `len` elements, `step` apart from b, with each tile's elements of a run of rows
-    /// summed: rows a whole number of periods apart inside one repeat have the counts of the first of them, given
+    /// summed: rows a whole number of periods apart inside one block have the counts of the first of them, given
     /// once multiplied (the rows of a block of channels, a row per position, cost a few calls in all).
     template <class F>
     void count_rows(std::int64_t b, std::int64_t len, std::int64_t step, std::int64_t rows, F&& f) {
-      auto const& rs = m_->repeats_;
+      auto const& bs = m_->blocks_;
       for (std::int64_t i = 0; i < rows;) {
         std::int64_t const s = b + i * step;
         count(s, s + len, f);
         ++i;
-        if (memo_rep_ >= rs.size() || i == rows) continue;  // not inside a repeat: row by row
-        Repeat const& r = rs[memo_rep_];
+        if (memo_blk_ >= bs.size() || i == rows) continue;  // not inside a block that repeats: row by row
+        Block const& r = bs[memo_blk_];
         if (step % r.period != 0) continue;
         std::int64_t const more = std::min(rows - i, (r.end - (s + len)) / step);
         if (more <= 0) continue;
-        for (auto const& [tile, n] : memo_) f(tile, n * more);
+        for (auto const& [tile, k] : memo_) f(tile, k * more);
         i += more;
         memo_b_ = s + more * step, memo_e_ = memo_b_ + len;
       }
     }
 
    private:
-    /// The piece at i given at_, the last piece beginning at or before i.
-    Piece piece(std::int64_t i) const {
-      auto const& p = m_->pieces_;
-      if (i < p[at_].end) return {p[at_].begin, p[at_].end, static_cast<std::int64_t>(p[at_].tile)};
-      return {p[at_].end, at_ + 1 == p.size() ? std::numeric_limits<std::int64_t>::max() : p[at_ + 1].begin, -1};
+    static constexpr std::int64_t max_ = std::numeric_limits<std::int64_t>::max();
+    /// Sets blk_ to the last block beginning at or before i (the number of blocks when none does).
+    void seek(std::int64_t i) {
+      auto const& bs = m_->blocks_;
+      std::size_t const n = bs.size();
+      if (n == 0 || bs[0].begin > i) {
+        blk_ = n;
+        return;
+      }
+      // Bracket i: bs[lo].begin <= i, and hi == n or bs[hi].begin > i.
+      std::size_t lo = 0, hi = n;
+      if (blk_ < n && bs[blk_].begin <= i) {
+        lo = blk_;
+        hi = lo + 1;
+        for (std::size_t step = 2; hi < n && bs[hi].begin <= i; step *= 2) lo = hi, hi = lo + step;
+        hi = std::min(hi, n);
+      } else if (blk_ < n) {
+        hi = blk_;
+        lo = blk_ - 1;  // blk_ > 0: bs[0].begin <= i < bs[blk_].begin
+        for (std::size_t step = 1; bs[lo].begin > i; step *= 2) hi = lo, lo = lo >= step ? lo - step : 0;
+      }
+      auto const it = std::upper_bound(bs.begin() + static_cast<std::ptrdiff_t>(lo) + 1,
+                                       bs.begin() + static_cast<std::ptrdiff_t>(hi), i,
+                                       [](std::int64_t x, Block const& r) { return x < r.begin; });
+      blk_ = static_cast<std::size_t>(it - bs.begin()) - 1;
     }
     VariableMapping const* m_;
-    std::size_t at_ = std::numeric_limits<std::size_t>::max();
-    std::size_t rep_ = std::numeric_limits<std::size_t>::max();  // the repeat of the last lookup
-    // The last count()'s range and result, when the range lies in repeat memo_rep_.
-    std::size_t memo_rep_ = std::numeric_limits<std::size_t>::max();
+    std::size_t blk_ = std::numeric_limits<std::size_t>::max();  // the block of the last lookup
+    // The last count()'s range and result, when the range lies in block memo_blk_ (one that repeats).
+    std::size_t memo_blk_ = std::numeric_limits<std::size_t>::max();
     std::int64_t memo_b_ = 0, memo_e_ = 0;
     std::vector<std::pair<std::uint32_t, std::int64_t>> memo_;
   };
 
   /// Tile of element i, or -1 when unmapped.
-  std::int64_t tile_of(std::int64_t i) const {
-    resolve();
-    auto const it = first_at_or_after(i);
-    return it != pieces_.end() && it->begin <= i && i < it->end ? static_cast<std::int64_t>(it->tile) : -1;
-  }
+  std::int64_t tile_of(std::int64_t i) const { return Cursor(*this).at(i).tile; }
 
-  /// Adds the mapping (its pieces, after resolving the queue) to `h`, a Hasher.
+  /// Adds the mapping (its blocks, after resolving the queue) to `h`, a Hasher.
   template <class H>
   void hash(H& h) const {
     resolve();
-    h.add(pieces_.size());
-    for (auto const& p : pieces_) {
-      auto const b = static_cast<std::uint64_t>(p.begin), e = static_cast<std::uint64_t>(p.end);
-      if (e >> 40 == 0 && p.tile >> 23 == 0) {
-        h.add2(b, e | std::uint64_t{p.tile} << 40);
-      } else {
-        h.add2(b, e);
-        h.add(p.tile);
+    h.add(blocks_.size());
+    for (Block const& r : blocks_) {
+      h.add2(static_cast<std::uint64_t>(r.reps), r.k);
+      if (r.reps > 1) h.add(static_cast<std::uint64_t>(r.period));
+      for (std::size_t j = r.first; j < r.first + r.k; ++j) {
+        Seg const& p = segs_[j];
+        auto const b = static_cast<std::uint64_t>(p.begin), e = static_cast<std::uint64_t>(p.end);
+        if (e >> 40 == 0 && p.tile >> 23 == 0) {
+          h.add2(b, e | std::uint64_t{p.tile} << 40);
+        } else {
+          h.add2(b, e);
+          h.add(p.tile);
+        }
       }
     }
   }
 
   /// Resolves queued assignments now (compile calls it on every variable before reading mappings in parallel).
   void resolve() const {
-    if (!queued_.empty() && !merge()) sweep();
+    if (!queued_.empty()) apply_queue();
     if (dirty_) index();
   }
-  /// Pieces of the mapping (after resolve()).
-  std::size_t pieces() const noexcept { return pieces_.size(); }
+  /// Pieces of the mapping, each repeat of a block's pattern counted (after resolve()).
+  std::size_t pieces() const noexcept {
+    std::size_t n = 0;
+    for (Block const& r : blocks_) n += r.k * static_cast<std::size_t>(r.reps);
+    return n;
+  }
+  /// Blocks of the mapping (after resolve()): what it stores.
+  std::size_t blocks() const noexcept { return blocks_.size(); }
 
  private:
   struct Seg {
     std::int64_t begin, end;
     std::uint32_t tile;
   };
+  /// An assignment: `rows` ranges of `len` elements from b, `step` apart (rows 1: step == len).
+  struct Series {
+    std::int64_t b, len, step, rows;
+    std::uint32_t tile;
+  };
+  /// Pieces segs_[first] .. segs_[first + k - 1] (the pattern, at the positions of its first repeat, within
+  /// [begin, begin + period)), then the same shifted by period, 2 period, ... reps times in all. A piece on its own:
+  /// k 1, reps 1, period its length. end: the last element + 1.
+  struct Block {
+    std::int64_t begin, end, period, reps;
+    std::size_t first, k;
+  };
 
-  /// The first piece that ends after i (the one holding i, or the next one).
-  std::vector<Seg>::const_iterator first_at_or_after(std::int64_t i) const {
-    return std::upper_bound(pieces_.begin(), pieces_.end(), i, [](std::int64_t x, Seg const& s) { return x < s.end; });
+  void append(Series const& s) {
+    if (s.rows == 1 && !blocks_.empty() && blocks_.back().reps == 1 && blocks_.back().end == s.b &&
+        segs_[blocks_.back().first].tile == s.tile) {
+      Block& r = blocks_.back();
+      r.end = segs_[r.first].end = s.b + s.len;
+      r.period = r.end - r.begin;
+      return;
+    }
+    blocks_.push_back({s.b, s.b + (s.rows - 1) * s.step + s.len, s.step, s.rows, segs_.size(), 1});
+    segs_.push_back({s.b, s.b + s.len, s.tile});
+  }
+
+  void apply_queue() const {
+    if (!merge_series()) expand_and_sweep();
+  }
+
+  /// Applies the queue when no two assignments overlap: the blocks' pattern pieces (as series) and the queued
+  /// series, sorted by first element, are dealt into blocks again, a series joining the block before when it has
+  /// the block's step and count and begins after its pattern within its first period. Returns false, changing
+  /// nothing, when a series overlaps the block before it (or interleaves with it in another way).
+  bool merge_series() const {
+    std::vector<Series> q = queued_;
+    std::stable_sort(q.begin(), q.end(), [](Series const& a, Series const& b) { return a.b < b.b; });
+    std::vector<Series> all;
+    all.reserve(segs_.size() + q.size());
+    {
+      std::size_t j = 0;
+      for (Block const& r : blocks_)
+        for (std::size_t x = r.first; x < r.first + r.k; ++x) {
+          Seg const& s = segs_[x];
+          for (; j < q.size() && q[j].b < s.begin; ++j) all.push_back(q[j]);
+          all.push_back({s.begin, s.end - s.begin, r.period, r.reps, s.tile});
+        }
+      all.insert(all.end(), q.begin() + static_cast<std::ptrdiff_t>(j), q.end());
+    }
+    std::vector<Block> blocks;
+    std::vector<Seg> segs;
+    blocks.reserve(blocks_.size() + q.size());
+    segs.reserve(all.size());
+    // A block whose pattern is one piece as long as its period is one range: a piece on its own, joined to the
+    // one before when that ends where it begins on the same tile.
+    auto const close = [&] {
+      if (blocks.empty()) return;
+      Block& r = blocks.back();
+      if (r.reps == 1 || r.k != 1 || segs.back().end - segs.back().begin != r.period) return;
+      r.reps = 1, r.period = r.end - r.begin, segs.back().end = r.end;
+      if (blocks.size() < 2) return;
+      Block& before = blocks[blocks.size() - 2];
+      if (before.reps == 1 && before.end == r.begin && segs[before.first].tile == segs.back().tile) {
+        before.end = segs[before.first].end = r.end;
+        before.period = before.end - before.begin;
+        blocks.pop_back();
+        segs.pop_back();
+      }
+    };
+    for (Series const& s : all) {
+      if (!blocks.empty()) {
+        Block& r = blocks.back();
+        Seg& last = segs.back();
+        std::int64_t const e = s.b + s.len;
+        if (r.reps == 1 && s.rows == 1 && s.b == r.end && s.tile == last.tile) {  // one piece, longer
+          r.end = last.end = e;
+          r.period = e - r.begin;
+          continue;
+        }
+        if (r.reps > 1 && s.rows == r.reps && s.step == r.period && s.b >= last.end && e <= r.begin + r.period) {
+          if (s.b == last.end && s.tile == last.tile) last.end = e;
+          else segs.push_back({s.b, e, s.tile}), ++r.k;
+          r.end = segs.back().end + (r.reps - 1) * r.period;
+          continue;
+        }
+        if (s.b < r.end) return false;
+        close();
+      }
+      blocks.push_back({s.b, s.b + (s.rows - 1) * s.step + s.len, s.step, s.rows, segs.size(), 1});
+      segs.push_back({s.b, s.b + s.len, s.tile});
+    }
+    close();
+    blocks_ = std::move(blocks);
+    segs_ = std::move(segs);
+    queued_.clear();
+    return true;
+  }
+
+  /// Applies the queue piece by piece: every element takes the tile of the last assignment covering it.
+  void expand_and_sweep() const {
+    std::vector<Seg> pieces, q;
+    pieces.reserve(pieces_of(blocks_));
+    for (Block const& r : blocks_)
+      for (std::int64_t t = 0; t < r.reps; ++t)
+        for (std::size_t j = r.first; j < r.first + r.k; ++j)
+          pieces.push_back({segs_[j].begin + t * r.period, segs_[j].end + t * r.period, segs_[j].tile});
+    for (Series const& s : queued_)
+      for (std::int64_t t = 0; t < s.rows; ++t) q.push_back({s.b + t * s.step, s.b + t * s.step + s.len, s.tile});
+    if (!merge_pieces(pieces, q)) sweep(pieces, q);
+    blocks_.clear();
+    blocks_.reserve(pieces.size());
+    for (std::size_t i = 0; i < pieces.size(); ++i)
+      blocks_.push_back({pieces[i].begin, pieces[i].end, pieces[i].end - pieces[i].begin, 1, i, 1});
+    segs_ = std::move(pieces);
+    queued_.clear();
+  }
+
+  static std::size_t pieces_of(std::vector<Block> const& bs) {
+    std::size_t n = 0;
+    for (Block const& r : bs) n += r.k * static_cast<std::size_t>(r.reps);
+    return n;
   }
 
   /// Sorts by first element. The queue is mostly a few ascending series (an operator maps its result block by
@@ -292,16 +424,14 @@ class VariableMapping {
     }
   }
 
-  /// Applies the queue when its assignments overlap neither each other nor the mapped pieces (an operator mapping
-  /// its result block by block, each block a run per position): sorted and merged into the pieces in one pass.
-  /// Returns false, changing nothing, when they overlap.
-  bool merge() const {
-    std::vector<Seg> q = queued_;
+  /// Merges the queued pieces q into `pieces` (sorted, apart) when they overlap neither each other nor `pieces`;
+  /// returns false, changing nothing, when they do.
+  static bool merge_pieces(std::vector<Seg>& pieces, std::vector<Seg> q) {
     sort_by_begin(q);
     for (std::size_t i = 1; i < q.size(); ++i)
       if (q[i].begin < q[i - 1].end) return false;
     std::vector<Seg> out;
-    out.reserve(pieces_.size() + q.size());
+    out.reserve(pieces.size() + q.size());
     auto const add = [&](Seg const& s) {
       if (!out.empty() && out.back().end > s.begin) return false;
       if (!out.empty() && out.back().end == s.begin && out.back().tile == s.tile) out.back().end = s.end;
@@ -309,24 +439,23 @@ class VariableMapping {
       return true;
     };
     std::size_t a = 0, b = 0;
-    while (a < pieces_.size() || b < q.size()) {
-      bool const take_piece = b == q.size() || (a < pieces_.size() && pieces_[a].begin < q[b].begin);
-      if (!add(take_piece ? pieces_[a++] : q[b++])) return false;
+    while (a < pieces.size() || b < q.size()) {
+      bool const take_piece = b == q.size() || (a < pieces.size() && pieces[a].begin < q[b].begin);
+      if (!add(take_piece ? pieces[a++] : q[b++])) return false;
     }
-    pieces_ = std::move(out);
-    queued_.clear();
+    pieces = std::move(out);
     return true;
   }
 
-  /// Applies the queue: every element takes the tile of the last assignment covering it. A sweep over the
-  /// boundaries of all pieces (priority 0: they do not overlap) and queued assignments (priority 1, 2, ... in
-  /// order), keeping the live assignments in a max-heap by priority.
-  void sweep() const {
+  /// Applies the queued pieces q, in order, over `pieces`: a sweep over the boundaries of all of them (priority
+  /// 0 for `pieces`, which do not overlap; 1, 2, ... for q in order), keeping the live ones in a max-heap by
+  /// priority.
+  static void sweep(std::vector<Seg>& pieces, std::vector<Seg> const& q) {
     std::vector<Seg> all;
-    all.reserve(pieces_.size() + queued_.size());
-    all.insert(all.end(), pieces_.begin(), pieces_.end());
-    all.insert(all.end(), queued_.begin(), queued_.end());
-    std::size_t const base = pieces_.size();
+    all.reserve(pieces.size() + q.size());
+    all.insert(all.end(), pieces.begin(), pieces.end());
+    all.insert(all.end(), q.begin(), q.end());
+    std::size_t const base = pieces.size();
     auto const priority = [&](std::size_t id) { return id < base ? std::size_t{0} : id - base + 1; };
     struct Event {
       std::int64_t at;
@@ -363,54 +492,83 @@ class VariableMapping {
       if (!out.empty() && out.back().end == x && out.back().tile == tile) out.back().end = next;
       else out.push_back({x, next, tile});
     }
-    pieces_ = std::move(out);
-    queued_.clear();
+    pieces = std::move(out);
   }
 
-  /// Pieces first .. first + k * reps - 1: pieces first .. first + k - 1 (the pattern), then the same shifted by
-  /// period, 2 period, ... (reps times in all, on the same tiles). begin and end: the first and last element + 1.
-  struct Repeat {
-    std::int64_t begin, end, period;
-    std::size_t first, k, reps;
-  };
-
-  /// Finds the repeats of pieces_ (patterns of up to 256 pieces repeated to 16 pieces or more): O(pieces).
+  /// Folds each run of single-piece blocks that repeats (a pattern of up to 256 pieces repeated to 16 pieces or
+  /// more, on the same tiles) into one block: O(pieces) of the runs. Blocks that repeat already stay as they are.
   void index() const {
-    repeats_.clear();
     dirty_ = false;
-    auto const& p = pieces_;
-    std::size_t const n = p.size();
+    std::size_t const n = blocks_.size();
     constexpr std::size_t max_k = 256, min_pieces = 16;
-    auto const same = [&](std::size_t a, std::size_t b, std::int64_t d) {
-      return p[b].tile == p[a].tile && p[b].begin == p[a].begin + d && p[b].end == p[a].end + d;
+    bool worth = false;  // a run of min_pieces single pieces or more
+    for (std::size_t i = 0, run = 0; i < n && !worth; ++i) worth = (run = blocks_[i].reps == 1 ? run + 1 : 0) >= min_pieces;
+    if (!worth) return;
+    std::vector<Block> blocks;
+    std::vector<Seg> segs, p;
+    blocks.reserve(n);
+    segs.reserve(segs_.size());
+    auto const keep = [&](Block r, Seg const* pattern) {
+      blocks.push_back(r);
+      blocks.back().first = segs.size();
+      segs.insert(segs.end(), pattern, pattern + r.k);
     };
-    for (std::size_t i = 0; i + 1 < n;) {
-      std::size_t k = 1, reps = 0;
-      for (; k <= max_k && i + 2 * k <= n; ++k) {
-        std::int64_t const d = p[i + k].begin - p[i].begin;
-        if (!same(i, i + k, d)) continue;
-        std::size_t j = 1;
-        while (j < k && same(i + j, i + k + j, d)) ++j;
-        if (j < k) continue;
-        for (reps = 2; i + (reps + 1) * k <= n; ++reps) {
-          for (j = 0; j < k && same(i + (reps - 1) * k + j, i + reps * k + j, d);) ++j;
-          if (j < k) break;
-        }
-        break;
-      }
-      if (reps > 0 && k * reps >= min_pieces) {
-        repeats_.push_back({p[i].begin, p[i + k * reps - 1].end, p[i + k].begin - p[i].begin, i, k, reps});
-        i += k * reps;
-      } else {
+    for (std::size_t i = 0; i < n;) {
+      if (blocks_[i].reps > 1) {
+        keep(blocks_[i], &segs_[blocks_[i].first]);
         ++i;
+        continue;
+      }
+      p.clear();
+      for (; i < n && blocks_[i].reps == 1; ++i) p.push_back(segs_[blocks_[i].first]);
+      auto const same = [&](std::size_t a, std::size_t b, std::int64_t d) {
+        return p[b].tile == p[a].tile && p[b].begin == p[a].begin + d && p[b].end == p[a].end + d;
+      };
+      std::size_t const m = p.size();
+      // next[x]: the next piece of p[x]'s tile and length (m: none), the only places a pattern from x can repeat;
+      // pieces all on different tiles (a tensor spread one piece per tile) cost one lookup each.
+      std::vector<std::size_t> next(m, m);
+      if (m >= min_pieces) {
+        std::unordered_map<std::uint64_t, std::size_t> seen;
+        for (std::size_t x = m; x-- > 0;) {
+          auto const len = static_cast<std::uint64_t>(p[x].end - p[x].begin);
+          if (len >> 32 != 0) continue;  // none so long repeats in practice: left unfolded
+          auto [it, fresh] = seen.try_emplace(len << 32 | p[x].tile, x);
+          if (!fresh) next[x] = std::exchange(it->second, x);
+        }
+      }
+      for (std::size_t a = 0; a < m;) {
+        std::size_t k = 1, reps = 0;
+        for (std::size_t c = next[a]; c < m && (k = c - a) <= max_k && a + 2 * k <= m; c = next[c]) {
+          std::int64_t const d = p[a + k].begin - p[a].begin;
+          std::size_t j = 1;
+          while (j < k && same(a + j, a + k + j, d)) ++j;
+          if (j < k) continue;
+          for (reps = 2; a + (reps + 1) * k <= m; ++reps) {
+            for (j = 0; j < k && same(a + (reps - 1) * k + j, a + reps * k + j, d);) ++j;
+            if (j < k) break;
+          }
+          break;
+        }
+        if (reps == 0) k = 1;
+        if (reps > 0 && k * reps >= min_pieces) {
+          std::int64_t const d = p[a + k].begin - p[a].begin;
+          keep({p[a].begin, p[a + k * reps - 1].end, d, static_cast<std::int64_t>(reps), 0, k}, &p[a]);
+          a += k * reps;
+        } else {
+          keep({p[a].begin, p[a].end, p[a].end - p[a].begin, 1, 0, 1}, &p[a]);
+          ++a;
+        }
       }
     }
+    blocks_ = std::move(blocks);
+    segs_ = std::move(segs);
   }
 
   // Mutable: a read resolves the queue first (see the class comment).
-  mutable std::vector<Seg> pieces_;
-  mutable std::vector<Seg> queued_;
-  mutable std::vector<Repeat> repeats_;
+  mutable std::vector<Block> blocks_;
+  mutable std::vector<Seg> segs_;
+  mutable std::vector<Series> queued_;
   mutable bool dirty_ = false;
 };
 

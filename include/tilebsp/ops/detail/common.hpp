@@ -44,4 +44,24 @@ inline bool one_variable_each(std::optional<tilebsp::core::detail::Affine> const
   return in0 && in1 && out && out->var != in0->var && out->var != in1->var;
 }
 
+/// Maps elements [b, e) of `t` in row-major order to `tile`, as a few boxes of `t` (a partial row at each end of
+/// the range, whole rows between, at each level): views of t's variables as they are, so that each is mapped a
+/// series of runs at a time, where mapping t.flatten().slice(b, e) would list every run of a strided t.
+inline void map_flat_range(Graph& g, Tensor const& t, std::size_t b, std::size_t e, std::size_t tile) {
+  if (b >= e) return;
+  if (t.rank() <= 1) {
+    g.set_tile_mapping(t.rank() == 0 ? t : t.slice(b, e, 0), tile);
+    return;
+  }
+  std::size_t const inner = t.num_elements() / t.dim(0);
+  std::size_t const full_b = (b + inner - 1) / inner, full_e = e / inner;
+  if (full_b > full_e) {  // within one row
+    map_flat_range(g, t.index(b / inner), b % inner, e - b / inner * inner, tile);
+    return;
+  }
+  if (b % inner != 0) map_flat_range(g, t.index(b / inner), b % inner, inner, tile);
+  if (full_b < full_e) g.set_tile_mapping(t.slice(full_b, full_e, 0), tile);
+  if (e % inner != 0) map_flat_range(g, t.index(full_e), 0, e % inner, tile);
+}
+
 }  // namespace tilebsp::ops::detail
