@@ -270,17 +270,23 @@ TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s, std::si
           b = std::min(b, l.begin), e = std::max(e, l.end);
       for (auto const& [tile, bytes] : var_bytes[v]) live(tile, b, e, bytes, temporary);
     }
-    for (std::size_t tile = 0; tile < tiles; ++tile) {
-      auto& ev = events[tile];
-      std::sort(ev.begin(), ev.end(), [](Event const& a, Event const& b) { return std::tie(a.step, a.bytes) < std::tie(b.step, b.bytes); });
-      std::int64_t all = 0, temp = 0;
-      for (auto const& x : ev) {
-        all += x.bytes;
-        if (x.temporary) temp += x.bytes;
-        mem[tile].peak_live = std::max(mem[tile].peak_live, static_cast<std::uint64_t>(std::max<std::int64_t>(all, 0)));
-        mem[tile].peak_temporary = std::max(mem[tile].peak_temporary, static_cast<std::uint64_t>(std::max<std::int64_t>(temp, 0)));
-      }
-    }
+    // Each tile's peaks from its events, on the compile threads (tiles are independent).
+    std::atomic<std::size_t> next_tile{0};
+    on_team(threads, [&](bool) {
+      for (std::size_t t0; (t0 = next_tile.fetch_add(64, std::memory_order_relaxed)) < tiles;)
+        for (std::size_t tile = t0; tile < std::min(tiles, t0 + 64); ++tile) {
+          auto& ev = events[tile];
+          std::sort(ev.begin(), ev.end(), [](Event const& a, Event const& b) { return std::tie(a.step, a.bytes) < std::tie(b.step, b.bytes); });
+          std::int64_t all = 0, temp = 0;
+          for (auto const& x : ev) {
+            all += x.bytes;
+            if (x.temporary) temp += x.bytes;
+            mem[tile].peak_live = std::max(mem[tile].peak_live, static_cast<std::uint64_t>(std::max<std::int64_t>(all, 0)));
+            mem[tile].peak_temporary = std::max(mem[tile].peak_temporary, static_cast<std::uint64_t>(std::max<std::int64_t>(temp, 0)));
+          }
+          decltype(events)::value_type().swap(ev);
+        }
+    });
   }
   return mem;
 }
