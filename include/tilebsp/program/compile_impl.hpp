@@ -270,9 +270,9 @@ TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s, std::si
           b = std::min(b, l.begin), e = std::max(e, l.end);
       for (auto const& [tile, bytes] : var_bytes[v]) live(tile, b, e, bytes, temporary);
     }
-    // Each tile's peaks from its events, on the compile threads (tiles are independent).
+    // Each tile's peaks from its events, on the compile threads (tiles are independent), 64 tiles at a time.
     std::atomic<std::size_t> next_tile{0};
-    on_team(threads, [&](bool) {
+    on_team(std::min(threads, (tiles + 63) / 64), [&](bool) {
       for (std::size_t t0; (t0 = next_tile.fetch_add(64, std::memory_order_relaxed)) < tiles;)
         for (std::size_t tile = t0; tile < std::min(tiles, t0 + 64); ++tile) {
           auto& ev = events[tile];

@@ -261,11 +261,7 @@ class VariableMapping {
     if (dirty_) index();
   }
   /// Pieces of the mapping, each repeat of a block's pattern counted (after resolve()).
-  std::size_t pieces() const noexcept {
-    std::size_t n = 0;
-    for (Block const& r : blocks_) n += r.k * static_cast<std::size_t>(r.reps);
-    return n;
-  }
+  std::size_t pieces() const noexcept { return pieces_of(blocks_); }
   /// Blocks of the mapping (after resolve()): what it stores.
   std::size_t blocks() const noexcept { return blocks_.size(); }
 
@@ -390,7 +386,7 @@ class VariableMapping {
     queued_.clear();
   }
 
-  static std::size_t pieces_of(std::vector<Block> const& bs) {
+  static std::size_t pieces_of(std::vector<Block> const& bs) noexcept {
     std::size_t n = 0;
     for (Block const& r : bs) n += r.k * static_cast<std::size_t>(r.reps);
     return n;
