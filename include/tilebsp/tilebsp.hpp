@@ -24,6 +24,7 @@
 #include <tilebsp/program/host_context.hpp>
 #include <tilebsp/program/host_path.hpp>
 #include <tilebsp/program/host_task.hpp>
+#include <tilebsp/program/pipeline.hpp>
 #include <tilebsp/program/programs.hpp>
 
 #include <tilebsp/exec/engine.hpp>

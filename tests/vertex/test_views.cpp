@@ -124,7 +124,7 @@ TEST_CASE("fetched inputs are read in place on the host and modelled as an excha
   CHECK(exe.memory()[3].peak_temporary == 400);
   CHECK(exe.memory()[0].peak_temporary == 0);
   auto const cycles = exe.schedule().programs[0].cycles[0];
-  CHECK(cycles == plan.cycles + plan.fetch_cycles + 2 * tb::plan::detail::sync_cycles(g.target()));
+  CHECK(cycles == plan.cycles + plan.fetch_cycles + 2 * tb::plan::detail::sync_cycles(g.target(), 1));
   tb::Engine e{std::move(exe), {.host_threads = 2}};
   e.write(x, iota(100));
   e.run();

@@ -18,12 +18,13 @@ struct Target {
   std::size_t workers_per_tile = 6;
   double clock_hz = 1.33e9;
   double exchange_bytes_per_cycle = 4;      ///< per tile, on one IPU (send and receive each)
-  double inter_ipu_bytes_per_cycle = 48;    ///< per IPU pair and direction (one 64 GB/s link at 1.33 GHz)
+  double inter_ipu_bytes_per_cycle = 48;    ///< per IPU pair and direction (64 GB/s of IPU-Links at 1.33 GHz)
+  std::size_t inter_ipu_latency_cycles = 1000;  ///< added once to an exchange that crosses IPU-Links
   double host_bytes_per_cycle = 24;         ///< host link (PCIe Gen4 x16, ~32 GB/s at 1.33 GHz)
   double f32_macs_per_cycle = 16;           ///< per tile, f32 operands (accumulating matmul/conv unit)
   double f16_macs_per_cycle = 64;           ///< per tile, f16 operands
   std::size_t sync_cycles = 150;            ///< on-chip barrier
-  std::size_t inter_ipu_sync_cycles = 1500;  ///< barrier across IPUs
+  std::size_t inter_ipu_sync_cycles = 1500;  ///< barrier across IPUs (only steps on more than one IPU pay it)
 
   std::size_t num_tiles() const noexcept { return ipus * tiles_per_ipu; }
   std::size_t ipu_of(std::size_t tile) const noexcept { return tile / tiles_per_ipu; }

@@ -26,23 +26,46 @@ TILEBSP_INLINE exec::detail::EngineCore::EngineCore(Executable exe, EngineOption
   }
   mark_program_writes();
   bind_host_paths();
+  // Pipeline steps: the threads in groups, one per IPU slot (modulo their number).
+  for (auto const& pp : s_.parallels) {
+    auto& gr = groups_.emplace_back();
+    gr.count = std::min<unsigned>(threads_, std::max<std::uint32_t>(pp.slots, 1));
+    for (unsigned g = 0; g <= gr.count; ++g) gr.first.push_back(g * threads_ / gr.count);
+    for (unsigned g = 0; g < gr.count; ++g) gr.barriers.push_back(std::make_unique<exec::detail::Barrier>(gr.size(g)));
+  }
+  // The team that runs each instruction: the engine's, or the group of the stage it belongs to.
+  std::vector<std::vector<unsigned>> team(s_.programs.size());
+  for (std::size_t pi = 0; pi < s_.programs.size(); ++pi) team[pi].assign(s_.programs[pi].code.size(), threads_);
+  for (std::size_t pp = 0; pp < s_.parallels.size(); ++pp)
+    for (auto bi : s_.parallels[pp].branches) {
+      auto const& b = s_.branches[bi];
+      auto const& gr = groups_[pp];
+      std::fill(team[b.program].begin() + b.begin, team[b.program].begin() + b.end, gr.size(gr.of_slot(b.slot)));
+    }
   // Compute sets and exchanges that only a bound host path's body reaches are never run: not bound either (no
   // vertex objects, staging or copy lists).
-  std::vector<char> cs_runs(s_.compute_sets.size(), 0), ex_runs(s_.exchanges.size(), 0);
-  for (auto const& p : s_.programs)
+  std::vector<std::vector<unsigned>> cs_runs(s_.compute_sets.size()), ex_runs(s_.exchanges.size());
+  auto const note = [](std::vector<unsigned>& teams, unsigned n) {
+    if (std::find(teams.begin(), teams.end(), n) == teams.end()) teams.push_back(n);
+  };
+  for (std::size_t pi = 0; pi < s_.programs.size(); ++pi) {
+    auto const& p = s_.programs[pi];
     for (std::size_t pc = 0; pc < p.code.size(); ++pc) {
       auto const& in = p.code[pc];
       if (in.op == program::detail::Op::host_path && paths_[static_cast<std::size_t>(in.a)]) {
         pc = static_cast<std::size_t>(in.b) - 1;
       } else if (in.op == program::detail::Op::superstep) {
-        if (in.a >= 0) cs_runs[static_cast<std::size_t>(in.a)] = 1;
-        if (in.b >= 0) ex_runs[static_cast<std::size_t>(in.b)] = 1;
+        if (in.a >= 0) note(cs_runs[static_cast<std::size_t>(in.a)], team[pi][pc]);
+        if (in.b >= 0) note(ex_runs[static_cast<std::size_t>(in.b)], team[pi][pc]);
       }
     }
+  }
+  cs_.resize(cs_runs.size());
   for (std::size_t i = 0; i < cs_runs.size(); ++i)
-    cs_.push_back(cs_runs[i] ? bind_compute_set(s_.compute_sets[i]) : exec::detail::ComputeSetExec{});
+    for (unsigned n : cs_runs[i]) cs_[i].emplace_back(n, bind_compute_set(s_.compute_sets[i], n));
+  ex_.resize(ex_runs.size());
   for (std::size_t i = 0; i < ex_runs.size(); ++i)
-    ex_.push_back(ex_runs[i] ? bind_exchange(s_.exchanges[i]) : exec::detail::ExchangeExec{});
+    for (unsigned n : ex_runs[i]) ex_[i].emplace_back(n, bind_exchange(s_.exchanges[i], n));
   fifos_.resize(g_.fifos.size());
   // Flags of repeat_while / if_ are single elements: resolve their host addresses once.
   for (auto const& t : s_.slots) {
@@ -79,15 +102,25 @@ TILEBSP_INLINE Profile exec::detail::EngineCore::profile() const {
   p.host_threads = threads_;
   p.host_timing = profiling_;
   p.memory = exe_.memory();
+  Target const& t = g_.target;
   for (std::size_t pi = 0; pi < s_.programs.size(); ++pi) {
     auto const& code = s_.programs[pi];
     auto& steps = p.programs.emplace_back();
+    std::vector<std::int32_t> branch_at(code.code.size(), -1);
+    for (std::size_t bi = 0; bi < s_.branches.size(); ++bi)
+      if (auto const& b = s_.branches[bi]; b.program == pi)
+        std::fill(branch_at.begin() + b.begin, branch_at.begin() + b.end, static_cast<std::int32_t>(bi));
     for (std::size_t pc = 0; pc < code.code.size(); ++pc) {
       auto const& in = code.code[pc];
       StepProfile sp;
       sp.est_cycles = code.cycles[pc];
       sp.executions = counts_[pi][pc];
       sp.host_ns = ns_[pi][pc];
+      if (branch_at[pc] >= 0) {
+        auto const& b = s_.branches[static_cast<std::size_t>(branch_at[pc])];
+        sp.stage = static_cast<std::int32_t>(b.stage);
+        sp.ipu = static_cast<std::int32_t>(b.ipu);
+      }
       switch (in.op) {
         case program::detail::Op::superstep: {
           sp.kind = "superstep";
@@ -102,6 +135,9 @@ TILEBSP_INLINE Profile exec::detail::EngineCore::profile() const {
           if (in.b >= 0) {
             auto const& ex = s_.exchanges[static_cast<std::size_t>(in.b)];
             sp.exchange_bytes += ex.bytes;
+            for (auto const& x : ex.transfers)
+              if (t.ipu_of(x.src_tile) != t.ipu_of(x.dst_tile))
+                sp.inter_ipu_bytes += static_cast<std::uint64_t>(x.count) * x.elem_bytes;
             sp.label += (sp.label.empty() ? "" : " + ") + std::string("exchange ") + std::to_string(ex.bytes) + " B";
           }
           break;
@@ -116,10 +152,27 @@ TILEBSP_INLINE Profile exec::detail::EngineCore::profile() const {
           sp.label = "host path '" + s_.host_paths[static_cast<std::size_t>(in.a)].name + "'" +
                      (paths_[static_cast<std::size_t>(in.a)] ? "" : " (body runs)");
           break;
+        case program::detail::Op::parallel: {
+          sp.kind = "pipeline_step";
+          sp.label = "pipeline step: stages";
+          for (auto bi : s_.parallels[static_cast<std::size_t>(in.a)].branches)
+            sp.label += " " + std::to_string(s_.branches[bi].stage);
+          break;
+        }
         default: sp.kind = "control"; sp.label = "loop control"; break;
       }
       steps.push_back(std::move(sp));
     }
+  }
+  for (auto const& b : s_.branches) {
+    StageProfile st{b.program, b.stage, b.ipu, b.cycles, 0};
+    // A stage's runs: the pipeline steps that ran it.
+    auto const& code = s_.programs[b.program].code;
+    for (std::size_t pc = 0; pc < code.size(); ++pc)
+      if (code[pc].op == program::detail::Op::parallel)
+        for (auto bi : s_.parallels[static_cast<std::size_t>(code[pc].a)].branches)
+          if (&s_.branches[bi] == &b) st.runs += counts_[b.program][pc];
+    p.stages.push_back(st);
   }
   return p;
 }
@@ -194,7 +247,19 @@ TILEBSP_INLINE std::vector<exec::detail::CopyOp> exec::detail::EngineCore::tenso
   return ops;
 }
 
-TILEBSP_INLINE exec::detail::ComputeSetExec exec::detail::EngineCore::bind_compute_set(program::detail::ComputeSetPlan const& plan) {
+TILEBSP_INLINE exec::detail::ComputeSetExec const& exec::detail::EngineCore::compute_exec(std::size_t plan, unsigned team) const {
+  for (auto const& [n, e] : cs_[plan])
+    if (n == team) return e;
+  throw error("engine: compute set plan " + std::to_string(plan) + " is not bound for " + std::to_string(team) + " threads");
+}
+
+TILEBSP_INLINE exec::detail::ExchangeExec const& exec::detail::EngineCore::exchange_exec(std::size_t plan, unsigned team) const {
+  for (auto const& [n, e] : ex_[plan])
+    if (n == team) return e;
+  throw error("engine: exchange " + std::to_string(plan) + " is not bound for " + std::to_string(team) + " threads");
+}
+
+TILEBSP_INLINE exec::detail::ComputeSetExec exec::detail::EngineCore::bind_compute_set(program::detail::ComputeSetPlan const& plan, unsigned team) {
   exec::detail::ComputeSetExec e;
   std::size_t arena = 0;
   for (auto const& pv : plan.vertices) {
@@ -266,20 +331,20 @@ TILEBSP_INLINE exec::detail::ComputeSetExec exec::detail::EngineCore::bind_compu
   // Deal tiles (their items) to threads by estimated work, in order.
   std::uint64_t total = 0;
   for (auto const& it : e.items) total += it.weight;
-  std::vector<std::size_t> split(threads_ + 1, e.items.size());
+  std::vector<std::size_t> split(team + 1, e.items.size());
   split[0] = 0;
   std::uint64_t acc = 0;
   std::size_t i = 0;
-  for (unsigned t = 1; t < threads_; ++t) {
-    std::uint64_t const goal = total * t / threads_;
+  for (unsigned t = 1; t < team; ++t) {
+    std::uint64_t const goal = total * t / team;
     while (i < e.items.size() && acc + e.items[i].weight / 2 < goal) acc += e.items[i++].weight;
     while (i > 0 && i < e.items.size() && e.items[i].tile == e.items[i - 1].tile) acc += e.items[i++].weight;
     split[t] = i;
   }
   // Within each thread's share, runs of same-type vertices stored contiguously become one call.
   std::vector<exec::detail::WorkItem> merged;
-  e.split.assign(threads_ + 1, 0);
-  for (unsigned t = 0; t < threads_; ++t) {
+  e.split.assign(team + 1, 0);
+  for (unsigned t = 0; t < team; ++t) {
     e.split[t] = merged.size();
     for (std::size_t k = split[t]; k < split[t + 1]; ++k) {
       auto const& it = e.items[k];
@@ -295,7 +360,7 @@ TILEBSP_INLINE exec::detail::ComputeSetExec exec::detail::EngineCore::bind_compu
       }
     }
   }
-  e.split[threads_] = merged.size();
+  e.split[team] = merged.size();
   e.items = std::move(merged);
   return e;
 }
@@ -307,7 +372,7 @@ TILEBSP_INLINE program::detail::Staging const* exec::detail::EngineCore::find_st
   return nullptr;
 }
 
-TILEBSP_INLINE exec::detail::ExchangeExec exec::detail::EngineCore::bind_exchange(program::detail::ExchangePlan const& plan) {
+TILEBSP_INLINE exec::detail::ExchangeExec exec::detail::EngineCore::bind_exchange(program::detail::ExchangePlan const& plan, unsigned team) {
   exec::detail::ExchangeExec e;
   e.staged = plan.staged;
   std::vector<exec::detail::CopyOp> direct, in, out;
@@ -327,8 +392,8 @@ TILEBSP_INLINE exec::detail::ExchangeExec exec::detail::EngineCore::bind_exchang
       direct.push_back({src, dst, x.src_stride * eb, x.dst_stride * eb, x.count, x.elem_bytes});
     }
   }
-  e.phase1 = exec::detail::split_copies(plan.staged ? in : direct, threads_);
-  if (plan.staged) e.phase2 = exec::detail::split_copies(out, threads_);
+  e.phase1 = exec::detail::split_copies(plan.staged ? in : direct, team);
+  if (plan.staged) e.phase2 = exec::detail::split_copies(out, team);
   return e;
 }
 
@@ -380,10 +445,17 @@ TILEBSP_INLINE bool exec::detail::EngineCore::flag_value(std::size_t slot) const
 }
 
 TILEBSP_INLINE void exec::detail::EngineCore::execute(std::size_t program, unsigned tid) {
+  run_code(program, 0, s_.programs[program].code.size(), exec::detail::Lane{tid, threads_, &barrier_, tid, true});
+}
+
+TILEBSP_INLINE bool exec::detail::EngineCore::run_code(std::size_t program, std::size_t begin, std::size_t end,
+                                                       exec::detail::Lane const& lane) {
   auto const& code = s_.programs[program].code;
-  auto& counters = counters_[tid];
+  auto& counters = counters_[lane.global];
   auto* counts = counts_[program].data();
   auto* ns = ns_[program].data();
+  unsigned const tid = lane.tid;
+  auto& barrier = *lane.barrier;
   bool failed = false;
   auto const guarded = [&](auto&& f) {
     try {
@@ -392,38 +464,44 @@ TILEBSP_INLINE void exec::detail::EngineCore::execute(std::size_t program, unsig
       fail(failed);
     }
   };
+  // Host work of concurrent stages (streams, callbacks) one at a time: user callbacks never run concurrently.
+  auto const host_side = [&](auto&& f) {
+    if (lane.top) return f();
+    std::lock_guard lock(io_mutex_);
+    f();
+  };
   auto last = profiling_ && tid == 0 ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  std::size_t pc = 0;
-  while (pc < code.size()) {
+  std::size_t pc = begin;
+  while (pc < end) {
     auto const& in = code[pc];
     std::size_t next = pc + 1;
     switch (in.op) {
       case program::detail::Op::superstep:
         if (in.a >= 0) {
-          guarded([&] { run_compute(cs_[static_cast<std::size_t>(in.a)], tid); });
-          if (barrier_.arrive_and_wait(failed)) return;
+          guarded([&] { run_compute(compute_exec(static_cast<std::size_t>(in.a), lane.threads), tid); });
+          if (barrier.arrive_and_wait(failed)) return false;
         }
         if (in.b >= 0) {
-          auto const& ex = ex_[static_cast<std::size_t>(in.b)];
+          auto const& ex = exchange_exec(static_cast<std::size_t>(in.b), lane.threads);
           for (auto const& op : ex.phase1[tid]) exec::detail::run_copy(op);
-          if (barrier_.arrive_and_wait(failed)) return;
+          if (barrier.arrive_and_wait(failed)) return false;
           if (ex.staged) {
             for (auto const& op : ex.phase2[tid]) exec::detail::run_copy(op);
-            if (barrier_.arrive_and_wait(failed)) return;
+            if (barrier.arrive_and_wait(failed)) return false;
           }
         }
         break;
       case program::detail::Op::stream_in:
       case program::detail::Op::stream_out:
-        if (tid == 0) guarded([&] { stream(in); });
-        if (barrier_.arrive_and_wait(failed)) return;
+        if (tid == 0) guarded([&] { host_side([&] { stream(in); }); });
+        if (barrier.arrive_and_wait(failed)) return false;
         break;
       case program::detail::Op::host:
-        if (tid == 0) guarded([&] { s_.callbacks[static_cast<std::size_t>(in.a)](host_); });
-        if (barrier_.arrive_and_wait(failed)) return;
+        if (tid == 0) guarded([&] { host_side([&] { s_.callbacks[static_cast<std::size_t>(in.a)](host_); }); });
+        if (barrier.arrive_and_wait(failed)) return false;
         break;
       case program::detail::Op::sync:
-        if (barrier_.arrive_and_wait(failed)) return;
+        if (barrier.arrive_and_wait(failed)) return false;
         break;
       case program::detail::Op::repeat_begin:
         counters[static_cast<std::size_t>(in.a)] = in.n;
@@ -435,7 +513,7 @@ TILEBSP_INLINE void exec::detail::EngineCore::execute(std::size_t program, unsig
       case program::detail::Op::branch_if_false: {
         // Every thread reads the flag, then syncs so that nobody overwrites it before all have read it.
         bool const f = flag_value(static_cast<std::size_t>(in.a));
-        if (barrier_.arrive_and_wait(failed)) return;
+        if (barrier.arrive_and_wait(failed)) return false;
         if (!f) next = static_cast<std::size_t>(in.b);
         break;
       }
@@ -443,8 +521,8 @@ TILEBSP_INLINE void exec::detail::EngineCore::execute(std::size_t program, unsig
       case program::detail::Op::host_path:
         // The one place that chooses between a span's host task and its body.
         if (auto const& task = paths_[static_cast<std::size_t>(in.a)]) {
-          guarded([&] { task(tid, threads_); });
-          if (barrier_.arrive_and_wait(failed)) return;
+          guarded([&] { task(tid, lane.threads); });
+          if (barrier.arrive_and_wait(failed)) return false;
           next = static_cast<std::size_t>(in.b);
           // The model runs the body: its steps count once each (their estimated cycles), the host time stays on
           // this step.
@@ -452,6 +530,20 @@ TILEBSP_INLINE void exec::detail::EngineCore::execute(std::size_t program, unsig
             for (std::size_t q = pc + 1; q < next; ++q) ++counts[q];
         }
         break;
+      case program::detail::Op::parallel: {
+        // A pipeline step: each group of threads runs the stages of its IPU slots, in stage order; then all join.
+        auto const& pp = s_.parallels[static_cast<std::size_t>(in.a)];
+        auto const& gr = groups_[static_cast<std::size_t>(in.a)];
+        unsigned const g = gr.of_thread(tid);
+        exec::detail::Lane const sub{tid - gr.first[g], gr.size(g), gr.barriers[g].get(), lane.global, false};
+        for (auto bi : pp.branches)
+          if (auto const& b = s_.branches[bi]; gr.of_slot(b.slot) == g && !run_code(program, b.begin, b.end, sub)) {
+            failed = true;
+            break;
+          }
+        if (barrier.arrive_and_wait(failed)) return false;
+        break;
+      }
     }
     if (tid == 0) {
       ++counts[pc];
@@ -463,6 +555,7 @@ TILEBSP_INLINE void exec::detail::EngineCore::execute(std::size_t program, unsig
     }
     pc = next;
   }
+  return true;
 }
 
 TILEBSP_INLINE exec::detail::EngineCore::~EngineCore() {

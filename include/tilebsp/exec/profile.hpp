@@ -19,6 +19,17 @@ struct StepProfile {
   std::uint64_t executions = 0;  ///< times it ran (all engine.run calls)
   std::uint64_t host_ns = 0;     ///< measured host time, all executions (EngineOptions::profiling)
   std::uint64_t exchange_bytes = 0;
+  std::uint64_t inter_ipu_bytes = 0;  ///< of exchange_bytes, those crossing IPU-Links (one execution)
+  /// The pipeline stage the step belongs to (-1: none) and its IPU. A stage's steps run inside a pipeline step
+  /// ("pipeline_step"), whose estimate covers them: estimated_cycles() leaves them out.
+  std::int32_t stage = -1, ipu = -1;
+};
+
+/// One pipeline stage of a program, as profiled.
+struct StageProfile {
+  std::size_t program = 0, stage = 0, ipu = 0;
+  std::uint64_t est_cycles = 0;  ///< estimated IPU cycles of one run (one micro-batch)
+  std::uint64_t runs = 0;        ///< micro-batches it ran (all engine.run calls)
 };
 
 /// What an Engine did and what the modelled target would have done.
@@ -28,13 +39,18 @@ struct Profile {
   bool host_timing = false;
   std::vector<TileMemory> memory;
   std::vector<std::vector<StepProfile>> programs;
+  std::vector<StageProfile> stages;  ///< pipeline stages (each pipeline's, in order)
 
-  /// Estimated IPU cycles of every step run so far.
+  /// Estimated IPU cycles of every step run so far (a pipeline step's stages overlap: its own estimate counts).
   std::uint64_t estimated_cycles() const;
   /// Measured host time of every step, nanoseconds (EngineOptions::profiling).
   std::uint64_t host_ns() const;
   /// The largest total of any tile's memory.
   std::uint64_t max_tile_bytes() const;
+  /// The largest total of a tile of IPU `ipu`.
+  std::uint64_t max_tile_bytes(std::size_t ipu) const;
+  /// Bytes that crossed IPU-Links in the steps run so far (estimated, per the model).
+  std::uint64_t inter_ipu_bytes() const;
 
   /// Human-readable report: totals, the costliest steps, memory per tile.
   std::string summary() const;

@@ -18,14 +18,28 @@ namespace tilebsp {
 TILEBSP_INLINE std::uint64_t Profile::estimated_cycles() const {
   std::uint64_t c = 0;
   for (auto const& p : programs)
-    for (auto const& s : p) c += s.est_cycles * s.executions;
+    for (auto const& s : p)
+      if (s.stage < 0) c += s.est_cycles * s.executions;
   return c;
 }
 TILEBSP_INLINE std::uint64_t Profile::host_ns() const {
   std::uint64_t c = 0;
   for (auto const& p : programs)
-    for (auto const& s : p) c += s.host_ns;
+    for (auto const& s : p)
+      if (s.stage < 0) c += s.host_ns;
   return c;
+}
+TILEBSP_INLINE std::uint64_t Profile::inter_ipu_bytes() const {
+  std::uint64_t c = 0;
+  for (auto const& p : programs)
+    for (auto const& s : p) c += s.inter_ipu_bytes * s.executions;
+  return c;
+}
+TILEBSP_INLINE std::uint64_t Profile::max_tile_bytes(std::size_t ipu) const {
+  std::uint64_t m = 0;
+  for (std::size_t t = ipu * target.tiles_per_ipu; t < std::min(memory.size(), (ipu + 1) * target.tiles_per_ipu); ++t)
+    m = std::max(m, memory[t].total());
+  return m;
 }
 TILEBSP_INLINE std::uint64_t Profile::max_tile_bytes() const {
   std::uint64_t m = 0;
@@ -52,7 +66,7 @@ TILEBSP_INLINE std::string Profile::summary() const {
   for (std::size_t p = 0; p < programs.size(); ++p) {
     std::vector<StepProfile const*> steps;
     for (auto const& s : programs[p])
-      if (s.executions > 0 && (s.est_cycles > 0 || s.host_ns > 0)) steps.push_back(&s);
+      if (s.stage < 0 && s.executions > 0 && (s.est_cycles > 0 || s.host_ns > 0)) steps.push_back(&s);
     std::stable_sort(steps.begin(), steps.end(), [](auto* a, auto* b) {
       return a->est_cycles * a->executions > b->est_cycles * b->executions;
     });
@@ -68,6 +82,17 @@ TILEBSP_INLINE std::string Profile::summary() const {
       out += buf;
     }
     if (steps.size() > 12) out += "  ... " + std::to_string(steps.size() - 12) + " more steps\n";
+    for (auto const& st : stages)
+      if (st.program == p) {
+        std::snprintf(buf, sizeof buf, "  pipeline stage %zu on IPU %zu: %llu micro-batches, %llu est cycles each\n",
+                      st.stage, st.ipu, static_cast<unsigned long long>(st.runs),
+                      static_cast<unsigned long long>(st.est_cycles));
+        out += buf;
+      }
+  }
+  if (std::uint64_t const link = inter_ipu_bytes(); target.ipus > 1) {
+    std::snprintf(buf, sizeof buf, "inter-IPU traffic: %llu bytes over IPU-Links\n", static_cast<unsigned long long>(link));
+    out += buf;
   }
   std::uint64_t sum = 0, live = 0, part = 0, temp = 0;
   std::size_t used = 0, worst = 0;
@@ -117,11 +142,18 @@ TILEBSP_INLINE std::string Profile::json() const {
       o += (i ? ",\n      " : "\n      ") + std::string("{\"kind\": \"") + s.kind + "\", \"label\": \"" +
            esc(s.label) + "\", \"est_cycles\": " + std::to_string(s.est_cycles) + ", \"executions\": " +
            std::to_string(s.executions) + ", \"host_ns\": " + std::to_string(s.host_ns) +
-           ", \"exchange_bytes\": " + std::to_string(s.exchange_bytes) + "}";
+           ", \"exchange_bytes\": " + std::to_string(s.exchange_bytes) +
+           ", \"inter_ipu_bytes\": " + std::to_string(s.inter_ipu_bytes) + ", \"stage\": " + std::to_string(s.stage) +
+           ", \"ipu\": " + std::to_string(s.ipu) + "}";
     }
     o += "]";
   }
-  o += "\n  ],\n  \"memory\": [";
+  o += "\n  ],\n  \"stages\": [";
+  for (std::size_t i = 0; i < stages.size(); ++i)
+    o += (i ? ", " : "") + std::string("{\"program\": ") + std::to_string(stages[i].program) + ", \"stage\": " +
+         std::to_string(stages[i].stage) + ", \"ipu\": " + std::to_string(stages[i].ipu) + ", \"est_cycles\": " +
+         std::to_string(stages[i].est_cycles) + ", \"runs\": " + std::to_string(stages[i].runs) + "}";
+  o += "],\n  \"memory\": [";
   for (std::size_t t = 0; t < memory.size(); ++t)
     o += (t ? ", " : "") + std::string("[") + std::to_string(memory[t].always_live) + ", " +
          std::to_string(memory[t].peak_live) + ", " + std::to_string(memory[t].peak_temporary) + "]";

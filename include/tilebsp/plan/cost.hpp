@@ -38,7 +38,10 @@ inline std::uint64_t tile_compute_cycles(std::vector<std::uint64_t> const& verte
   return compute_set_overhead_cycles + supervisor_cycles + load.size() * *std::max_element(load.begin(), load.end());
 }
 
-inline std::uint64_t sync_cycles(Target const& t) { return t.ipus > 1 ? t.inter_ipu_sync_cycles : t.sync_cycles; }
+/// A barrier among `ipus` IPUs: on-chip for one, across the IPU-Links for more.
+inline std::uint64_t sync_cycles(Target const& t, std::size_t ipus) {
+  return ipus > 1 ? t.inter_ipu_sync_cycles : t.sync_cycles;
+}
 
 /// The bytes an exchange moves, per tile (sent, received, copied on the tile) and per ordered pair of IPUs: dense
 /// arrays, so that adding a transfer is O(1) and the totals need no sort or map.
@@ -58,15 +61,20 @@ class ExchangeLoad {
   /// Bytes each tile receives from the others.
   std::vector<std::uint64_t> const& received() const noexcept { return received_; }
   /// The busiest tile's max(sent, received) bytes at the on-chip rate plus its on-tile copies, or the busiest IPU
-  /// pair's bytes at the inter-IPU rate, whichever is larger.
+  /// pair's bytes at the inter-IPU rate plus the link latency, whichever is larger.
   std::uint64_t cycles() const {
     double worst = 0;
     for (std::size_t k = 0; k < sent_.size(); ++k)
       worst = std::max(worst, static_cast<double>(std::max(sent_[k], received_[k])) / t_->exchange_bytes_per_cycle +
                                   static_cast<double>(on_tile_[k]) / on_tile_copy_bytes_per_cycle);
-    for (auto bytes : link_) worst = std::max(worst, static_cast<double>(bytes) / t_->inter_ipu_bytes_per_cycle);
+    for (auto bytes : link_)
+      if (bytes > 0)
+        worst = std::max(worst, static_cast<double>(bytes) / t_->inter_ipu_bytes_per_cycle +
+                                    static_cast<double>(t_->inter_ipu_latency_cycles));
     return static_cast<std::uint64_t>(std::ceil(worst));
   }
+  /// Bytes sent from IPU a to IPU b.
+  std::uint64_t link_bytes(std::size_t a, std::size_t b) const { return link_[a * t_->ipus + b]; }
 
  private:
   Target const* t_;

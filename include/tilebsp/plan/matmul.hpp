@@ -186,7 +186,7 @@ inline void cost_tile_work(PlanCosts& p, Target const& t, double macs_per_cycle,
   p.step_bytes = w.recv + w.resident_bytes;
   auto const step_exchange =
       static_cast<std::uint64_t>(std::ceil(std::max(static_cast<double>(w.recv), w.sent) / t.exchange_bytes_per_cycle));
-  std::uint64_t const sync = sync_cycles(t);
+  std::uint64_t const sync = sync_cycles(t, t.ipus);
   std::uint64_t const work = 50 + static_cast<std::uint64_t>(std::ceil(w.macs / macs_per_cycle)) + ceil_div(w.written_bytes, 8);
   p.compute_cycles = w.steps * (compute_set_overhead_cycles + work);
   p.exchange_cycles = w.steps * step_exchange;

@@ -86,6 +86,9 @@ TILEBSP_INLINE std::vector<std::pair<std::uint32_t, std::uint64_t>> bytes_per_ti
 /// of a view field (its extent and stride), 8 per list plus 8 per entry, and params rounded up to 4 bytes.
 TILEBSP_INLINE std::uint64_t vertex_state_bytes(VertexRecord const& rec);
 
+/// The IPUs holding elements of `x`.
+TILEBSP_INLINE std::vector<std::uint32_t> ipus_of(GraphImpl const& g, Tensor const& x);
+
 TILEBSP_INLINE void estimate_cycles(Schedule& s);
 
 /// How one program touches one variable, at steps 2·pc (compute phase) and 2·pc + 1 (exchange phase).

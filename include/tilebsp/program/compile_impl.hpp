@@ -26,6 +26,7 @@ namespace tilebsp::program::detail {
 // Besides the names compile.hpp imports:
 using plan::detail::exchange_cycles;
 using plan::detail::sync_cycles;
+using core::detail::VariableMapping;
 
 TILEBSP_INLINE void check_mapped(GraphImpl const& g, std::size_t threads) {
   // Each variable's queued assignments are resolved here, on up to `threads` threads (variables are independent),
@@ -88,43 +89,103 @@ TILEBSP_INLINE std::uint64_t vertex_state_bytes(VertexRecord const& rec) {
   return b;
 }
 
+TILEBSP_INLINE std::vector<std::uint32_t> ipus_of(GraphImpl const& g, Tensor const& x) {
+  std::vector<char> seen(g.target.ipus, 0);
+  x.for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
+    VariableMapping::Cursor c(g.variables[var].mapping);
+    auto const visit = [&](std::uint32_t tile, std::int64_t) { seen[g.target.ipu_of(tile)] = 1; };
+    if (stride == 1 || count == 1) c.count(start, start + count, visit);
+    else if (stride == -1) c.count(start - count + 1, start + 1, visit);
+    else
+      for (std::int64_t i = 0; i < count; ++i) c.count(start + i * stride, start + i * stride + 1, visit);
+  });
+  std::vector<std::uint32_t> r;
+  for (std::uint32_t i = 0; i < seen.size(); ++i)
+    if (seen[i]) r.push_back(i);
+  return r;
+}
+
 TILEBSP_INLINE void estimate_cycles(Schedule& s) {
   Target const& t = s.graph->target;
   for (auto& ex : s.exchanges) {
     ex.cycles = exchange_cycles(t, ex.transfers);
     ex.bytes = 0;
-    for (auto const& x : ex.transfers) ex.bytes += static_cast<std::uint64_t>(x.count) * x.elem_bytes;
+    std::vector<char> seen(t.ipus, 0);
+    for (auto const& x : ex.transfers) {
+      ex.bytes += static_cast<std::uint64_t>(x.count) * x.elem_bytes;
+      seen[t.ipu_of(x.src_tile)] = seen[t.ipu_of(x.dst_tile)] = 1;
+    }
+    ex.ipus.clear();
+    for (std::uint32_t i = 0; i < seen.size(); ++i)
+      if (seen[i]) ex.ipus.push_back(i);
   }
-  auto const sync = sync_cycles(t);
-  for (auto& p : s.programs) {
+  for (std::size_t pi = 0; pi < s.programs.size(); ++pi) {
+    auto& p = s.programs[pi];
+    // Steps of a pipeline stage run on its IPU alone; the others sync every IPU they involve (control flow and host
+    // callbacks: all of them).
+    std::vector<char> staged(p.code.size(), 0);
+    for (auto const& b : s.branches)
+      if (b.program == pi) std::fill(staged.begin() + b.begin, staged.begin() + b.end, 1);
     p.cycles.assign(p.code.size(), 0);
     for (std::size_t pc = 0; pc < p.code.size(); ++pc) {
       auto const& i = p.code[pc];
+      auto const sync = [&](std::size_t ipus) { return sync_cycles(t, staged[pc] ? 1 : ipus); };
       std::uint64_t c = 0;
       switch (i.op) {
         case Op::superstep:
           if (i.a >= 0) {
             auto const& cs = s.compute_sets[static_cast<std::size_t>(i.a)];
-            c += cs.cycles + sync;
-            if (cs.fetch_bytes > 0) c += cs.fetch_cycles + sync;
+            c += cs.cycles + sync(cs.ipus.size());
+            if (cs.fetch_bytes > 0) c += cs.fetch_cycles + sync(cs.ipus.size());
           }
-          if (i.b >= 0) c += s.exchanges[static_cast<std::size_t>(i.b)].cycles + sync;
+          if (i.b >= 0) {
+            auto const& ex = s.exchanges[static_cast<std::size_t>(i.b)];
+            c += ex.cycles + sync(ex.ipus.size());
+          }
           break;
         case Op::stream_in:
         case Op::stream_out: {
           auto const& tn = s.slots[static_cast<std::size_t>(i.b)];
-          c = sync + static_cast<std::uint64_t>(static_cast<double>(tn.num_elements() * size_of(tn.element_type())) /
-                                                t.host_bytes_per_cycle);
+          c = sync(staged[pc] ? 1 : ipus_of(*s.graph, tn).size()) +
+              static_cast<std::uint64_t>(static_cast<double>(tn.num_elements() * size_of(tn.element_type())) /
+                                         t.host_bytes_per_cycle);
           break;
         }
         case Op::host:
         case Op::sync:
-        case Op::branch_if_false: c = sync; break;
+        case Op::branch_if_false: c = sync(t.ipus); break;
         default: break;
       }
       p.cycles[pc] = c;
     }
   }
+  // A stage's run: its steps, those in a repeat as many times as it runs (a conditional step counts once).
+  for (auto& b : s.branches) {
+    auto const& p = s.programs[b.program];
+    std::vector<std::uint64_t> times{1};
+    b.cycles = 0;
+    for (std::size_t pc = b.begin; pc < b.end; ++pc) {
+      auto const& i = p.code[pc];
+      if (i.op == Op::repeat_begin) times.push_back(times.back() * static_cast<std::uint64_t>(i.n));
+      else if (i.op == Op::repeat_end && times.size() > 1) times.pop_back();
+      else if (i.op == Op::host_path) continue;  // its body's steps follow
+      else b.cycles += p.cycles[pc] * times.back();
+    }
+  }
+  // A pipeline step: the IPUs work concurrently, each running its stages one after another, then sync together.
+  for (auto& p : s.programs)
+    for (std::size_t pc = 0; pc < p.code.size(); ++pc)
+      if (auto const& i = p.code[pc]; i.op == Op::parallel) {
+        std::vector<std::uint64_t> busy(t.ipus, 0);
+        std::vector<char> seen(t.ipus, 0);
+        std::size_t ipus = 0;
+        for (auto bi : s.parallels[static_cast<std::size_t>(i.a)].branches) {
+          auto const& b = s.branches[bi];
+          busy[b.ipu] += b.cycles;
+          if (!seen[b.ipu]) seen[b.ipu] = 1, ++ipus;
+        }
+        p.cycles[pc] = *std::max_element(busy.begin(), busy.end()) + sync_cycles(t, ipus);
+      }
 }
 
 TILEBSP_INLINE std::vector<std::vector<VariableUse>> variable_uses(Schedule const& s) {

@@ -28,7 +28,7 @@ namespace tilebsp::program::detail {
 using core::detail::VertexRecord;
 
 /// The layout of an entry (docs/01): bump it whenever what is written or how changes.
-inline constexpr std::uint32_t cache_format = 2;
+inline constexpr std::uint32_t cache_format = 3;
 inline constexpr char cache_magic[8] = {'T', 'B', 'X', 'C', 'A', 'C', 'H', 'E'};
 
 TILEBSP_INLINE std::string CacheKey::file_name() const {
@@ -190,7 +190,8 @@ TILEBSP_INLINE CacheKey executable_key(GraphImpl const& g, Schedule const& walke
   h.add(cache_format);
   Target const& t = g.target;
   h.text(t.name);
-  for (std::size_t x : {t.ipus, t.tiles_per_ipu, t.bytes_per_tile, t.workers_per_tile, t.sync_cycles, t.inter_ipu_sync_cycles})
+  for (std::size_t x : {t.ipus, t.tiles_per_ipu, t.bytes_per_tile, t.workers_per_tile, t.sync_cycles, t.inter_ipu_sync_cycles,
+                        t.inter_ipu_latency_cycles})
     h.add(x);
   for (double x : {t.clock_hz, t.exchange_bytes_per_cycle, t.inter_ipu_bytes_per_cycle, t.host_bytes_per_cycle,
                    t.f32_macs_per_cycle, t.f16_macs_per_cycle})
@@ -227,6 +228,15 @@ TILEBSP_INLINE CacheKey executable_key(GraphImpl const& g, Schedule const& walke
   h.add(walked.exchanges.size());
   for (auto const& hp : walked.host_paths) h.text(hp.name);
   h.add(walked.callbacks.size());
+  h.add(walked.branches.size());
+  for (auto const& b : walked.branches)
+    for (std::uint32_t x : {b.program, b.begin, b.end, b.ipu, b.stage, b.slot}) h.add(x);
+  h.add(walked.parallels.size());
+  for (auto const& pp : walked.parallels) {
+    h.add(pp.slots);
+    h.add(pp.branches.size());
+    for (auto bi : pp.branches) h.add(bi);
+  }
   h.combine(copies);
   return CacheKey{h.first(), h.second()};
 }
@@ -271,6 +281,8 @@ TILEBSP_INLINE std::string save_executable(std::string const& path, CacheKey key
   }
   w.count(memory.size());
   for (auto const& m : memory) w.put(m.always_live), w.put(m.peak_live), w.put(m.peak_temporary);
+  w.count(s.branches.size());
+  for (auto const& b : s.branches) w.put(b.cycles);
 
   Hasher sum;
   sum.bytes(w.str().data(), w.str().size());
@@ -447,6 +459,8 @@ TILEBSP_INLINE CacheLoad load_executable(std::string const& path, CacheKey key, 
     if (r.count(24) != tiles) throw cache::Bad{"its memory report is for another number of tiles"};
     memory.resize(tiles);
     for (auto& m : memory) m.always_live = r.get<std::uint64_t>(), m.peak_live = r.get<std::uint64_t>(), m.peak_temporary = r.get<std::uint64_t>();
+    if (r.count(8) != walked.branches.size()) throw cache::Bad{"its pipeline stages differ from these"};
+    for (auto& b : walked.branches) b.cycles = r.get<std::uint64_t>();
     if (!r.done()) throw cache::Bad{"longer than its contents"};
     walked.compute_sets = std::move(sets);
     for (std::size_t p = 0; p < cycles.size(); ++p) walked.programs[p].cycles = std::move(cycles[p]);

@@ -236,6 +236,13 @@ class Lowering {
   /// nested host path): where the task runs, the model still counts each of its steps once. Throws error otherwise.
   std::size_t begin_host_path(HostKernel kernel, std::string name);
   void end_host_path(std::size_t begin_pc);
+  /// A pipeline stage's code (see Branch): begin_branch, lower the stage, end_branch. The stage must touch only
+  /// IPU `ipu`: end_branch throws mapping_error naming what it touches or reads elsewhere (in plan mode). Branches
+  /// do not nest. Returns the branch's index.
+  std::uint32_t begin_branch(std::uint32_t ipu, std::uint32_t stage, std::uint32_t slot);
+  void end_branch(std::uint32_t branch);
+  /// Emits a step that runs `branches` (indices begin_branch returned) concurrently, then syncs their IPUs.
+  void parallel(std::vector<std::uint32_t> branches, std::uint32_t slots);
   void patch(std::size_t pc, std::size_t target) { prog_->code[pc].b = static_cast<std::int32_t>(target); }
   void add_loop(std::size_t begin_pc, std::size_t end_pc) { prog_->loops.push_back({begin_pc, end_pc}); }
   /// Plans every compute set that has vertices now, on up to `threads` host threads (compile calls it before it
@@ -264,6 +271,9 @@ class Lowering {
   }
   void check_writable(char const* op, ElementSet const& d,
                       std::optional<std::pair<std::uint32_t, std::int64_t>> const& dup) const;
+
+  /// Throws mapping_error when the code of branch `b` touches a tile outside its IPU or reads data there.
+  void check_branch(Branch const& b) const;
 
   /// Element-wise copy pieces split at every change of source or destination tile.
   std::vector<Transfer> plan_copy(Tensor const& src, Tensor const& dst) const;
@@ -311,6 +321,7 @@ class Lowering {
   Hasher copies_;
   ElementSet ex_src_, ex_dst_;
   bool exchange_staged_ = false;
+  std::optional<std::uint32_t> branch_;  ///< the branch being lowered
 };
 
 }  // namespace tilebsp::program::detail

@@ -282,10 +282,12 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
   std::vector<std::uint32_t> sources;
   PieceCursor cursor;
   std::uint32_t fetching_tile = 0;  // the destination of the bytes in from_tile
+  std::vector<char> ipu_seen(g_.target.ipus, 0);  // the IPUs taking part
   // The fetched bytes of a run of vertices on one tile, one entry per source tile.
   auto const flush_fetched = [&] {
     if (!sources.empty() && !fetch_load) fetch_load.emplace(g_.target);
     for (std::uint32_t src : sources) {
+      ipu_seen[g_.target.ipu_of(src)] = 1;
       fetch_load->add(src, fetching_tile, static_cast<std::uint64_t>(from_tile[src]));
       plan.fetch_bytes += static_cast<std::uint64_t>(from_tile[src]);
       from_tile[src] = 0;
@@ -463,6 +465,7 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
     per.clear();
     std::uint64_t supervisor = 0;
     auto const tile = g_.vertices[plan.vertices[i].record].tile;
+    ipu_seen[g_.target.ipu_of(static_cast<std::size_t>(tile))] = 1;
     for (; i < plan.vertices.size() && g_.vertices[plan.vertices[i].record].tile == tile; ++i) {
       auto const& pv = plan.vertices[i];
       if (pv.supervisor) supervisor += pv.cycles;
@@ -474,6 +477,8 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
   for (std::uint32_t v : summary.covered)  // not what the compute set reads too
     if (!std::binary_search(plan.reads.begin(), plan.reads.end(), v)) plan.full_writes.push_back(v);
   plan.vars = vars.take();
+  for (std::uint32_t i = 0; i < ipu_seen.size(); ++i)
+    if (ipu_seen[i]) plan.ipus.push_back(i);
   return plan;
 }
 
@@ -685,7 +690,102 @@ TILEBSP_INLINE void Lowering::begin_program() {
   prog_ = &s_.programs.back();
 }
 
-TILEBSP_INLINE void Lowering::end_program() { flush(); }
+TILEBSP_INLINE void Lowering::end_program() {
+  flush();
+  if (branch_) throw error("pipeline: a stage's code was left open (begin_branch without end_branch)");
+}
+
+TILEBSP_INLINE std::uint32_t Lowering::begin_branch(std::uint32_t ipu, std::uint32_t stage, std::uint32_t slot) {
+  if (branch_) throw error("pipeline: pipelines do not nest (a stage's program holds a pipeline)");
+  if (ipu >= g_.target.ipus)
+    throw index_error("pipeline: stage " + std::to_string(stage) + " is on IPU " + std::to_string(ipu) +
+                      ", out of range (target '" + g_.target.name + "' has " + std::to_string(g_.target.ipus) + " IPUs)");
+  flush();
+  Branch b;
+  b.begin = static_cast<std::uint32_t>(prog_->code.size());
+  b.program = static_cast<std::uint32_t>(s_.programs.size() - 1);
+  b.ipu = ipu, b.stage = stage, b.slot = slot;
+  s_.branches.push_back(b);
+  branch_ = static_cast<std::uint32_t>(s_.branches.size() - 1);
+  return *branch_;
+}
+
+TILEBSP_INLINE void Lowering::end_branch(std::uint32_t branch) {
+  flush();
+  auto& b = s_.branches[branch];
+  b.end = static_cast<std::uint32_t>(prog_->code.size());
+  branch_.reset();
+  if (mode_ == LowerMode::plan) check_branch(b);
+}
+
+TILEBSP_INLINE void Lowering::parallel(std::vector<std::uint32_t> branches, std::uint32_t slots) {
+  if (branch_) throw error("pipeline: pipelines do not nest (a stage's program holds a pipeline)");
+  flush();
+  s_.parallels.push_back({std::move(branches), slots});
+  emit({Op::parallel, static_cast<std::int32_t>(s_.parallels.size() - 1), -1, 0});
+}
+
+TILEBSP_INLINE void Lowering::check_branch(Branch const& b) const {
+  auto const& t = g_.target;
+  std::string const who = "pipeline: stage " + std::to_string(b.stage) + " (IPU " + std::to_string(b.ipu) + ")";
+  auto const touches = [&](std::string const& what, std::size_t tile) {
+    throw mapping_error(who + " " + what + " on tile " + std::to_string(tile) + " of IPU " +
+                        std::to_string(t.ipu_of(tile)) + ", a shard the stage was not given");
+  };
+  auto const reads = [&](std::uint32_t var, std::size_t tile) {
+    throw mapping_error(who + " reads '" + g_.variables[var].name + "', which lives on IPU " +
+                        std::to_string(t.ipu_of(tile)) + " (tile " + std::to_string(tile) +
+                        "), without a pipeline transfer: receive it into a tensor on IPU " + std::to_string(b.ipu) +
+                        " (tb::receive)");
+  };
+  // The first element of `x` outside the stage's IPU: (its variable, its tile), or tile -1.
+  auto const foreign = [&](Tensor const& x) {
+    std::pair<std::uint32_t, std::int64_t> found{0, -1};
+    x.for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
+      if (found.second >= 0) return;
+      VariableMapping::Cursor c(g_.variables[var].mapping);
+      auto const visit = [&](std::uint32_t tile, std::int64_t) {
+        if (found.second < 0 && t.ipu_of(tile) != b.ipu) found = {var, tile};
+      };
+      if (stride == 1 || count == 1) c.count(start, start + count, visit);
+      else if (stride == -1) c.count(start - count + 1, start + 1, visit);
+      else
+        for (std::int64_t i = 0; i < count && found.second < 0; ++i)
+          c.count(start + i * stride, start + i * stride + 1, visit);
+    });
+    return found;
+  };
+  for (std::size_t pc = b.begin; pc < b.end; ++pc) {
+    auto const& in = prog_->code[pc];
+    if (in.op == Op::parallel) throw error("pipeline: pipelines do not nest (a stage's program holds a pipeline)");
+    if (in.op == Op::superstep && in.a >= 0) {
+      auto const& cs = s_.compute_sets[static_cast<std::size_t>(in.a)];
+      if (cs.ipus.size() == 1 && cs.ipus[0] == b.ipu) continue;
+      std::string const name = "compute set '" + g_.compute_sets[cs.id] + "'";
+      for (std::uint32_t vi : by_cs_[cs.id])
+        if (auto const tile = static_cast<std::size_t>(g_.vertices[vi].tile); t.ipu_of(tile) != b.ipu)
+          touches("runs " + name + ", which has a vertex", tile);
+      for (std::uint32_t vi : by_cs_[cs.id]) {  // then a fetched field reads another IPU's data
+        auto const& rec = g_.vertices[vi];
+        for (auto const& f : rec.fields)
+          for (auto const& x : rec.tensors_of(f))
+            if (auto const [var, tile] = foreign(x); tile >= 0) reads(var, static_cast<std::size_t>(tile));
+      }
+    }
+    if (in.op == Op::superstep && in.b >= 0)
+      for (auto const& x : s_.exchanges[static_cast<std::size_t>(in.b)].transfers) {
+        if (t.ipu_of(x.dst_tile) != b.ipu) touches("copies into '" + g_.variables[x.dst_var].name + "'", x.dst_tile);
+        if (t.ipu_of(x.src_tile) != b.ipu) reads(x.src_var, x.src_tile);
+      }
+    if (in.op == Op::stream_in || in.op == Op::stream_out || in.op == Op::branch_if_false) {
+      Tensor const& x = s_.slots[static_cast<std::size_t>(in.op == Op::branch_if_false ? in.a : in.b)];
+      if (auto const [var, tile] = foreign(x); tile >= 0) {
+        if (in.op == Op::stream_in) touches("streams into '" + g_.variables[var].name + "'", static_cast<std::size_t>(tile));
+        reads(var, static_cast<std::size_t>(tile));
+      }
+    }
+  }
+}
 
 TILEBSP_INLINE void Lowering::sync() {
   flush();

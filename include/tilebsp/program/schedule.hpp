@@ -29,6 +29,7 @@ enum class Op : std::uint8_t {
   branch_if_false,  ///< a: flag slot, b: target pc; reading the flag costs a sync
   jump,             ///< b: target pc
   host_path,        ///< a: host path; b: pc after its body. Runs the bound task and jumps to b, or runs the body
+  parallel,         ///< a: parallel plan. Runs its branches (code ranges elsewhere) concurrently, then a join sync
 };
 
 struct Instr {
@@ -45,6 +46,7 @@ struct ExchangePlan {
   std::uint64_t cycles = 0;
   std::uint64_t bytes = 0;
   std::vector<std::uint32_t> full_writes;  ///< variables every element of which the phase writes and none reads
+  std::vector<std::uint32_t> ipus;         ///< IPUs whose tiles send or receive (estimate_cycles)
 };
 
 /// A vertex field whose data is not one contiguous ascending range: gathered into / scattered from a buffer.
@@ -79,6 +81,8 @@ struct ComputeSetPlan {
   /// fetched data in place. (ResNeXt-101 has 15 million pairs of tiles: kept, they took 1 GB.)
   std::vector<std::pair<std::uint32_t, std::uint64_t>> fetched_in;
   std::uint64_t fetch_cycles = 0, fetch_bytes = 0;
+  /// IPUs taking part: those of its vertices and of the tiles they fetch from (sorted).
+  std::vector<std::uint32_t> ipus;
 };
 
 struct LoopRange {
@@ -98,6 +102,21 @@ struct HostPathPlan {
   std::string name;
 };
 
+/// A pipeline stage's code: instructions [begin, end) of its program, reached only through Op::parallel (a
+/// subroutine), touching IPU `ipu` only. `slot` numbers the distinct IPUs of its pipeline (0 .. slots - 1): the
+/// Engine runs the branches of one slot on one group of host threads, in stage order.
+struct Branch {
+  std::uint32_t begin = 0, end = 0;
+  std::uint32_t program = 0, ipu = 0, stage = 0, slot = 0;
+  std::uint64_t cycles = 0;  ///< estimated cycles of one run (estimate_cycles)
+};
+
+/// One step of a pipeline: the branches (indices into Schedule::branches) that run concurrently in it.
+struct ParallelPlan {
+  std::vector<std::uint32_t> branches;
+  std::uint32_t slots = 1;  ///< distinct IPUs of the pipeline (the host groups its threads by them)
+};
+
 /// Everything compile() produced, shared by all programs of one Executable.
 struct Schedule {
   std::shared_ptr<GraphImpl const> graph;
@@ -107,6 +126,8 @@ struct Schedule {
   std::vector<Tensor> slots;
   std::vector<std::function<void(HostContext&)>> callbacks;
   std::vector<HostPathPlan> host_paths;
+  std::vector<Branch> branches;
+  std::vector<ParallelPlan> parallels;
   std::size_t counters = 0;
 };
 

@@ -84,6 +84,30 @@ struct FifoConnection {
   }
 };
 
+/// How a host thread runs a range of code: alone in its team (the engine's, or its group's in a pipeline step).
+struct Lane {
+  unsigned tid = 0, threads = 1;  ///< within the team
+  Barrier* barrier = nullptr;     ///< the team's
+  unsigned global = 0;            ///< within the engine (its repeat counters)
+  bool top = true;                ///< false in a pipeline stage
+};
+
+/// The host threads of one pipeline step in groups, one group per IPU slot (Branch::slot) modulo their number:
+/// group g holds threads [first[g], first[g + 1]); each runs its branches in stage order.
+struct Groups {
+  unsigned count = 1;
+  std::vector<unsigned> first;
+  std::vector<std::unique_ptr<Barrier>> barriers;
+  /// The group of a slot, and the size of group g.
+  unsigned of_slot(std::uint32_t slot) const noexcept { return slot % count; }
+  unsigned size(unsigned g) const noexcept { return first[g + 1] - first[g]; }
+  unsigned of_thread(unsigned tid) const noexcept {
+    unsigned g = 0;
+    while (first[g + 1] <= tid) ++g;
+    return g;
+  }
+};
+
 /// Everything an Engine owns. `host` is the Engine itself, handed to host callbacks.
 class EngineCore {
  public:
@@ -120,15 +144,21 @@ class EngineCore {
   /// Copy ops between a tensor's elements and a contiguous host buffer.
   std::vector<CopyOp> tensor_ops(std::vector<Run> const& runs, std::byte* buffer, std::uint32_t eb,
                                  bool to_buffer) const;
-  ComputeSetExec bind_compute_set(ComputeSetPlan const& plan);
+  /// A compute set bound for a team of `team` threads.
+  ComputeSetExec bind_compute_set(ComputeSetPlan const& plan, unsigned team);
   static Staging const* find_staging(PlacedVertex const& pv, std::uint32_t field, std::uint32_t item);
-  ExchangeExec bind_exchange(ExchangePlan const& plan);
+  ExchangeExec bind_exchange(ExchangePlan const& plan, unsigned team);
+  /// The bindings for a team of `team` threads (the engine's, or a pipeline group's).
+  ComputeSetExec const& compute_exec(std::size_t plan, unsigned team) const;
+  ExchangeExec const& exchange_exec(std::size_t plan, unsigned team) const;
   void fail(bool& failed);
   void run_compute(ComputeSetExec const& e, unsigned tid) const;
   void stream(Instr const& in);
   /// A flag's value, read without allocating (every thread evaluates it at each branch).
   bool flag_value(std::size_t slot) const noexcept;
   void execute(std::size_t program, unsigned tid);
+  /// Runs instructions [begin, end) of a program on `lane`; false when a thread of its team failed.
+  bool run_code(std::size_t program, std::size_t begin, std::size_t end, Lane const& lane);
 
   std::vector<std::optional<std::uint64_t>> host_writes_;  ///< per variable: host writes so far (program-written: none)
   Team team_;
@@ -136,8 +166,11 @@ class EngineCore {
   std::vector<Buffer> data_, arenas_, staging_;
   std::vector<std::unique_ptr<FieldBinding[]>> lists_;
   std::vector<std::pair<VertexOps const*, void*>> objects_;
-  std::vector<ComputeSetExec> cs_;
-  std::vector<ExchangeExec> ex_;
+  /// Per plan: its bindings, one per team size that runs it (mostly one: the engine's team).
+  std::vector<std::vector<std::pair<unsigned, ComputeSetExec>>> cs_;
+  std::vector<std::vector<std::pair<unsigned, ExchangeExec>>> ex_;
+  std::vector<Groups> groups_;  ///< per parallel plan
+  std::mutex io_mutex_;         ///< streams and host callbacks of concurrent stages, one at a time
   std::vector<HostTask> paths_;  ///< per host path: its bound task, or empty (the body runs)
   std::vector<FifoConnection> fifos_;
   std::vector<std::byte const*> flags_;  ///< per slot: host address of a one-element tensor
