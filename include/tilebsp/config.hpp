@@ -11,7 +11,7 @@ inline constexpr char const* version = "0.1.0";
 }  // namespace tilebsp
 
 /// How the definitions of non-template functions are declared: inline when header-only (the default), plain in
-/// the one file of tilebsp::compiled that compiles them (TILEBSP_COMPILED: see docs/07).
+/// the one file of tilebsp::compiled that compiles them (TILEBSP_COMPILED: see docs/10).
 #ifdef TILEBSP_COMPILED
 #define TILEBSP_INLINE
 #else

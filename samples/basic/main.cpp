@@ -95,6 +95,9 @@ void sharded() {
   tb::Engine engine{tb::compile(g, prog)};
   engine.run();
   std::cout << "sharded over 4 IPUs: " << show(engine.read<float>(out)) << "\n";
+  tb::Profile const p = engine.profile();
+  std::cout << "  estimated inter-IPU traffic: " << p.inter_ipu_bytes() << " bytes over IPU-Links, "
+            << p.estimated_cycles() << " cycles in all\n";
 }
 
 /// Hello superstep: a heat equation over every tile of an IPU; each step exchanges one halo value with each

@@ -30,6 +30,8 @@ struct Options {
   std::int64_t batches_per_step = 4;
   int iterations = 5;
   std::size_t num_ipus = 1;
+  bool auto_split = true;
+  std::vector<int> split;
   std::size_t host_threads = 0;
   std::uint64_t seed = 42;
   std::string report, weights, save_weights, executable_cache;
@@ -50,7 +52,10 @@ ResNeXt inference on a modelled IPU: infeed -> repeat(batches-per-step, network)
   --partials f32|f16      type of partial sums (default f32)
   --conv-amp X            availableMemoryProportion of convolutions, in [0, 1] (default 0.3)
   --matmul-amp X          availableMemoryProportion of the fully connected layer, in [0, 1] (default 0.6)
-  --num-ipus N            IPU Mk2 devices in the target (default 1)
+  --num-ipus N            IPU Mk2 devices: N > 1 pipelines the network over N IPUs, one stage each, with
+                          batches-per-step micro-batches per run (default 1)
+  --pipeline-split S      where the stages begin: 'auto' (balanced by estimated cycles, the default) or
+                          the block indices B1,B2,... (N - 1 of them) at which stages 1, 2, ... begin
   --host-threads N        host threads building, compiling and running the program (default: all)
   --seed N                seed of the random weights and images (default 42)
   --weights FILE          read the weights from FILE (format: samples/resnext/resnext.hpp, docs/05)
@@ -94,6 +99,16 @@ Options parse(int argc, char** argv) {
     else if (a == "--conv-amp") o.model.conv_amp = proportion(a, v);
     else if (a == "--matmul-amp") o.model.matmul_amp = proportion(a, v);
     else if (a == "--num-ipus") o.num_ipus = static_cast<std::size_t>(integer(a, v, 1));
+    else if (a == "--pipeline-split") {
+      o.auto_split = v == "auto";
+      o.split.clear();
+      if (!o.auto_split)
+        for (std::size_t at = 0; at <= v.size();) {
+          std::size_t const comma = std::min(v.find(',', at), v.size());
+          o.split.push_back(static_cast<int>(integer(a, v.substr(at, comma - at), 1)));
+          at = comma + 1;
+        }
+    }
     else if (a == "--host-threads") o.host_threads = static_cast<std::size_t>(integer(a, v, 1));
     else if (a == "--seed") o.seed = static_cast<std::uint64_t>(integer(a, v, 0));
     else if (a == "--report") o.report = v;
@@ -134,16 +149,35 @@ int run(Options const& o) {
     return resnext::fold_parameters(weights);
   });
 
-  // The graph: one inference step, repeated on the device between an infeed and an outfeed.
+  // The graph: one inference step, repeated on the device between an infeed and an outfeed; on several IPUs, a
+  // pipeline of its stages over batches_per_step micro-batches.
   tb::Graph g{tb::targets::ipu_mk2(o.num_ipus)};
   g.set_build_threads(o.host_threads);
-  tb::Sequence step;
-  resnext::Model model = resnext::build(g, step, c);
+  std::vector<int> split = o.split;
+  if (o.num_ipus > 1 && o.auto_split)
+    split = resnext::balanced_split(c, resnext::block_cycles(c, o.host_threads), o.num_ipus, g.target());
+  resnext::check_split(c, split, o.num_ipus);
+  std::vector<tb::Sequence> parts;
+  resnext::Model model = resnext::build(g, parts, c, split);
   model.set_values(values.get());
   auto images = g.add_host_to_device_fifo<T>("images", model.input.num_elements());
   auto logits = g.add_device_to_host_fifo<T>("logits", model.logits.num_elements());
-  auto program = tb::repeat(static_cast<std::size_t>(o.batches_per_step),
-                            tb::seq(tb::stream_in(images, model.input), std::move(step), tb::stream_out(model.logits, logits)));
+  auto const bps = static_cast<std::size_t>(o.batches_per_step);
+  tb::Program program;
+  if (o.num_ipus == 1) {
+    program = tb::repeat(bps, tb::seq(tb::stream_in(images, model.input), std::move(parts[0]),
+                                      tb::stream_out(model.logits, logits)));
+  } else {
+    std::vector<tb::Stage> stages;
+    for (std::size_t s = 0; s < parts.size(); ++s) {
+      tb::Sequence body;
+      if (s == 0) body.add(tb::stream_in(images, model.input));
+      body.add(std::move(parts[s]));
+      if (s + 1 == parts.size()) body.add(tb::stream_out(model.logits, logits));
+      stages.push_back({g.shard(s), std::move(body), model.receives[s]});
+    }
+    program = tb::pipeline({.micro_batches = bps}, std::move(stages));
+  }
   double const build_s = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
   tb::Executable exe = tb::compile(g,
@@ -213,6 +247,24 @@ int run(Options const& o) {
   double const ipu_s = static_cast<double>(profile.estimated_cycles()) / g.target().clock_hz / o.iterations;
   std::printf("estimated IPU: %.3f ms per batch, %.0f img/s (cost model, %.3g cycles per run)\n",
               ipu_s * 1e3 / static_cast<double>(o.batches_per_step), per_run / ipu_s, ipu_s * g.target().clock_hz);
+  if (!profile.stages.empty()) {
+    std::uint64_t slowest = 0, sum = 0;
+    for (auto const& st : profile.stages) slowest = std::max(slowest, st.est_cycles), sum += st.est_cycles;
+    std::printf("pipeline: %zu stages, %zu micro-batches per run (split at blocks", profile.stages.size(), bps);
+    for (int b : split) std::printf(" %d", b);
+    std::printf(")\n");
+    for (auto const& st : profile.stages) {
+      auto const& layers = model.stage_layers[st.stage];
+      std::printf("  stage %zu on IPU %zu: %s .. %s (%zu layers), %.0f cycles per micro-batch, peak tile %llu B\n",
+                  st.stage, st.ipu, layers.front().c_str(), layers.back().c_str(), layers.size(),
+                  static_cast<double>(st.est_cycles), static_cast<unsigned long long>(profile.max_tile_bytes(st.ipu)));
+    }
+    double const steps = static_cast<double>(bps + profile.stages.size() - 1);
+    std::printf("  bubble fraction %.3f (ramp-up and ramp-down steps), stage balance mean/slowest %.3f\n",
+                static_cast<double>(profile.stages.size() - 1) / steps,
+                static_cast<double>(sum) / static_cast<double>(profile.stages.size()) / static_cast<double>(slowest));
+    std::printf("  inter-IPU traffic %.1f MB per run\n", static_cast<double>(profile.inter_ipu_bytes()) / 1e6 / o.iterations);
+  }
   std::uint64_t const peak = profile.max_tile_bytes();
   std::printf("peak memory per tile: %llu of %zu bytes (%.1f%%): %s\n", static_cast<unsigned long long>(peak),
               g.target().bytes_per_tile, 100.0 * static_cast<double>(peak) / static_cast<double>(g.target().bytes_per_tile),
@@ -227,7 +279,8 @@ int run(Options const& o) {
     std::ofstream(o.report + "/summary.txt") << profile.summary();
     std::printf("report written to %s/profile.json and %s/summary.txt\n", o.report.c_str(), o.report.c_str());
   }
-  std::printf("throughput_img_per_s: %.3f\nlatency_ms: %.3f\n", tp.mean, lt.mean);
+  std::printf("throughput_img_per_s: %.3f\nlatency_ms: %.3f\nestimated_img_per_s: %.1f\n", tp.mean, lt.mean,
+              per_run / ipu_s);
   return 0;
 }
 

@@ -302,6 +302,9 @@ struct Model {
   tb::Tensor logits;  ///< [batch, classes]
   /// Each parameter tensor with its values (empty until set_values: the graph does not depend on them).
   std::vector<std::pair<tb::Tensor, std::vector<float>>> parameters;
+  /// Per pipeline stage: the transfers it receives, and the names of its layers.
+  std::vector<std::vector<tb::Receive>> receives;
+  std::vector<std::vector<std::string>> stage_layers;
 
   /// Takes the values of fold_parameters (the same order as the tensors).
   void set_values(std::vector<std::vector<float>> values) {
@@ -359,60 +362,175 @@ inline std::vector<std::vector<float>> fold_parameters(Weights const& w) {
   return v;
 }
 
-/// Adds one inference step of the network to `prog`: stem conv + BN + ReLU, max pool, the bottleneck blocks,
-/// global mean, fully connected. Batch norms are folded into the convolutions; each bias, residual add and
-/// ReLU is one fused elementwise map. The parameter tensors come without values (Model::set_values with
-/// fold_parameters): the graph depends on the configuration only.
-inline Model build(tb::Graph& g, tb::Sequence& prog, Config const& c) {
+/// The blocks at which stages 1, 2, ... of a pipeline begin (`split`, ascending, each in 1 .. blocks - 1) checked
+/// against the network and the number of IPUs: throws tilebsp::option_error naming the problem.
+inline void check_split(Config const& c, std::vector<int> const& split, std::size_t ipus) {
+  int const blocks = [&] {
+    int n = 0;
+    for (int b : c.blocks()) n += b;
+    return n;
+  }();
+  if (split.size() + 1 != ipus)
+    throw tb::option_error("resnext: the pipeline split names " + std::to_string(split.size()) + " split point(s) for " +
+                           std::to_string(ipus) + " IPUs (it needs " + std::to_string(ipus - 1) + ")");
+  for (std::size_t i = 0; i < split.size(); ++i)
+    if (split[i] < 1 || split[i] >= blocks || (i > 0 && split[i] <= split[i - 1]))
+      throw tb::option_error("resnext: pipeline split points must be ascending block indices in 1 .. " +
+                             std::to_string(blocks - 1) + ", got " + std::to_string(split[i]));
+}
+
+/// Builds one inference step of the network: stem conv + BN + ReLU, max pool, the bottleneck blocks, global mean,
+/// fully connected. Batch norms are folded into the convolutions; each bias, residual add and ReLU is one fused
+/// elementwise map. The parameter tensors come without values (Model::set_values with fold_parameters): the graph
+/// depends on the configuration only. With split points (check_split), stage s (its ops appended to progs[s])
+/// holds the blocks from split[s - 1] on, on IPU s (g.shard(s)), the stem with stage 0 and the classifier with the
+/// last; each stage receives its input activations from the stage before (Model::receives). Without, everything
+/// goes to progs[0] on IPU 0. With `one_ipu`, the stages are kept apart (in progs) but all on IPU 0 with no
+/// transfers: to estimate each part's cycles.
+inline Model build(tb::Graph& g, std::vector<tb::Sequence>& progs, Config const& c, std::vector<int> const& split,
+                   bool one_ipu = false) {
   using namespace tb::expr;
   tb::ConvOptions const co{.available_memory_proportion = c.conv_amp, .partials = c.partials};
   Weights const w = layout(c);  // the layers' shapes (no values)
   Model m;
+  progs.resize(split.size() + 1);
+  m.receives.resize(progs.size());
+  m.stage_layers.resize(progs.size());
+  std::size_t stage = 0;
+  tb::Graph sg = g.shard(0);
   auto parameter = [&](tb::Tensor t) {
     m.parameters.emplace_back(t, std::vector<float>{});
     return t;
   };
   auto bias_of = [&](std::string const& name, std::size_t channels) {
-    tb::Tensor b = g.add_variable(c.dtype, {channels}, name + ".bias");
-    tb::map_linearly(g, b);
+    tb::Tensor b = sg.add_variable(c.dtype, {channels}, name + ".bias");
+    tb::map_linearly(sg, b);
     return parameter(b);
   };
   auto channels = [](ConvLayer const& l) {
     return static_cast<std::size_t>(l.params.output_channels * l.params.groups);
   };
   auto conv = [&](tb::Tensor const& x, ConvLayer const& l) {
-    tb::Tensor wt = tb::ops::create_conv_weights(g, l.params, c.dtype, co, l.name + ".weights");
+    tb::Tensor wt = tb::ops::create_conv_weights(sg, l.params, c.dtype, co, l.name + ".weights");
     parameter(wt);
-    return tb::ops::conv(g, prog, x, wt, l.params, co, l.name);
+    return tb::ops::conv(sg, progs[stage], x, wt, l.params, co, l.name);
   };
   auto conv_relu = [&](tb::Tensor const& x, ConvLayer const& l) {
     tb::Tensor y = conv(x, l);
-    tb::ops::map_in_place(g, prog, relu(_1 + _2), y, bias_of(l.name, channels(l)));
+    tb::ops::map_in_place(sg, progs[stage], relu(_1 + _2), y, bias_of(l.name, channels(l)));
     return y;
   };
 
-  m.input = tb::ops::create_conv_input(g, w.stem.params, c.dtype, co, "input");
+  m.input = tb::ops::create_conv_input(sg, w.stem.params, c.dtype, co, "input");
   tb::Tensor x = conv_relu(m.input, w.stem);
-  x = tb::ops::max_pool(g, prog, x, {.kernel_shape = {3, 3}, .stride = {2, 2}, .padding_lower = {1, 1},
-                                     .padding_upper = {1, 1}}, "stem.max_pool");
-  for (auto const& b : w.blocks) {
+  x = tb::ops::max_pool(sg, progs[stage], x, {.kernel_shape = {3, 3}, .stride = {2, 2}, .padding_lower = {1, 1},
+                                              .padding_upper = {1, 1}}, "stem.max_pool");
+  m.stage_layers[0].push_back("stem");
+  for (std::size_t i = 0; i < w.blocks.size(); ++i) {
+    auto const& b = w.blocks[i];
+    if (stage < split.size() && static_cast<std::size_t>(split[stage]) == i) {  // the next stage begins here
+      ++stage;
+      if (!one_ipu) {
+        sg = g.shard(stage);
+        tb::Tensor r = tb::receive_buffer(sg, x, "stage" + std::to_string(stage) + ".input");
+        m.receives[stage].push_back(tb::receive(x, r));
+        x = r;
+      }
+    }
     tb::Tensor const a = conv_relu(x, b.reduce);
     tb::Tensor const h = conv_relu(a, b.grouped);
     tb::Tensor const y = conv(h, b.expand);
     // A projection block's two biases are added before the ReLU: one bias tensor serves the pair.
     tb::Tensor const shortcut = b.shortcut ? conv(x, *b.shortcut) : x;
-    tb::ops::map_in_place(g, prog, relu(_1 + _2 + _3), y, bias_of(b.expand.name, channels(b.expand)), shortcut);
+    tb::ops::map_in_place(sg, progs[stage], relu(_1 + _2 + _3), y, bias_of(b.expand.name, channels(b.expand)), shortcut);
     x = y;
+    m.stage_layers[stage].push_back(b.reduce.name.substr(0, b.reduce.name.size() - std::string("reduce").size() - 1));
   }
   // Global mean folded into the fully connected weights: logits = (sum over positions) x (W / positions) + b.
-  tb::Tensor const pooled = tb::ops::reduce(g, prog, x, {1, 2}, tb::ops::ReduceOp::add, "global_sum");
-  tb::Tensor fc = g.add_variable(c.dtype, {2048, static_cast<std::size_t>(c.classes)}, "fc.weights");
-  tb::map_linearly(g, fc);
+  tb::Tensor const pooled = tb::ops::reduce(sg, progs[stage], x, {1, 2}, tb::ops::ReduceOp::add, "global_sum");
+  tb::Tensor fc = sg.add_variable(c.dtype, {2048, static_cast<std::size_t>(c.classes)}, "fc.weights");
+  tb::map_linearly(sg, fc);
   parameter(fc);
-  m.logits = tb::ops::matmul(g, prog, pooled, fc,
+  m.logits = tb::ops::matmul(sg, progs[stage], pooled, fc,
                              {.available_memory_proportion = c.matmul_amp, .partials = c.partials}, "fc");
-  tb::ops::add_bias(g, prog, m.logits, bias_of("fc", static_cast<std::size_t>(c.classes)));
+  tb::ops::add_bias(sg, progs[stage], m.logits, bias_of("fc", static_cast<std::size_t>(c.classes)));
+  m.stage_layers[stage].push_back("head (global mean, fc)");
   return m;
+}
+
+/// One inference step on one IPU, appended to `prog`.
+inline Model build(tb::Graph& g, tb::Sequence& prog, Config const& c) {
+  std::vector<tb::Sequence> progs;
+  Model m = build(g, progs, c, {});
+  prog.add(std::move(progs[0]));
+  return m;
+}
+
+/// Each block's estimated cycles on one IPU (the stem counted with the first block, the classifier with the last):
+/// every block compiled as its own program on an IPU Mk2 (planning is per IPU, so a block costs the same on any
+/// stage), on `threads` host threads.
+inline std::vector<std::uint64_t> block_cycles(Config const& c, std::size_t threads = 0) {
+  tb::Graph g{tb::targets::ipu_mk2(1)};
+  g.set_build_threads(threads);
+  std::vector<int> every;
+  for (std::size_t i = 1; i < layout(c).blocks.size(); ++i) every.push_back(static_cast<int>(i));
+  std::vector<tb::Sequence> progs;
+  build(g, progs, c, every, true);
+  std::vector<tb::Program> programs(progs.begin(), progs.end());
+  tb::Executable const exe = tb::compile(g, {.allow_out_of_memory = true, .threads = threads}, programs);
+  std::vector<std::uint64_t> r;
+  for (std::size_t i = 0; i < programs.size(); ++i) r.push_back(exe.estimated_cycles(i));
+  return r;
+}
+
+/// The split of `blocks.size()` blocks into `ipus` stages (check_split's form) that minimises the slowest stage's
+/// cycles plus the costliest transfer between stages (a pipeline step's estimate): block i's input crosses an
+/// IPU-Link when a stage begins at i; the first stage streams the images in and the last the logits out. Exact (a
+/// dynamic programme per bound on the transfer).
+inline std::vector<int> balanced_split(Config const& c, std::vector<std::uint64_t> const& blocks, std::size_t ipus,
+                                       tb::Target const& t) {
+  std::size_t const n = blocks.size();
+  if (ipus < 2) return {};
+  if (ipus > n) throw tb::option_error("resnext: " + std::to_string(ipus) + " IPUs for " + std::to_string(n) + " blocks");
+  Weights const w = layout(c);
+  std::vector<std::uint64_t> transfer(n, 0);  // the cost of beginning a stage at block i
+  for (std::size_t i = 1; i < n; ++i) {
+    auto const& p = w.blocks[i].reduce.params;
+    double const bytes = static_cast<double>(p.batch * p.input_field[0] * p.input_field[1] * p.input_channels * p.groups) *
+                         static_cast<double>(tb::size_of(c.dtype));
+    transfer[i] = static_cast<std::uint64_t>(bytes / t.inter_ipu_bytes_per_cycle) + t.inter_ipu_latency_cycles;
+  }
+  std::vector<std::uint64_t> prefix(n + 1, 0);
+  for (std::size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + blocks[i];
+  // The first stage also streams the images in, the last the logits out (over the host link).
+  auto const stream = [&](double elements) {
+    return static_cast<std::uint64_t>(elements * static_cast<double>(tb::size_of(c.dtype)) / t.host_bytes_per_cycle) +
+           t.sync_cycles;
+  };
+  for (std::size_t i = 1; i <= n; ++i) prefix[i] += stream(static_cast<double>(c.batch * c.image * c.image * c.channels));
+  prefix[n] += stream(static_cast<double>(c.batch * c.classes));
+  constexpr std::uint64_t inf = ~std::uint64_t{0};
+  std::vector<int> best;
+  std::uint64_t best_cost = inf;
+  for (std::size_t bi = 1; bi < n; ++bi) {
+    std::uint64_t const bound = transfer[bi];
+    // dp[k][j]: the least slowest stage of blocks [0, j) in k stages, stages beginning only where transfer <= bound.
+    std::vector<std::vector<std::uint64_t>> dp(ipus + 1, std::vector<std::uint64_t>(n + 1, inf));
+    std::vector<std::vector<std::size_t>> from(ipus + 1, std::vector<std::size_t>(n + 1, 0));
+    dp[0][0] = 0;
+    for (std::size_t k = 1; k <= ipus; ++k)
+      for (std::size_t j = 1; j <= n; ++j)
+        for (std::size_t i = k - 1; i < j; ++i) {
+          if (dp[k - 1][i] == inf || (i > 0 && transfer[i] > bound)) continue;
+          std::uint64_t const v = std::max(dp[k - 1][i], prefix[j] - prefix[i]);
+          if (v < dp[k][j]) dp[k][j] = v, from[k][j] = i;
+        }
+    if (dp[ipus][n] == inf || dp[ipus][n] + bound >= best_cost) continue;
+    best_cost = dp[ipus][n] + bound;
+    best.assign(ipus - 1, 0);
+    for (std::size_t k = ipus, j = n; k > 1; --k) j = from[k][j], best[k - 2] = static_cast<int>(j);
+  }
+  return best;
 }
 
 /// build() with the values of `w` set.

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -265,6 +266,45 @@ std::vector<float> program_node_example() {
 
 TEST_CASE("program node example") {
   CHECK(program_node_example() == std::vector<float>(8, 2.0f));
+}
+
+// [pipeline-example]
+// Two stages on two IPUs: stage 0 scales each micro-batch, stage 1 adds one and streams it out.
+std::vector<float> pipeline_example() {
+  using namespace tb::expr;
+  tb::Graph g{tb::targets::tiny(4, 64 * 1024, 2)};  // 2 IPUs of 4 tiles
+  tb::Graph ipu0 = g.shard(0), ipu1 = g.shard(1);
+
+  tb::Tensor x = ipu0.add_variable<float>({8}, "x");
+  tb::map_linearly(ipu0, x);
+  auto in = g.add_host_to_device_fifo<float>("in", 8);
+  tb::Sequence first;
+  first.add(tb::stream_in(in, x));
+  tb::Tensor h = tb::ops::map(ipu0, first, _1 * 2.0f, x);  // on IPU 0's tiles
+
+  tb::Tensor h1 = tb::receive_buffer(ipu1, h, "h1");  // h's layout, on IPU 1
+  tb::Sequence second;
+  tb::Tensor y = tb::ops::map(ipu1, second, _1 + 1.0f, h1);
+  auto out = g.add_device_to_host_fifo<float>("out", 8);
+  second.add(tb::stream_out(y, out));
+
+  auto pipe = tb::pipeline({.micro_batches = 4},  // 4 micro-batches in 5 steps: the IPUs work at once in 3
+                           tb::stage(ipu0, std::move(first)),
+                           tb::stage(ipu1, std::move(second), tb::receive(h, h1)));
+  tb::Engine engine{tb::compile(g, pipe)};
+  std::vector<float> data(32), result(32);
+  std::iota(data.begin(), data.end(), 0.0f);
+  engine.connect(in, data);
+  engine.connect(out, result);
+  engine.run();
+  return result;  // 2 x + 1, micro-batch after micro-batch
+}
+// [pipeline-example]
+
+TEST_CASE("pipeline example") {
+  std::vector<float> expect(32);
+  for (std::size_t i = 0; i < 32; ++i) expect[i] = 2.0f * static_cast<float>(i) + 1.0f;
+  CHECK(pipeline_example() == expect);
 }
 
 // [vertices-example]

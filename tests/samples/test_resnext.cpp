@@ -145,6 +145,37 @@ std::vector<float> run_model(resnext::Config const& c, resnext::Weights const& w
   return r;
 }
 
+/// The same program pipelined over split.size() + 1 IPUs (2 micro-batches, the same batch twice): the logits of
+/// the second.
+template <class T>
+std::vector<float> run_pipelined(resnext::Config const& c, resnext::Weights const& w, std::vector<float> const& images,
+                                 std::size_t threads, std::vector<int> const& split) {
+  tb::Graph g{tb::targets::ipu_mk2(split.size() + 1)};
+  std::vector<tb::Sequence> parts;
+  resnext::Model m = resnext::build(g, parts, c, split);
+  m.set_values(resnext::fold_parameters(w));
+  auto in = g.add_host_to_device_fifo<T>("images", m.input.num_elements());
+  auto out = g.add_device_to_host_fifo<T>("logits", m.logits.num_elements());
+  std::vector<tb::Stage> stages;
+  for (std::size_t s = 0; s < parts.size(); ++s) {
+    tb::Sequence body;
+    if (s == 0) body.add(tb::stream_in(in, m.input));
+    body.add(std::move(parts[s]));
+    if (s + 1 == parts.size()) body.add(tb::stream_out(m.logits, out));
+    stages.push_back({g.shard(s), std::move(body), m.receives[s]});
+  }
+  tb::Engine e{tb::compile(g, tb::pipeline({.micro_batches = std::max<std::size_t>(2, parts.size())}, std::move(stages))),
+               {.host_threads = threads}};
+  m.write_parameters(e);
+  std::vector<T> host_in(images.begin(), images.end());
+  std::vector<T> host_out(std::max<std::size_t>(2, parts.size()) * m.logits.num_elements());
+  e.connect<T>(in, [&](std::span<T> batch) { std::copy_n(host_in.begin(), batch.size(), batch.begin()); });
+  e.connect(out, host_out);
+  e.run();
+  return std::vector<float>(host_out.begin() + static_cast<std::ptrdiff_t>(m.logits.num_elements()),
+                            host_out.begin() + static_cast<std::ptrdiff_t>(2 * m.logits.num_elements()));
+}
+
 std::vector<float> images_for(resnext::Config const& c) {
   resnext::Rng rng(7);
   std::vector<float> v(static_cast<std::size_t>(c.batch * c.image * c.image * c.channels));
@@ -247,4 +278,38 @@ TEST_CASE("resnext: weights files round-trip, and bad files are named errors") {
                        tb::error);
   std::remove(path.c_str());
   CHECK_THROWS_WITH_AS(resnext::load_weights(c, "no/such/file"), "load_weights: cannot open 'no/such/file'", tb::error);
+}
+
+TEST_CASE("resnext: pipelined over 2 and 3 IPUs, the logits are bitwise those of one IPU, for any thread count") {
+  resnext::Config const c = small(tb::ElementType::f16);
+  resnext::Weights const w = resnext::random_weights(c, 3);
+  std::vector<float> const images = images_for(c);
+  std::vector<float> const one = run_model<tb::half>(c, w, images, 2);
+  for (std::size_t threads : {1, 3}) {
+    CHECK(run_pipelined<tb::half>(c, w, images, threads, {2}) == one);
+    CHECK(run_pipelined<tb::half>(c, w, images, threads, {1, 4}) == one);
+  }
+}
+
+TEST_CASE("resnext: pipeline splits, manual and balanced") {
+  resnext::Config const c = small(tb::ElementType::f32);  // 5 blocks
+  CHECK_NOTHROW(resnext::check_split(c, {2, 4}, 3));
+  CHECK_THROWS_WITH_AS(resnext::check_split(c, {2}, 3),
+                       "resnext: the pipeline split names 1 split point(s) for 3 IPUs (it needs 2)", tb::option_error);
+  CHECK_THROWS_WITH_AS(resnext::check_split(c, {3, 2}, 3),
+                       "resnext: pipeline split points must be ascending block indices in 1 .. 4, got 2", tb::option_error);
+  CHECK_THROWS_WITH_AS(resnext::check_split(c, {5}, 2),
+                       "resnext: pipeline split points must be ascending block indices in 1 .. 4, got 5", tb::option_error);
+  // Balanced: the slowest stage plus the dearest transfer is least. Equal blocks split evenly.
+  tb::Target const t = tb::targets::ipu_mk2(2);
+  CHECK(resnext::balanced_split(c, {100000, 100000, 100000, 100000, 100000}, 1, t).empty());
+  auto const two = resnext::balanced_split(c, {400000, 100000, 100000, 100000, 100000}, 2, t);
+  CHECK(two == std::vector<int>{1});
+  auto const three = resnext::balanced_split(c, {100000, 100000, 100000, 100000, 100000}, 3, t);
+  REQUIRE(three.size() == 2);
+  CHECK(three[0] < three[1]);
+  // Per-block estimates from the compiled blocks: positive, one per block.
+  auto const cycles = resnext::block_cycles(c, 2);
+  CHECK(cycles.size() == 5);
+  for (auto x : cycles) CHECK(x > 0);
 }

@@ -57,6 +57,9 @@ class Executable {
   Target const& target() const noexcept { return s_->graph->target; }
   std::size_t num_programs() const noexcept { return s_->programs.size(); }
   std::vector<TileMemory> const& memory() const noexcept { return memory_; }
+  /// Estimated IPU cycles of one run of program `program`: its steps, those in a repeat as often as it runs, a
+  /// conditional step once, a pipeline step's stages within it. Throws index_error when out of range.
+  std::uint64_t estimated_cycles(std::size_t program) const;
   program::detail::Schedule const& schedule() const noexcept { return *s_; }
   /// The executable cache's entry for this executable (empty when no cache was used or the graph cannot be
   /// cached), and whether compile() loaded it from there rather than lowering the programs.
@@ -90,6 +93,10 @@ TILEBSP_INLINE std::uint64_t vertex_state_bytes(VertexRecord const& rec);
 TILEBSP_INLINE std::vector<std::uint32_t> ipus_of(GraphImpl const& g, Tensor const& x);
 
 TILEBSP_INLINE void estimate_cycles(Schedule& s);
+
+/// Estimated cycles of one run of instructions [begin, end) of `p` (repeats multiplied out, conditional steps and
+/// host path bodies once, pipeline stages' code left out: the pipeline steps hold their cost).
+TILEBSP_INLINE std::uint64_t run_cycles(Schedule const& s, std::size_t program, std::size_t begin, std::size_t end);
 
 /// How one program touches one variable, at steps 2·pc (compute phase) and 2·pc + 1 (exchange phase).
 struct VariableUse {
@@ -132,6 +139,19 @@ Executable compile(Graph const& g, CompileOptions const& options, P const&... pr
 template <ProgramLike... P>
 Executable compile(Graph const& g, P const&... programs) {
   return compile(g, CompileOptions{}, programs...);
+}
+/// compile() of a list of programs known at run time (engine.run(i) runs programs[i]).
+inline Executable compile(Graph const& g, CompileOptions const& options, std::vector<Program> const& programs) {
+  return program::detail::compile_programs(g, options, [&](Lowering& l) {
+    for (auto const& p : programs) l.begin_program(), p.lower(l), l.end_program();
+  });
+}
+
+inline std::uint64_t Executable::estimated_cycles(std::size_t program) const {
+  if (program >= num_programs())
+    throw index_error("estimated_cycles: program " + std::to_string(program) + " out of range (the executable has " +
+                      std::to_string(num_programs()) + " programs)");
+  return program::detail::run_cycles(*s_, program, 0, s_->programs[program].code.size());
 }
 
 }  // namespace tilebsp

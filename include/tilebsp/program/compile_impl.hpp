@@ -160,18 +160,7 @@ TILEBSP_INLINE void estimate_cycles(Schedule& s) {
     }
   }
   // A stage's run: its steps, those in a repeat as many times as it runs (a conditional step counts once).
-  for (auto& b : s.branches) {
-    auto const& p = s.programs[b.program];
-    std::vector<std::uint64_t> times{1};
-    b.cycles = 0;
-    for (std::size_t pc = b.begin; pc < b.end; ++pc) {
-      auto const& i = p.code[pc];
-      if (i.op == Op::repeat_begin) times.push_back(times.back() * static_cast<std::uint64_t>(i.n));
-      else if (i.op == Op::repeat_end && times.size() > 1) times.pop_back();
-      else if (i.op == Op::host_path) continue;  // its body's steps follow
-      else b.cycles += p.cycles[pc] * times.back();
-    }
-  }
+  for (auto& b : s.branches) b.cycles = run_cycles(s, b.program, b.begin, b.end);
   // A pipeline step: the IPUs work concurrently, each running its stages one after another, then sync together.
   for (auto& p : s.programs)
     for (std::size_t pc = 0; pc < p.code.size(); ++pc)
@@ -186,6 +175,30 @@ TILEBSP_INLINE void estimate_cycles(Schedule& s) {
         }
         p.cycles[pc] = *std::max_element(busy.begin(), busy.end()) + sync_cycles(t, ipus);
       }
+}
+
+TILEBSP_INLINE std::uint64_t run_cycles(Schedule const& s, std::size_t program, std::size_t begin, std::size_t end) {
+  auto const& p = s.programs[program];
+  std::vector<std::uint64_t> times{1};
+  std::uint64_t c = 0;
+  for (std::size_t pc = begin; pc < end; ++pc) {
+    auto const& i = p.code[pc];
+    if (i.op == Op::repeat_begin) {
+      times.push_back(times.back() * static_cast<std::uint64_t>(i.n));
+    } else if (i.op == Op::repeat_end) {
+      if (times.size() > 1) times.pop_back();
+    } else {
+      bool staged = false;  // a stage's code, reached through the pipeline steps
+      for (auto const& b : s.branches)
+        if (b.program == program && b.begin <= pc && pc < b.end && !(b.begin <= begin && end <= b.end)) {
+          staged = true;
+          pc = b.end - 1;
+          break;
+        }
+      if (!staged) c += p.cycles[pc] * times.back();
+    }
+  }
+  return c;
 }
 
 TILEBSP_INLINE std::vector<std::vector<VariableUse>> variable_uses(Schedule const& s) {

@@ -73,7 +73,7 @@ TILEBSP_INLINE void Lowering::copy(Tensor const& src, Tensor const& dst) {
     pending_ = Instr{Op::superstep, -1, -1, 0};
   }
   pending_->b = static_cast<std::int32_t>(s_.exchanges.size());
-  s_.exchanges.push_back(ExchangePlan{std::move(transfers), self_overlap, 0, 0, {}});
+  s_.exchanges.push_back(ExchangePlan{std::move(transfers), self_overlap, 0, 0, {}, {}});
   ex_src_ = sset;
   ex_dst_ = d;
   exchange_staged_ = self_overlap;
