@@ -37,6 +37,10 @@ backward, SGD) -> outfeed, then evaluates the test set with an inference program
   --lr X                  learning rate of plain SGD on the mean loss (default 0.05)
   --lr-schedule S         cosine (anneal to 0 over the epochs, per batch) or constant (default cosine)
   --batches-per-step N    SGD steps per device run, the on-device repeat count (default 75)
+  --gradient-accumulation N  batches whose gradients are summed before each SGD step (effective batch
+                          N x batch size; default 1)
+  --num-ipus N            1, or 2: a pipeline of the first layers on IPU 0 and the rest (with the loss) on
+                          IPU 1 over the N micro-batches of each step (needs --gradient-accumulation >= 3)
   --host-threads N        host threads running the program (default: all)
   --seed N                seed of the initial weights and of the shuffles (default 1)
   --data DIR              directory of train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte
@@ -71,6 +75,8 @@ Options parse(int argc, char** argv) {
       o.model.learning_rate = static_cast<float>(
           cli.number(a, v, std::numeric_limits<float>::min(), std::numeric_limits<float>::max(), "a positive number"));
     else if (a == "--batches-per-step") o.model.batches_per_step = static_cast<std::size_t>(cli.integer(a, v, 1));
+    else if (a == "--gradient-accumulation") o.model.gradient_accumulation = static_cast<std::size_t>(cli.integer(a, v, 1));
+    else if (a == "--num-ipus") o.model.num_ipus = static_cast<std::size_t>(cli.integer(a, v, 1));
     else if (a == "--host-threads") o.host_threads = static_cast<std::size_t>(cli.integer(a, v, 1));
     else if (a == "--seed") o.model.seed = static_cast<std::uint64_t>(cli.integer(a, v, 0));
     else if (a == "--data") o.data = v;
@@ -136,14 +142,16 @@ int run(Options const& o) {
     initial = mnist::load_weights(c, o.load);  // with the standardisation it was trained with
   }
   mnist::Trainer trainer(c, initial, {.host_threads = o.host_threads, .profiling = !o.report.empty()},
-                         tb::targets::ipu_mk2(),
+                         tb::targets::ipu_mk2(c.num_ipus),
                          {.cache_dir = o.executable_cache, .progress = samples::compile_progress("mnist")});
   samples::end_compile_progress();
   double const peak_gb = samples::peak_resident_bytes() / 1e9;  // of reading the data, building and compiling
-  std::printf("model %s: %zu parameters, batch %zu, lr %g (%s), %zu batches per step, %zu host threads%s\n",
-              mnist::name_of(c.model), initial.parameter_count(), c.batch, static_cast<double>(c.learning_rate),
-              c.schedule == mnist::Schedule::cosine ? "cosine" : "constant", c.batches_per_step,
-              trainer.engine().host_threads(), o.load.empty() ? "" : (", weights from " + o.load).c_str());
+  std::printf("model %s: %zu parameters, batch %zu x %zu accumulated, lr %g (%s), %zu SGD steps per run, %zu IPU(s), "
+              "%zu host threads%s\n",
+              mnist::name_of(c.model), initial.parameter_count(), c.batch, c.gradient_accumulation,
+              static_cast<double>(c.learning_rate), c.schedule == mnist::Schedule::cosine ? "cosine" : "constant",
+              c.batches_per_step, c.num_ipus, trainer.engine().host_threads(),
+              o.load.empty() ? "" : (", weights from " + o.load).c_str());
   std::printf("graph built in %.2f s, %s in %.2f s; peak resident memory %.2f GB\n", trainer.build_seconds(),
               trainer.loaded_from_cache() ? "executable loaded from cache" : "compiled", trainer.compile_seconds(),
               peak_gb);
@@ -162,7 +170,7 @@ int run(Options const& o) {
       Progress progress(e + 1, c.epochs);
       t0 = std::chrono::steady_clock::now();
       mnist::Result const train = trainer.train_epoch(data.train, e, [&](std::size_t done, std::size_t total, double loss, double correct) {
-        progress(done, total, loss, correct, c.batch);
+        progress(done, total, loss, correct, c.batch * c.gradient_accumulation);
       });
       double const s = seconds_since(t0);
       test = trainer.evaluate(data.test);

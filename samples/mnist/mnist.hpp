@@ -53,6 +53,12 @@ struct Config {
   std::uint64_t seed = 1;             ///< of the initial weights and of the shuffles
   Schedule schedule = Schedule::cosine;  ///< of the learning rate
   std::size_t epochs = 5;             ///< the length of training, over which the cosine schedule anneals
+  /// Micro-batches of `batch` examples whose gradients are summed before one weight update (effective batch:
+  /// batch x gradient_accumulation; the loss is the mean over it). 1: every batch updates the weights directly.
+  std::size_t gradient_accumulation = 1;
+  /// IPUs: 2 trains as a pipeline of the layers' first half on IPU 0, the rest (and the loss) on IPU 1, and the first
+  /// half's backward pass on IPU 0 again: 3 stages, so gradient_accumulation must be at least 3.
+  std::size_t num_ipus = 1;
 };
 
 /// One layer: a fully connected (dense) or convolutional layer with a bias and an optional ReLU, or a 2x2 max pool.
@@ -229,30 +235,27 @@ class Trainer {
       pixel_[static_cast<std::size_t>(v)] = (static_cast<float>(v) / 255.0f - net_.standardise[0]) / net_.standardise[1];
     if (!(c.learning_rate > 0.0f) || !std::isfinite(c.learning_rate))
       throw tb::option_error("mnist: the learning rate must be a positive number");
+    if (c.gradient_accumulation == 0)
+      throw tb::option_error("mnist: the gradient accumulation count must be at least 1");
+    if (c.num_ipus != 1 && c.num_ipus != 2) throw tb::option_error("mnist: --num-ipus must be 1 or 2");
+    if (c.num_ipus == 2 && net_.layers.size() < 2)
+      throw tb::option_error(std::string("mnist: ") + name_of(net_.model) + " has one layer; 2 IPUs need two at least");
+    if (c.num_ipus == 2 && c.gradient_accumulation < 3)
+      throw tb::option_error("mnist: training on 2 IPUs is a pipeline of 3 stages; the gradient accumulation count must "
+                             "be at least 3, got " + std::to_string(c.gradient_accumulation));
+    if (target.ipus < c.num_ipus)
+      throw tb::option_error("mnist: the target has " + std::to_string(target.ipus) + " IPU(s), fewer than --num-ipus");
+    accumulate_ = c.gradient_accumulation > 1 || c.num_ipus > 1;
+    split_ = c.num_ipus > 1 ? net_.layers.size() / 2 : net_.layers.size();
+    for (std::size_t i = 0; i < c.num_ipus; ++i) shards_.push_back(c.num_ipus > 1 ? g_.shard(i) : g_);
     build_parameters();
-    // Training.
-    tb::Sequence step;
-    Io const train = io(c.batch, "train");
-    std::vector<tb::Tensor> acts = forward(step, train.images, c.batch, "train/");
-    auto const ce = tb::ops::softmax_cross_entropy(g_, step, acts.back(), train.labels, 1.0f / static_cast<float>(c.batch),
-                                                   "train/loss");
-    // The learning-rate schedule: backpropagation is linear in the loss gradient, so scaling the gradient by the
-    // schedule's factor for this batch (streamed in with it) scales every update.
-    tb::Tensor const lr_factor = g_.add_variable<float>({1}, "train/lr_factor");
-    g_.set_tile_mapping(lr_factor, 0);
-    auto lr_factor_in = g_.add_host_to_device_fifo<float>("train/lr_factor_in", 1);
-    tb::ops::map_in_place(g_, step, tb::expr::_1 * tb::expr::_2, ce.grad, lr_factor);
-    backward(step, acts, ce.grad, c.batch);
-    auto loss_out = g_.add_device_to_host_fifo<float>("train/loss_out", 1);
-    auto correct_out = g_.add_device_to_host_fifo<float>("train/correct_out", 1);
-    auto const train_step = tb::seq(tb::stream_in(train.images_in, train.images), tb::stream_in(train.labels_in, train.labels),
-                                    tb::stream_in(lr_factor_in, lr_factor), std::move(step), tb::stream_out(ce.total_loss, loss_out),
-                                    tb::stream_out(ce.total_correct, correct_out));
-    // Inference with the same weights, per-example loss and correctness out (padding is left out on the host).
+    auto const [train_step, lr_factor_in, loss_out, correct_out, train] = accumulate_ ? accumulated_step() : direct_step();
+    // Inference with the same weights, per-example loss and correctness out (padding is left out on the host); on 2
+    // IPUs a sharded program (the activations copied over once), not a pipeline.
     tb::Sequence infer;
     Io const eval = io(c.eval_batch, "eval");
-    std::vector<tb::Tensor> const eval_acts = forward(infer, eval.images, c.eval_batch, "eval/");
-    auto const eval_ce = tb::ops::softmax_cross_entropy(g_, infer, eval_acts.back(), eval.labels, 1.0f, "eval/loss");
+    std::vector<tb::Tensor> const eval_acts = forward(infer, eval.images, c.eval_batch, "eval/", 0, net_.layers.size(), true);
+    auto const eval_ce = tb::ops::softmax_cross_entropy(last_graph(), infer, eval_acts.back(), eval.labels, 1.0f, "eval/loss");
     auto eval_loss_out = g_.add_device_to_host_fifo<float>("eval/loss_out", c.eval_batch);
     auto eval_correct_out = g_.add_device_to_host_fifo<float>("eval/correct_out", c.eval_batch);
     auto const eval_step = tb::seq(tb::stream_in(eval.images_in, eval.images), tb::stream_in(eval.labels_in, eval.labels),
@@ -269,7 +272,9 @@ class Trainer {
     write_parameters();
     engine_->connect<float>(train.images_in, [this](std::span<float> b) { fill_images(b, train_feed_); });
     engine_->connect<std::int32_t>(train.labels_in, [this](std::span<std::int32_t> b) { fill_labels(b, train_feed_); });
-    engine_->connect<float>(lr_factor_in, [this](std::span<float> f) { f[0] = static_cast<float>(schedule_factor(train_feed_.lr++)); });
+    engine_->connect<float>(lr_factor_in, [this](std::span<float> f) {
+      f[0] = static_cast<float>(schedule_factor(train_feed_.lr++ / c_.gradient_accumulation));  // per update
+    });
     engine_->connect<float>(loss_out, [this](std::span<float const> v) { step_loss_ += v[0]; });
     engine_->connect<float>(correct_out, [this](std::span<float const> v) { step_correct_ += v[0]; });
     engine_->connect<float>(eval.images_in, [this](std::span<float> b) { fill_images(b, eval_feed_); });
@@ -287,8 +292,9 @@ class Trainer {
   bool loaded_from_cache() const { return from_cache_; }
   tb::Graph const& graph() const { return g_; }
 
-  /// Batches of one epoch over `d` (the last, partial batch is dropped, as PyTorch's drop_last).
-  std::size_t batches_per_epoch(Dataset const& d) const { return d.count / c_.batch; }
+  /// Weight updates of one epoch over `d` (each of gradient_accumulation batches; the last, partial update is
+  /// dropped, as PyTorch's drop_last).
+  std::size_t batches_per_epoch(Dataset const& d) const { return d.count / (c_.batch * c_.gradient_accumulation); }
 
   /// Trains one epoch over `d` in the order epoch_order(d.count, seed, epoch). `progress(done, total, loss, correct)`
   /// is called after each device run with the batches done so far and their summed loss and number correct.
@@ -298,7 +304,7 @@ class Trainer {
     std::size_t const total = batches_per_epoch(d);
     if (total == 0)
       throw tb::option_error("mnist: " + std::to_string(d.count) + " training examples do not fill one batch of " +
-                             std::to_string(c_.batch));
+                             std::to_string(c_.batch * c_.gradient_accumulation));
     order_ = epoch_order(d.count, c_.seed, epoch);
     train_feed_ = {&d, &order_, 0, 0, epoch * total};
     batches_per_epoch_ = total;
@@ -312,8 +318,8 @@ class Trainer {
       correct += step_correct_;
       if (progress) progress(done, total, loss, correct);
     }
-    double const examples = static_cast<double>(total * c_.batch);
-    return {loss / examples, correct / examples, total * c_.batch};
+    double const examples = static_cast<double>(total * c_.batch * c_.gradient_accumulation);
+    return {loss / examples, correct / examples, total * c_.batch * c_.gradient_accumulation};
   }
 
   /// The schedule's factor of the learning rate for training batch `k` (counted from the first epoch's first):
@@ -370,17 +376,23 @@ class Trainer {
     }
   };
 
+  /// The graph of layer i's stage (the whole graph on one IPU), and of the last layer.
+  tb::Graph& graph_of(std::size_t layer) { return shards_[layer < split_ ? 0 : shards_.size() - 1]; }
+  tb::Graph& last_graph() { return shards_.back(); }
+
+  /// The images on the first layer's IPU, the labels on the last's.
   Io io(std::size_t batch, std::string const& tag) {
     Io r;
     Layer const& first = net_.layers.front();
+    tb::Graph& g0 = shards_.front();
     if (first.kind == Layer::Kind::conv) {
-      r.images = tb::ops::create_conv_input(g_, first.conv_at(batch), tb::ElementType::f32, {}, tag + "/images");
+      r.images = tb::ops::create_conv_input(g0, first.conv_at(batch), tb::ElementType::f32, {}, tag + "/images");
     } else {
-      r.images = g_.add_variable<float>({batch, net_.input[0]}, tag + "/images");
-      tb::map_linearly(g_, r.images);
+      r.images = g0.add_variable<float>({batch, net_.input[0]}, tag + "/images");
+      tb::map_linearly(g0, r.images);
     }
-    r.labels = g_.add_variable<std::int32_t>({batch}, tag + "/labels");
-    tb::map_linearly(g_, r.labels);
+    r.labels = last_graph().add_variable<std::int32_t>({batch}, tag + "/labels");
+    tb::map_linearly(last_graph(), r.labels);
     r.images_in = g_.add_host_to_device_fifo<float>(tag + "/images_in", r.images.num_elements());
     r.labels_in = g_.add_host_to_device_fifo<std::int32_t>(tag + "/labels_in", batch);
     return r;
@@ -389,19 +401,132 @@ class Trainer {
   void build_parameters() {
     weights_.resize(net_.layers.size());
     biases_.resize(net_.layers.size());
+    acc_w_.resize(net_.layers.size());
+    acc_b_.resize(net_.layers.size());
     for (std::size_t i = 0; i < net_.layers.size(); ++i) {
       Layer const& l = net_.layers[i];
       if (!l.has_weights()) continue;
+      tb::Graph& g = graph_of(i);
       if (l.kind == Layer::Kind::conv) {
-        weights_[i] = tb::ops::create_conv_weights(g_, l.conv_at(c_.batch), tb::ElementType::f32, {}, l.name + ".weights");
+        weights_[i] = tb::ops::create_conv_weights(g, l.conv_at(c_.batch), tb::ElementType::f32, {}, l.name + ".weights");
       } else {
-        weights_[i] = g_.add_variable<float>(l.weights_shape(), l.name + ".weights");
-        tb::map_linearly(g_, weights_[i]);
+        weights_[i] = g.add_variable<float>(l.weights_shape(), l.name + ".weights");
+        tb::map_linearly(g, weights_[i]);
       }
-      biases_[i] = g_.add_variable<float>({l.out.back()}, l.name + ".bias");
-      tb::map_linearly(g_, biases_[i]);
+      biases_[i] = g.add_variable<float>({l.out.back()}, l.name + ".bias");
+      tb::map_linearly(g, biases_[i]);
+      if (accumulate_) {  // the summed gradients, laid out as the parameters
+        acc_w_[i] = g_.add_variable<float>(l.weights_shape(), l.name + ".weights.grad_sum");
+        g_.set_tile_mapping_like(acc_w_[i], weights_[i]);
+        acc_b_[i] = g_.add_variable<float>({l.out.back()}, l.name + ".bias.grad_sum");
+        g_.set_tile_mapping_like(acc_b_[i], biases_[i]);
+      }
     }
   }
+
+  /// What a training program needs connected: its step, and the FIFOs of the learning-rate factor, the loss and the
+  /// number correct, and of the training images and labels.
+  struct Training {
+    tb::Program step;
+    tb::Fifo lr_factor_in, loss_out, correct_out;
+    Io train;
+  };
+
+  /// The learning-rate factor of the schedule, on the last layer's IPU (streamed in per batch).
+  tb::Tensor lr_factor_tensor() {
+    tb::Tensor const f = last_graph().add_variable<float>({1}, "train/lr_factor");
+    last_graph().set_tile_mapping(f, 0);
+    return f;
+  }
+
+  /// The loss (the mean over the effective batch), through the learning-rate schedule: backpropagation is linear in
+  /// the loss gradient, so scaling the gradient by the schedule's factor for this batch scales every update.
+  tb::ops::SoftmaxCrossEntropy loss(tb::Sequence& step, tb::Tensor const& logits, Io const& train, tb::Tensor const& lr_factor) {
+    float const scale = 1.0f / static_cast<float>(c_.batch * c_.gradient_accumulation);
+    auto ce = tb::ops::softmax_cross_entropy(last_graph(), step, logits, train.labels, scale, "train/loss");
+    tb::ops::map_in_place(last_graph(), step, tb::expr::_1 * tb::expr::_2, ce.grad, lr_factor);
+    return ce;
+  }
+
+  /// A train step that updates the weights from each batch: stream in, forward, loss, backward with SGD, stream out.
+  Training direct_step() {
+    tb::Sequence step;
+    Io const train = io(c_.batch, "train");
+    std::vector<tb::Tensor> acts = forward(step, train.images, c_.batch, "train/", 0, net_.layers.size(), false);
+    tb::Tensor const lr_factor = lr_factor_tensor();
+    auto const ce = loss(step, acts.back(), train, lr_factor);
+    backward(step, acts, ce.grad, c_.batch, 0, net_.layers.size());
+    Training t{{}, g_.add_host_to_device_fifo<float>("train/lr_factor_in", 1), g_.add_device_to_host_fifo<float>("train/loss_out", 1),
+               g_.add_device_to_host_fifo<float>("train/correct_out", 1), train};
+    t.step = tb::seq(tb::stream_in(train.images_in, train.images), tb::stream_in(train.labels_in, train.labels),
+                     tb::stream_in(t.lr_factor_in, lr_factor), std::move(step), tb::stream_out(ce.total_loss, t.loss_out),
+                     tb::stream_out(ce.total_correct, t.correct_out));
+    return t;
+  }
+
+  /// A weight update from gradient_accumulation batches: the sums zeroed, a pipeline over the micro-batches (one
+  /// stage on one IPU; on 2 IPUs forward of the first layers, forward + loss + backward of the rest, backward of the
+  /// first layers from their activations kept on IPU 0), then one SGD step from the sums.
+  Training accumulated_step() {
+    Io const train = io(c_.batch, "train");
+    Training t{{}, g_.add_host_to_device_fifo<float>("train/lr_factor_in", 1), g_.add_device_to_host_fifo<float>("train/loss_out", 1),
+               g_.add_device_to_host_fifo<float>("train/correct_out", 1), train};
+    std::size_t const L = net_.layers.size();
+    bool const piped = split_ < L;
+    std::vector<tb::Stage> stages;
+    tb::Sequence first;
+    first.add(tb::stream_in(train.images_in, train.images));
+    std::vector<tb::Tensor> const head = forward(first, train.images, c_.batch, "train/", 0, split_, false);
+    std::vector<tb::Tensor> all = head;  // each layer's input and output, as the stage that runs it sees them
+    tb::Sequence last;
+    std::vector<tb::Receive> into_last;
+    if (piped) {  // the first layers' output crosses to IPU 1
+      stages.push_back(tb::stage(shards_[0], std::move(first)));
+      tb::Tensor const r = tb::receive_buffer(last_graph(), head.back(), "train/stage1.input");
+      into_last.push_back(tb::receive(head.back(), r));
+      std::vector<tb::Tensor> const rest = forward(last, r, c_.batch, "train/", split_, L, false);
+      all.back() = r;
+      all.insert(all.end(), rest.begin() + 1, rest.end());
+    } else {
+      last = std::move(first);
+    }
+    tb::Tensor const lr_factor = lr_factor_tensor();
+    last.add(tb::stream_in(train.labels_in, train.labels));
+    last.add(tb::stream_in(t.lr_factor_in, lr_factor));
+    auto const ce = loss(last, all.back(), train, lr_factor);
+    tb::Tensor const g_split = backward(last, all, ce.grad, c_.batch, piped ? split_ : 0, L);
+    last.add(tb::stream_out(ce.total_loss, t.loss_out));
+    last.add(tb::stream_out(ce.total_correct, t.correct_out));
+    stages.push_back({last_graph(), std::move(last), std::move(into_last)});
+    if (piped) {  // the first layers' backward pass on IPU 0: the gradient from stage 1, the activations kept
+      tb::Graph& g0 = shards_[0];
+      std::vector<tb::Receive> into_back;
+      std::vector<tb::Tensor> kept;
+      for (std::size_t j = 0; j < head.size(); ++j) {
+        kept.push_back(tb::receive_buffer(g0, head[j], "train/kept" + std::to_string(j)));
+        into_back.push_back(tb::receive(head[j], kept.back(), 0));  // two stages on: a stash
+      }
+      tb::Tensor const grad = tb::receive_buffer(g0, g_split, "train/stage2.grad");
+      into_back.push_back(tb::receive(g_split, grad));
+      tb::Sequence back;
+      backward(back, kept, grad, c_.batch, 0, split_);
+      stages.push_back({g0, std::move(back), std::move(into_back)});
+    }
+    tb::Sequence zero, update;
+    float const step = -c_.learning_rate;
+    for (std::size_t i = 0; i < L; ++i) {
+      if (!net_.layers[i].has_weights()) continue;
+      tb::Graph& g = graph_of(i);
+      tb::ops::fill(g, zero, acc_w_[i], 0.0);
+      tb::ops::fill(g, zero, acc_b_[i], 0.0);
+      tb::ops::scaled_add(g, update, weights_[i], acc_w_[i], step);
+      tb::ops::scaled_add(g, update, biases_[i], acc_b_[i], step);
+    }
+    t.step = tb::seq(std::move(zero), tb::pipeline({.micro_batches = c_.gradient_accumulation}, std::move(stages)),
+                     std::move(update));
+    return t;
+  }
+
   void write_parameters() {
     for (std::size_t i = 0; i < net_.layers.size(); ++i) {
       if (!net_.layers[i].has_weights()) continue;
@@ -410,67 +535,83 @@ class Trainer {
     }
   }
 
-  /// Adds the forward pass to `prog`; returns the input and every layer's output (the last: logits).
-  std::vector<tb::Tensor> forward(tb::Sequence& prog, tb::Tensor const& images, std::size_t batch, std::string const& tag) {
+  /// Adds the forward pass of layers [lo, hi) to `prog`; returns the input and every layer's output (the last:
+  /// logits). With `cross`, a layer on another IPU than its input (the sharded inference) copies the input over.
+  std::vector<tb::Tensor> forward(tb::Sequence& prog, tb::Tensor const& input, std::size_t batch, std::string const& tag,
+                                  std::size_t lo, std::size_t hi, bool cross) {
     using namespace tb::expr;
-    std::vector<tb::Tensor> acts{images};
-    for (std::size_t i = 0; i < net_.layers.size(); ++i) {
+    std::vector<tb::Tensor> acts{input};
+    for (std::size_t i = lo; i < hi; ++i) {
       Layer const& l = net_.layers[i];
-      tb::Tensor const& x = acts.back();
+      tb::Graph& g = graph_of(i);
+      tb::Tensor x = acts.back();
+      if (cross && i == split_ && i > 0) {
+        tb::Tensor const r = tb::receive_buffer(g, x, tag + "stage1.input");
+        prog.add(tb::copy(x, r));
+        x = r;
+      }
       std::string const name = tag + l.name;
       tb::Tensor y;
       switch (l.kind) {
         case Layer::Kind::dense:
-          y = tb::ops::matmul(g_, prog, x.reshape({batch, l.in[0]}), weights_[i], {}, name);
+          y = tb::ops::matmul(g, prog, x.reshape({batch, l.in[0]}), weights_[i], {}, name);
           break;
         case Layer::Kind::conv:
-          y = tb::ops::conv(g_, prog, x, weights_[i], l.conv_at(batch), {}, name);
+          y = tb::ops::conv(g, prog, x, weights_[i], l.conv_at(batch), {}, name);
           break;
         case Layer::Kind::max_pool:
-          y = tb::ops::max_pool(g_, prog, x, pool(), name);
+          y = tb::ops::max_pool(g, prog, x, pool(), name);
           break;
       }
       if (l.has_weights()) {
-        if (l.relu) tb::ops::map_in_place(g_, prog, relu(_1 + _2), y, biases_[i]);
-        else tb::ops::map_in_place(g_, prog, _1 + _2, y, biases_[i]);
+        if (l.relu) tb::ops::map_in_place(g, prog, relu(_1 + _2), y, biases_[i]);
+        else tb::ops::map_in_place(g, prog, _1 + _2, y, biases_[i]);
       }
       acts.push_back(y);
     }
     return acts;
   }
 
-  /// Adds the backward pass and the SGD update to `prog`, from the loss gradient with respect to the logits.
-  void backward(tb::Sequence& prog, std::vector<tb::Tensor> const& acts, tb::Tensor grad, std::size_t batch) {
+  /// Adds the backward pass of layers [lo, hi) to `prog`, from the loss gradient with respect to layer hi - 1's
+  /// output, given each layer's input and output (acts[i], acts[i + 1]). Updates the weights by SGD, or with
+  /// accumulation adds the gradients to the sums. Returns the gradient with respect to layer lo's input (none
+  /// for lo = 0).
+  tb::Tensor backward(tb::Sequence& prog, std::vector<tb::Tensor> const& acts, tb::Tensor grad, std::size_t batch,
+                      std::size_t lo, std::size_t hi) {
     using namespace tb::expr;
     float const step = -c_.learning_rate;
-    for (std::size_t i = net_.layers.size(); i-- > 0;) {
+    for (std::size_t i = hi; i-- > lo;) {
       Layer const& l = net_.layers[i];
+      tb::Graph& g = graph_of(i);
       tb::Tensor const& x = acts[i];
       tb::Tensor const& y = acts[i + 1];
       std::string const name = "train/" + l.name + "/grad";
       bool const need_input_grad = i > 0;
       if (l.kind == Layer::Kind::max_pool) {
-        grad = tb::ops::max_pool_backward(g_, prog, x, y, grad, pool(), name);
+        grad = tb::ops::max_pool_backward(g, prog, x, y, grad, pool(), name);
         continue;
       }
       // Through the ReLU (y > 0 where it passed its input), then the bias gradient: the sum over all but channels.
-      if (l.relu) tb::ops::map_in_place(g_, prog, select(_2 > 0.0f, _1, 0.0f), grad, y);
+      if (l.relu) tb::ops::map_in_place(g, prog, select(_2 > 0.0f, _1, 0.0f), grad, y);
       std::vector<std::size_t> batch_dims(grad.rank() - 1);
       std::iota(batch_dims.begin(), batch_dims.end(), std::size_t{0});
-      tb::Tensor const db = tb::ops::reduce(g_, prog, grad, batch_dims, tb::ops::ReduceOp::add, name + "/bias");
+      tb::Tensor const db = tb::ops::reduce(g, prog, grad, batch_dims, tb::ops::ReduceOp::add, name + "/bias");
+      tb::Tensor const& w_into = accumulate_ ? acc_w_[i] : weights_[i];
+      float const k = accumulate_ ? 1.0f : step;
       tb::Tensor next;
       if (l.kind == Layer::Kind::dense) {
         tb::Tensor const x2 = x.reshape({batch, l.in[0]});
-        if (need_input_grad) next = tb::ops::matmul(g_, prog, grad, weights_[i].transpose(), {}, name + "/input").reshape(x.shape());
-        tb::ops::matmul_acc(g_, prog, weights_[i], step, x2.transpose(), grad, {}, name + "/weights");
+        if (need_input_grad) next = tb::ops::matmul(g, prog, grad, weights_[i].transpose(), {}, name + "/input").reshape(x.shape());
+        tb::ops::matmul_acc(g, prog, w_into, k, x2.transpose(), grad, {}, name + "/weights");
       } else {
         tb::ConvParams const p = l.conv_at(batch);
-        if (need_input_grad) next = tb::ops::conv_backward_input(g_, prog, grad, weights_[i], p, {}, name + "/input");
-        tb::ops::conv_weight_update(g_, prog, grad, x, weights_[i], step, p, {}, name + "/weights");
+        if (need_input_grad) next = tb::ops::conv_backward_input(g, prog, grad, weights_[i], p, {}, name + "/input");
+        tb::ops::conv_weight_update(g, prog, grad, x, w_into, k, p, {}, name + "/weights");
       }
-      tb::ops::scaled_add(g_, prog, biases_[i], db, step);
+      tb::ops::scaled_add(g, prog, accumulate_ ? acc_b_[i] : biases_[i], db, k);
       grad = next;
     }
+    return grad;
   }
 
   static tb::PoolParams pool() { return {.kernel_shape = {2, 2}, .stride = {2, 2}}; }
@@ -504,6 +645,10 @@ class Trainer {
   Network net_;
   tb::Graph g_;
   std::vector<tb::Tensor> weights_, biases_;  // per layer (empty for pooling)
+  std::vector<tb::Tensor> acc_w_, acc_b_;     // their gradients' sums, with accumulation
+  std::vector<tb::Graph> shards_;             // per stage IPU: the whole graph on one IPU
+  std::size_t split_ = 0;                     // the first layer on IPU 1 (all layers on one IPU: their count)
+  bool accumulate_ = false;
   std::unique_ptr<tb::Engine> engine_;
   double build_seconds_ = 0, compile_seconds_ = 0;
   bool from_cache_ = false;

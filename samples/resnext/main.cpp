@@ -19,6 +19,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tb = tilebsp;
@@ -290,8 +291,13 @@ int main(int argc, char** argv) {
   Options const o = parse(argc, argv);
   try {
     return o.model.dtype == tb::ElementType::f16 ? run<tb::half>(o) : run<float>(o);
+  } catch (tb::option_error const& e) {  // a setting the model cannot take: a bad command line
+    std::string_view const what = e.what();
+    std::cerr << (what.starts_with("resnext: ") ? "" : "resnext: ") << what << "\n(see resnext --help)\n";
+    return 2;
   } catch (tb::error const& e) {
-    std::cerr << "resnext: " << e.what() << "\n";
+    std::string_view const what = e.what();
+    std::cerr << (what.starts_with("resnext: ") ? "" : "resnext: ") << what << "\n";
     return 1;
   }
 }

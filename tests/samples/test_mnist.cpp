@@ -424,3 +424,71 @@ TEST_CASE("mnist: bad configurations and data") {
   small.rows = 27;
   CHECK_THROWS_WITH_AS(t.evaluate(small), "mnist: the images are 27x28 but the model takes 28x28", tb::shape_error);
 }
+
+TEST_CASE("mnist: gradient accumulation and 2-IPU pipelines train as one IPU with the same effective batch") {
+  // Effective batch 16: 1 IPU with batches of 16; 1 IPU accumulating 4 batches of 4; 2 IPUs pipelining 4 of 4.
+  mnist::Dataset const train = synthetic(256, 4), test = synthetic(100, 5);
+  for (auto m : {mnist::Model::mlp, mnist::Model::cnn}) {
+    CAPTURE(mnist::name_of(m));
+    mnist::Config c = small_config(m);
+    c.epochs = 2;
+    mnist::Network n = mnist::initial_network(c);
+    n.standardise = mnist::pixel_statistics(train);
+    auto const train_on = [&](std::size_t batch, std::size_t accumulate, std::size_t ipus, std::size_t threads,
+                              mnist::Dataset const& data, std::size_t epochs) {
+      mnist::Config k = c;
+      k.batch = batch, k.gradient_accumulation = accumulate, k.num_ipus = ipus;
+      k.batches_per_step = 2;  // 16 updates an epoch: 8 device runs
+      mnist::Trainer t(k, n, {.host_threads = threads}, tb::targets::tiny(64, 1 << 21, ipus));
+      mnist::Result r;
+      for (std::size_t e = 0; e < epochs; ++e) r = t.train_epoch(data, e);
+      CHECK(r.examples == data.count);
+      return std::pair{all_parameters(t.network()), t.evaluate(test)};
+    };
+    auto const trained = [&](std::size_t batch, std::size_t accumulate, std::size_t ipus, std::size_t threads) {
+      return train_on(batch, accumulate, ipus, threads, train, 2);
+    };
+    // One update: the same sums of the same gradients, added in another order.
+    mnist::Dataset one_batch = train;
+    one_batch.count = 16;
+    auto const step1 = train_on(16, 1, 1, 2, one_batch, 1).first, step4 = train_on(4, 4, 2, 2, one_batch, 1).first;
+    double worst1 = 0;
+    for (std::size_t i = 0; i < step1.size(); ++i)
+      worst1 = std::max(worst1, std::abs(static_cast<double>(step1[i]) - step4[i]));
+    CHECK(worst1 < 1e-6);
+    auto const [one, one_test] = trained(16, 1, 1, 2);
+    auto const [acc, acc_test] = trained(4, 4, 1, 2);
+    auto const [piped, piped_test] = trained(4, 4, 2, 2);
+    CHECK(piped == acc);  // the pipeline computes what the single-IPU accumulation computes, bitwise
+    REQUIRE(one.size() == acc.size());
+    CHECK(one != acc);  // rounding differs, and training carries it on
+    CHECK(std::abs(acc_test.accuracy - one_test.accuracy) <= 0.005);
+    CHECK(piped_test.accuracy == acc_test.accuracy);
+    // Bitwise the same for any number of host threads.
+    CHECK(trained(4, 4, 2, 1).first == piped);
+    CHECK(trained(4, 4, 2, 3).first == piped);
+  }
+}
+
+TEST_CASE("mnist: accumulation and IPU count errors") {
+  mnist::Config c = small_config(mnist::Model::mlp);
+  c.gradient_accumulation = 0;
+  CHECK_THROWS_WITH_AS(mnist::Trainer(c, mnist::initial_network(c)), "mnist: the gradient accumulation count must be at least 1",
+                       tb::option_error);
+  c.gradient_accumulation = 2;
+  c.num_ipus = 2;
+  CHECK_THROWS_WITH_AS(mnist::Trainer(c, mnist::initial_network(c), {}, tb::targets::tiny(8, 1 << 21, 2)),
+                       "mnist: training on 2 IPUs is a pipeline of 3 stages; the gradient accumulation count must be at "
+                       "least 3, got 2",
+                       tb::option_error);
+  c = small_config(mnist::Model::logreg);
+  c.num_ipus = 2;
+  c.gradient_accumulation = 3;
+  CHECK_THROWS_WITH_AS(mnist::Trainer(c, mnist::initial_network(c), {}, tb::targets::tiny(8, 1 << 21, 2)),
+                       "mnist: logreg has one layer; 2 IPUs need two at least", tb::option_error);
+  c = small_config(mnist::Model::mlp);
+  c.num_ipus = 2;
+  c.gradient_accumulation = 3;
+  CHECK_THROWS_WITH_AS(mnist::Trainer(c, mnist::initial_network(c)),
+                       "mnist: the target has 1 IPU(s), fewer than --num-ipus", tb::option_error);
+}
