@@ -231,6 +231,9 @@ TEST_CASE("pipeline errors") {
     CHECK_THROWS_WITH_AS(tb::stage(g, tb::sync()),
                          "stage: the graph must be one IPU's shard view (g.shard(i)), not a view of 4 tiles",
                          tb::option_error);
+    CHECK_THROWS_WITH_AS(tb::pipeline({.micro_batches = 2}, std::vector<tb::Stage>{{s0, tb::sync(), {}}, {g, tb::sync(), {}}}),
+                         "pipeline: stage 1's graph must be one IPU's shard view (g.shard(i)), not a view of 4 tiles",
+                         tb::option_error);
   }
 }
 

@@ -128,6 +128,9 @@ inline Pipeline::Pipeline(PipelineOptions options, std::vector<Stage> stages)
   for (std::size_t k = 0; k < K; ++k) {
     auto const& s = stages_[k];
     if (s.shard.id() != stages_[0].shard.id()) throw error("pipeline: the stages belong to different graphs");
+    if (s.shard.num_tiles() != s.shard.target().tiles_per_ipu)
+      throw option_error("pipeline: stage " + std::to_string(k) + "'s graph must be one IPU's shard view (g.shard(i)), "
+                         "not a view of " + std::to_string(s.shard.num_tiles()) + " tiles");
     auto const at = std::find(ipus.begin(), ipus.end(), s.ipu());
     slot_.push_back(static_cast<std::uint32_t>(at - ipus.begin()));
     if (at == ipus.end()) ipus.push_back(s.ipu());
