@@ -4,8 +4,12 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 namespace tb = tilebsp;
 
@@ -84,8 +88,11 @@ struct Piped {
     return tb::pipeline({.micro_batches = micro_batches}, std::move(stages));
   }
 
-  std::vector<float> run(std::size_t micro_batches, std::size_t threads, tb::Profile* profile = nullptr) {
-    tb::Engine e{tb::compile(g, pipe), {.host_threads = threads}};
+  std::vector<float> run(std::size_t micro_batches, std::size_t threads, tb::Profile* profile = nullptr,
+                         std::string const& cache = {}, bool* loaded = nullptr) {
+    tb::Executable exe = tb::compile(g, {.cache_dir = cache}, pipe);
+    if (loaded) *loaded = exe.loaded_from_cache();
+    tb::Engine e{std::move(exe), {.host_threads = threads}};
     for (std::size_t k = 0; k < 3; ++k) e.write(w[k], weights(k));
     std::vector<float> const data = inputs(micro_batches);
     std::vector<float> result(micro_batches * rows * width);
@@ -109,6 +116,25 @@ TEST_CASE("a pipeline computes what the same network computes on one IPU, bitwis
       CHECK(p.run(m, threads) == expect);
     }
   }
+}
+
+TEST_CASE("a pipeline in the executable cache: stored, loaded, and run to the same results and estimates") {
+  std::size_t const m = 4;
+  auto const dir = std::filesystem::temp_directory_path() / ("tilebsp_pipeline_cache_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::vector<float> results[2];
+  tb::Profile profiles[2];
+  for (int round = 0; round < 2; ++round) {
+    Piped p(m);  // the same graph built again, as a second process would
+    bool loaded = false;
+    results[round] = p.run(m, 2, &profiles[round], dir.string(), &loaded);
+    CHECK(loaded == (round == 1));
+  }
+  CHECK(results[0] == results[1]);
+  CHECK(profiles[0].estimated_cycles() == profiles[1].estimated_cycles());
+  REQUIRE(profiles[1].stages.size() == 3);
+  for (std::size_t k = 0; k < 3; ++k) CHECK(profiles[0].stages[k].est_cycles == profiles[1].stages[k].est_cycles);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a pipeline step costs its slowest IPU plus the transfers and one sync across the IPUs") {
