@@ -483,10 +483,30 @@ inline std::vector<std::uint64_t> block_cycles(Config const& c, std::size_t thre
   return r;
 }
 
+/// Bytes of each block's parameters (the stem's with the first block, the classifier's with the last), in `c.dtype`.
+inline std::vector<std::uint64_t> block_parameter_bytes(Config const& c) {
+  Weights const w = layout(c);
+  auto const conv = [&](ConvLayer const& l) {
+    auto const& p = l.params;
+    return tb::product(p.weights_shape()) + static_cast<std::size_t>(p.output_channels * p.groups);  // with a bias
+  };
+  std::vector<std::uint64_t> r;
+  for (auto const& b : w.blocks)
+    r.push_back(conv(b.reduce) + conv(b.grouped) + conv(b.expand) + (b.shortcut ? conv(*b.shortcut) : 0));
+  if (!r.empty()) {
+    r.front() += conv(w.stem);
+    r.back() += 2048 * static_cast<std::uint64_t>(c.classes) + static_cast<std::uint64_t>(c.classes);
+  }
+  for (auto& x : r) x *= tb::size_of(c.dtype);
+  return r;
+}
+
 /// The split of `blocks.size()` blocks into `ipus` stages (check_split's form) that minimises the slowest stage's
 /// cycles plus the costliest transfer between stages (a pipeline step's estimate): block i's input crosses an
-/// IPU-Link when a stage begins at i; the first stage streams the images in and the last the logits out. Exact (a
-/// dynamic programme per bound on the transfer).
+/// IPU-Link when a stage begins at i; the first stage streams the images in and the last the logits out. Within
+/// memory: a stage's parameters (always live) may take at most half its IPU's memory, the rest left to activations
+/// and temporaries (compile's memory report then checks every tile). Exact (a dynamic programme per bound on the
+/// transfer). Throws option_error when no split fits.
 inline std::vector<int> balanced_split(Config const& c, std::vector<std::uint64_t> const& blocks, std::size_t ipus,
                                        tb::Target const& t) {
   std::size_t const n = blocks.size();
@@ -500,8 +520,10 @@ inline std::vector<int> balanced_split(Config const& c, std::vector<std::uint64_
                          static_cast<double>(tb::size_of(c.dtype));
     transfer[i] = static_cast<std::uint64_t>(bytes / t.inter_ipu_bytes_per_cycle) + t.inter_ipu_latency_cycles;
   }
-  std::vector<std::uint64_t> prefix(n + 1, 0);
-  for (std::size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + blocks[i];
+  std::vector<std::uint64_t> prefix(n + 1, 0), bytes(n + 1, 0);
+  auto const params = block_parameter_bytes(c);
+  for (std::size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + blocks[i], bytes[i + 1] = bytes[i] + params.at(i);
+  std::uint64_t const budget = t.bytes_per_tile * t.tiles_per_ipu / 2;
   // The first stage also streams the images in, the last the logits out (over the host link).
   auto const stream = [&](double elements) {
     return static_cast<std::uint64_t>(elements * static_cast<double>(tb::size_of(c.dtype)) / t.host_bytes_per_cycle) +
@@ -521,7 +543,7 @@ inline std::vector<int> balanced_split(Config const& c, std::vector<std::uint64_
     for (std::size_t k = 1; k <= ipus; ++k)
       for (std::size_t j = 1; j <= n; ++j)
         for (std::size_t i = k - 1; i < j; ++i) {
-          if (dp[k - 1][i] == inf || (i > 0 && transfer[i] > bound)) continue;
+          if (dp[k - 1][i] == inf || (i > 0 && transfer[i] > bound) || bytes[j] - bytes[i] > budget) continue;
           std::uint64_t const v = std::max(dp[k - 1][i], prefix[j] - prefix[i]);
           if (v < dp[k][j]) dp[k][j] = v, from[k][j] = i;
         }
@@ -530,6 +552,9 @@ inline std::vector<int> balanced_split(Config const& c, std::vector<std::uint64_
     best.assign(ipus - 1, 0);
     for (std::size_t k = ipus, j = n; k > 1; --k) j = from[k][j], best[k - 2] = static_cast<int>(j);
   }
+  if (best.empty())
+    throw tb::option_error("resnext: no split of " + std::to_string(n) + " blocks over " + std::to_string(ipus) +
+                           " IPUs keeps each stage's parameters within half an IPU's memory");
   return best;
 }
 

@@ -308,6 +308,19 @@ TEST_CASE("resnext: pipeline splits, manual and balanced") {
   auto const three = resnext::balanced_split(c, {100000, 100000, 100000, 100000, 100000}, 3, t);
   REQUIRE(three.size() == 2);
   CHECK(three[0] < three[1]);
+  // Within memory: a stage's parameters take at most half an IPU. The small network's f32 blocks hold 141 KB,
+  // 36 KB, 636 KB, 2.5 MB and 10.2 MB: on IPUs of 160 tiles x 128 KiB (10.5 MB for parameters) the last block needs a
+  // stage of its own, though by cycles it would join the cheap blocks before it.
+  auto const bytes = resnext::block_parameter_bytes(c);
+  REQUIRE(bytes.size() == 5);
+  CHECK(bytes[0] > bytes[1]);  // the stem's weights come with the first block
+  tb::Target const small_ipus = tb::targets::tiny(160, 128 * 1024, 3);
+  auto const fitted = resnext::balanced_split(c, {100000, 100000, 100000, 100, 100}, 3, small_ipus);
+  CHECK(fitted == std::vector<int>{1, 4});  // [0] (with the image stream), [1, 3], [4]
+  CHECK(resnext::balanced_split(c, {100000, 100000, 100000, 100, 100}, 3, tb::targets::ipu_mk2(3)) == std::vector<int>{1, 2});
+  CHECK_THROWS_WITH_AS(resnext::balanced_split(c, {1, 1, 1, 1, 1}, 2, tb::targets::tiny(1, 1024, 2)),
+                       "resnext: no split of 5 blocks over 2 IPUs keeps each stage's parameters within half an IPU's memory",
+                       tb::option_error);
   // Per-block estimates from the compiled blocks: positive, one per block.
   auto const cycles = resnext::block_cycles(c, 2);
   CHECK(cycles.size() == 5);
