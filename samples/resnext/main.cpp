@@ -169,15 +169,7 @@ int run(Options const& o) {
     program = tb::repeat(bps, tb::seq(tb::stream_in(images, model.input), std::move(parts[0]),
                                       tb::stream_out(model.logits, logits)));
   } else {
-    std::vector<tb::Stage> stages;
-    for (std::size_t s = 0; s < parts.size(); ++s) {
-      tb::Sequence body;
-      if (s == 0) body.add(tb::stream_in(images, model.input));
-      body.add(std::move(parts[s]));
-      if (s + 1 == parts.size()) body.add(tb::stream_out(model.logits, logits));
-      stages.push_back({g.shard(s), std::move(body), model.receives[s]});
-    }
-    program = tb::pipeline({.micro_batches = bps}, std::move(stages));
+    program = tb::pipeline({.micro_batches = bps}, resnext::pipeline_stages(g, model, std::move(parts), images, logits));
   }
   double const build_s = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();

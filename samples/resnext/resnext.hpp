@@ -466,6 +466,21 @@ inline Model build(tb::Graph& g, tb::Sequence& prog, Config const& c) {
   return m;
 }
 
+/// The stages of a pipeline of the network built by build(g, parts, c, split): stage s runs parts[s] on IPU s,
+/// the first streaming `input` in from `images`, the last streaming the logits out to `logits`.
+inline std::vector<tb::Stage> pipeline_stages(tb::Graph const& g, Model const& m, std::vector<tb::Sequence> parts,
+                                              tb::Fifo const& images, tb::Fifo const& logits) {
+  std::vector<tb::Stage> stages;
+  for (std::size_t s = 0; s < parts.size(); ++s) {
+    tb::Sequence body;
+    if (s == 0) body.add(tb::stream_in(images, m.input));
+    body.add(std::move(parts[s]));
+    if (s + 1 == parts.size()) body.add(tb::stream_out(m.logits, logits));
+    stages.push_back({g.shard(s), std::move(body), m.receives[s]});
+  }
+  return stages;
+}
+
 /// Each block's estimated cycles on one IPU (the stem counted with the first block, the classifier with the last):
 /// every block compiled as its own program on an IPU Mk2 (planning is per IPU, so a block costs the same on any
 /// stage), on `threads` host threads.

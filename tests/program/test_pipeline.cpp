@@ -30,6 +30,18 @@ tb::Tensor layer(tb::Graph& g, tb::Sequence& prog, tb::Tensor const& x, tb::Tens
 std::vector<float> weights(std::size_t k) { return tbt::values<float>(width * width, false, 100 + static_cast<unsigned>(k)); }
 std::vector<float> inputs(std::size_t micro_batches) { return tbt::values<float>(micro_batches * rows * width, false, 7); }
 
+/// Writes the layers' weights, runs `e` over `micro_batches` inputs through `in` and returns what `out` received.
+std::vector<float> feed_and_run(tb::Engine& e, std::vector<tb::Tensor> const& w, tb::Fifo const& in, tb::Fifo const& out,
+                                std::size_t micro_batches) {
+  for (std::size_t k = 0; k < w.size(); ++k) e.write(w[k], weights(k));
+  std::vector<float> const data = inputs(micro_batches);
+  std::vector<float> result(micro_batches * rows * width);
+  e.connect(in, data, false);
+  e.connect(out, result, false);
+  e.run();
+  return result;
+}
+
 /// The three layers on one IPU, `micro_batches` times over (the reference).
 std::vector<float> unpipelined(std::size_t micro_batches) {
   tb::Graph g{tb::targets::tiny(tiles, 64 * 1024)};
@@ -43,13 +55,7 @@ std::vector<float> unpipelined(std::size_t micro_batches) {
   auto out = g.add_device_to_host_fifo<float>("out", h.num_elements());
   tb::Engine e{tb::compile(g, tb::repeat(micro_batches, tb::seq(tb::stream_in(in, x), std::move(net), tb::stream_out(h, out)))),
                {.host_threads = 2}};
-  for (std::size_t k = 0; k < 3; ++k) e.write(w[k], weights(k));
-  std::vector<float> const data = inputs(micro_batches);
-  std::vector<float> result(micro_batches * rows * width);
-  e.connect(in, data, false);
-  e.connect(out, result, false);
-  e.run();
-  return result;
+  return feed_and_run(e, w, in, out, micro_batches);
 }
 
 /// The same layers as a pipeline of three stages, one per IPU of a three-IPU target.
@@ -93,12 +99,7 @@ struct Piped {
     tb::Executable exe = tb::compile(g, {.cache_dir = cache}, pipe);
     if (loaded) *loaded = exe.loaded_from_cache();
     tb::Engine e{std::move(exe), {.host_threads = threads}};
-    for (std::size_t k = 0; k < 3; ++k) e.write(w[k], weights(k));
-    std::vector<float> const data = inputs(micro_batches);
-    std::vector<float> result(micro_batches * rows * width);
-    e.connect(in, data, false);
-    e.connect(out, result, false);
-    e.run();
+    std::vector<float> result = feed_and_run(e, w, in, out, micro_batches);
     if (profile) *profile = e.profile();
     return result;
   }

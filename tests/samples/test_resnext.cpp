@@ -156,15 +156,8 @@ std::vector<float> run_pipelined(resnext::Config const& c, resnext::Weights cons
   m.set_values(resnext::fold_parameters(w));
   auto in = g.add_host_to_device_fifo<T>("images", m.input.num_elements());
   auto out = g.add_device_to_host_fifo<T>("logits", m.logits.num_elements());
-  std::vector<tb::Stage> stages;
-  for (std::size_t s = 0; s < parts.size(); ++s) {
-    tb::Sequence body;
-    if (s == 0) body.add(tb::stream_in(in, m.input));
-    body.add(std::move(parts[s]));
-    if (s + 1 == parts.size()) body.add(tb::stream_out(m.logits, out));
-    stages.push_back({g.shard(s), std::move(body), m.receives[s]});
-  }
-  tb::Engine e{tb::compile(g, tb::pipeline({.micro_batches = std::max<std::size_t>(2, parts.size())}, std::move(stages))),
+  std::size_t const micro_batches = std::max<std::size_t>(2, parts.size());
+  tb::Engine e{tb::compile(g, tb::pipeline({.micro_batches = micro_batches}, resnext::pipeline_stages(g, m, std::move(parts), in, out))),
                {.host_threads = threads}};
   m.write_parameters(e);
   std::vector<T> host_in(images.begin(), images.end());

@@ -26,7 +26,6 @@ namespace tilebsp::program::detail {
 // Besides the names compile.hpp imports:
 using plan::detail::exchange_cycles;
 using plan::detail::sync_cycles;
-using core::detail::VariableMapping;
 
 TILEBSP_INLINE void check_mapped(GraphImpl const& g, std::size_t threads) {
   // Each variable's queued assignments are resolved here, on up to `threads` threads (variables are independent),
@@ -91,13 +90,9 @@ TILEBSP_INLINE std::uint64_t vertex_state_bytes(VertexRecord const& rec) {
 
 TILEBSP_INLINE std::vector<std::uint32_t> ipus_of(GraphImpl const& g, Tensor const& x) {
   std::vector<char> seen(g.target.ipus, 0);
-  x.for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
-    VariableMapping::Cursor c(g.variables[var].mapping);
-    auto const visit = [&](std::uint32_t tile, std::int64_t) { seen[g.target.ipu_of(tile)] = 1; };
-    if (stride == 1 || count == 1) c.count(start, start + count, visit);
-    else if (stride == -1) c.count(start - count + 1, start + 1, visit);
-    else
-      for (std::int64_t i = 0; i < count; ++i) c.count(start + i * stride, start + i * stride + 1, visit);
+  for_each_tile_of(g, x, [&](std::uint32_t, std::uint32_t tile, std::int64_t) {
+    seen[g.target.ipu_of(tile)] = 1;
+    return true;
   });
   std::vector<std::uint32_t> r;
   for (std::uint32_t i = 0; i < seen.size(); ++i)

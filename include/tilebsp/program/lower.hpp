@@ -162,6 +162,24 @@ struct PieceCursor {
   }
 };
 
+/// Calls f(var, tile, elements) for the mapped elements of `t`, a run of one tile's elements at a time (a strided
+/// run element by element); f returns false to stop early.
+template <class F>
+void for_each_tile_of(GraphImpl const& g, Tensor const& t, F&& f) {
+  bool go = true;
+  t.for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
+    if (!go) return;
+    VariableMapping::Cursor c(g.variables[var].mapping);
+    auto const visit = [&](std::uint32_t tile, std::int64_t n) {
+      if (go) go = f(var, tile, n);
+    };
+    if (stride == 1 || count == 1) c.count(start, start + count, visit);
+    else if (stride == -1) c.count(start - count + 1, start + 1, visit);
+    else
+      for (std::int64_t i = 0; i < count && go; ++i) c.count(start + i * stride, start + i * stride + 1, visit);
+  });
+}
+
 /// Calls f(offset, tile) at each point along a strided run where the owning tile changes (unmapped elements are
 /// skipped): one lookup per piece of the mapping the run crosses, not per element.
 template <class F>

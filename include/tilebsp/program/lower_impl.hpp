@@ -741,17 +741,10 @@ TILEBSP_INLINE void Lowering::check_branch(Branch const& b) const {
   // The first element of `x` outside the stage's IPU: (its variable, its tile), or tile -1.
   auto const foreign = [&](Tensor const& x) {
     std::pair<std::uint32_t, std::int64_t> found{0, -1};
-    x.for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
-      if (found.second >= 0) return;
-      VariableMapping::Cursor c(g_.variables[var].mapping);
-      auto const visit = [&](std::uint32_t tile, std::int64_t) {
-        if (found.second < 0 && t.ipu_of(tile) != b.ipu) found = {var, tile};
-      };
-      if (stride == 1 || count == 1) c.count(start, start + count, visit);
-      else if (stride == -1) c.count(start - count + 1, start + 1, visit);
-      else
-        for (std::int64_t i = 0; i < count && found.second < 0; ++i)
-          c.count(start + i * stride, start + i * stride + 1, visit);
+    for_each_tile_of(g_, x, [&](std::uint32_t var, std::uint32_t tile, std::int64_t) {
+      if (t.ipu_of(tile) == b.ipu) return true;
+      found = {var, tile};
+      return false;
     });
     return found;
   };
