@@ -20,6 +20,7 @@
 #include <tilebsp/vertex/fields.hpp>
 #include <tilebsp/vertex/reflect.hpp>
 
+#include <tilebsp/program/collective.hpp>
 #include <tilebsp/program/compile.hpp>
 #include <tilebsp/program/host_context.hpp>
 #include <tilebsp/program/host_path.hpp>
@@ -27,12 +28,14 @@
 #include <tilebsp/program/pipeline.hpp>
 #include <tilebsp/program/programs.hpp>
 
+#include <tilebsp/exec/communicator.hpp>
 #include <tilebsp/exec/engine.hpp>
 #include <tilebsp/exec/profile.hpp>
 
 #include <tilebsp/expr/eval.hpp>
 #include <tilebsp/expr/expr.hpp>
 
+#include <tilebsp/ops/collective.hpp>
 #include <tilebsp/ops/conv.hpp>
 #include <tilebsp/ops/loss.hpp>
 #include <tilebsp/ops/map.hpp>

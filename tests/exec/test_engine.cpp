@@ -278,7 +278,7 @@ TEST_CASE("a host path runs its task in place of its body, which still defines t
   // A body with control flow cannot be replaced by one task: the model could not count its steps.
   CHECK_THROWS_WITH_AS(tb::compile(g, tb::host_path("looped", add_on_host(x, 2.0f), tb::repeat(2, tb::execute(inc)))),
                        "host_path: the body of 'looped' is not straight-line supersteps (it has a repeat, branch, "
-                       "stream, host callback or host path)",
+                       "stream, host callback, collective or host path)",
                        tb::error);
 }
 

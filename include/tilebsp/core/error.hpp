@@ -42,5 +42,10 @@ struct out_of_memory : error {
 struct option_error : error {
   using error::error;
 };
+/// Replicas that cannot go on together: another process failed, left or did not answer in time; processes whose
+/// executables differ; replicas whose control flow diverged.
+struct replica_error : error {
+  using error::error;
+};
 
 }  // namespace tilebsp

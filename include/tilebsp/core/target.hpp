@@ -20,6 +20,10 @@ struct Target {
   double exchange_bytes_per_cycle = 4;      ///< per tile, on one IPU (send and receive each)
   double inter_ipu_bytes_per_cycle = 48;    ///< per IPU pair and direction (64 GB/s of IPU-Links at 1.33 GHz)
   std::size_t inter_ipu_latency_cycles = 1000;  ///< added once to an exchange that crosses IPU-Links
+  /// Replicas: their collectives run over IPU-Links while all replicas' IPUs are within one IPU-POD (64 IPUs: 16
+  /// IPU-M2000s joined by IPU-Links), else over the GW-Links between pods (100 Gb/s, 9.4 bytes per cycle).
+  std::size_t ipus_per_pod = 64;
+  double gateway_bytes_per_cycle = 9.4;
   double host_bytes_per_cycle = 24;         ///< host link (PCIe Gen4 x16, ~32 GB/s at 1.33 GHz)
   double f32_macs_per_cycle = 16;           ///< per tile, f32 operands (accumulating matmul/conv unit)
   double f16_macs_per_cycle = 64;           ///< per tile, f16 operands

@@ -5,6 +5,11 @@
 #include <tilebsp/config.hpp>
 #include <tilebsp/exec/detail/engine_core.hpp>
 #include <tilebsp/exec/engine.hpp>
+#include <tilebsp/program/collective.hpp>
+#include <tilebsp/program/executable_cache.hpp>
+
+#include <array>
+#include <span>
 
 #include <algorithm>
 #include <chrono>
@@ -18,11 +23,28 @@
 
 namespace tilebsp {
 
-TILEBSP_INLINE exec::detail::EngineCore::EngineCore(Executable exe, EngineOptions const& opt, HostContext& host)
-    : exe_(std::move(exe)), s_(exe_.schedule()), g_(*s_.graph), host_(host), threads_(static_cast<unsigned>(opt.host_threads ? opt.host_threads : std::max(1u, std::thread::hardware_concurrency()))), profiling_(opt.profiling), host_kernels_(opt.host_kernels), team_(threads_), barrier_(threads_) {
-  for (auto const& v : g_.variables) {
-    data_.push_back(exec::detail::allocate(static_cast<std::size_t>(v.size) * size_of(v.type)));
-    if (v.constant && !v.initial.empty()) std::memcpy(data_.back().get(), v.initial.data(), v.initial.size());
+TILEBSP_INLINE exec::detail::EngineCore::EngineCore(Executable exe, EngineOptions const& opt)
+    : exe_(std::move(exe)), s_(exe_.schedule()), g_(*s_.graph), threads_(static_cast<unsigned>(opt.host_threads ? opt.host_threads : std::max(1u, std::thread::hardware_concurrency()))), profiling_(opt.profiling), host_kernels_(opt.host_kernels), comm_(opt.communicator), team_(threads_), barrier_(threads_) {
+  replicas_ = s_.replicas;
+  local_ = replicas_;
+  if (comm_) {
+    std::size_t const p = comm_->size();
+    if (p == 0 || replicas_ % p != 0)
+      throw replica_error("engine: the executable has " + std::to_string(replicas_) + " replica(s), which " +
+                          std::to_string(p) + " processes cannot share evenly (CompileOptions::replicas must be a "
+                          "multiple of the number of processes)");
+    local_ = replicas_ / p;
+    first_ = comm_->rank() * local_;
+    check_processes();
+  }
+  reps_.resize(local_);
+  for (std::size_t l = 0; l < local_; ++l) {
+    auto& r = reps_[l];
+    for (auto const& v : g_.variables) {
+      r.data.push_back(exec::detail::allocate(static_cast<std::size_t>(v.size) * size_of(v.type)));
+      if (v.constant && !v.initial.empty()) std::memcpy(r.data.back().get(), v.initial.data(), v.initial.size());
+    }
+    r.context = std::make_unique<ReplicaContext>(*this, l);
   }
   mark_program_writes();
   bind_host_paths();
@@ -43,7 +65,7 @@ TILEBSP_INLINE exec::detail::EngineCore::EngineCore(Executable exe, EngineOption
       std::fill(team[b.program].begin() + b.begin, team[b.program].begin() + b.end, gr.size(gr.of_slot(b.slot)));
     }
   // Compute sets and exchanges that only a bound host path's body reaches are never run: not bound either (no
-  // vertex objects, staging or copy lists).
+  // vertex objects, staging or copy lists). Host paths are bound alike in every replica.
   std::vector<std::vector<unsigned>> cs_runs(s_.compute_sets.size()), ex_runs(s_.exchanges.size());
   auto const note = [](std::vector<unsigned>& teams, unsigned n) {
     if (std::find(teams.begin(), teams.end(), n) == teams.end()) teams.push_back(n);
@@ -52,7 +74,7 @@ TILEBSP_INLINE exec::detail::EngineCore::EngineCore(Executable exe, EngineOption
     auto const& p = s_.programs[pi];
     for (std::size_t pc = 0; pc < p.code.size(); ++pc) {
       auto const& in = p.code[pc];
-      if (in.op == program::detail::Op::host_path && paths_[static_cast<std::size_t>(in.a)]) {
+      if (in.op == program::detail::Op::host_path && reps_[0].paths[static_cast<std::size_t>(in.a)]) {
         pc = static_cast<std::size_t>(in.b) - 1;
       } else if (in.op == program::detail::Op::superstep) {
         if (in.a >= 0) note(cs_runs[static_cast<std::size_t>(in.a)], team[pi][pc]);
@@ -67,10 +89,15 @@ TILEBSP_INLINE exec::detail::EngineCore::EngineCore(Executable exe, EngineOption
   for (std::size_t i = 0; i < ex_runs.size(); ++i)
     for (unsigned n : ex_runs[i]) ex_[i].emplace_back(n, bind_exchange(s_.exchanges[i], n));
   fifos_.resize(g_.fifos.size());
+  for (auto& f : fifos_) f = std::vector<FifoConnection>(local_);
+  fifo_shared_.assign(g_.fifos.size(), 1);
   // Flags of repeat_while / if_ are single elements: resolve their host addresses once.
-  for (auto const& t : s_.slots) {
-    auto const runs = t.runs();
-    flags_.push_back(runs.size() == 1 ? at(runs[0].var, runs[0].start, size_of(t.element_type())) : nullptr);
+  for (auto& r : reps_) {
+    std::size_t const l = static_cast<std::size_t>(&r - reps_.data());
+    for (auto const& t : s_.slots) {
+      auto const runs = t.runs();
+      r.flags.push_back(runs.size() == 1 ? at(l, runs[0].var, runs[0].start, size_of(t.element_type())) : nullptr);
+    }
   }
   counters_.assign(threads_, std::vector<std::int64_t>(s_.counters, 0));
   for (auto const& p : s_.programs) {
@@ -79,21 +106,55 @@ TILEBSP_INLINE exec::detail::EngineCore::EngineCore(Executable exe, EngineOption
   }
 }
 
+TILEBSP_INLINE void exec::detail::EngineCore::check_processes() {
+  // Every process sends its executable's fingerprint to every other; all compare them with rank 0's.
+  auto const mine = program::detail::schedule_fingerprint(s_);
+  std::size_t const p = comm_->size();
+  std::vector<std::array<std::uint64_t, 2>> got(p);
+  std::array<std::uint64_t, 2> const send{mine.name, mine.check};
+  std::vector<std::span<std::byte const>> out(p, std::as_bytes(std::span(send)));
+  std::vector<std::span<std::byte>> in;
+  for (auto& x : got) in.push_back(std::as_writable_bytes(std::span(x)));
+  comm_->exchange(out, in);
+  std::string differ;
+  for (std::size_t r = 1; r < p; ++r)
+    if (got[r] != got[0]) differ += (differ.empty() ? "" : ", ") + std::to_string(r);
+  if (!differ.empty())
+    throw replica_error("engine: the executable of rank(s) " + differ + " differs from rank 0's (another graph, "
+                        "programs, target or replica count): every process must compile the same program");
+}
+
 TILEBSP_INLINE void exec::detail::EngineCore::run(std::size_t program) {
   if (program >= s_.programs.size())
     throw index_error("run: program " + std::to_string(program) + " out of range (the executable has " +
                       std::to_string(s_.programs.size()) + " programs)");
   for (auto f : s_.programs[program].fifos)
-    if (!fifos_[f].connected)
-      throw stream_error("run: program " + std::to_string(program) + " streams through FIFO '" + g_.fifos[f].name +
-                         "', which is not connected (Engine::connect)");
+    for (std::size_t l = 0; l < (fifo_shared_[f] ? 1 : local_); ++l)
+      if (!fifos_[f][l].connected)
+        throw stream_error("run: program " + std::to_string(program) + " streams through FIFO '" + g_.fifos[f].name +
+                           "', which is not connected" +
+                           (fifo_shared_[f] ? std::string() : " for replica " + std::to_string(first_ + l)) +
+                           " (Engine::connect)");
   error_ = nullptr;
   auto job = [this, program](unsigned tid) { execute(program, tid); };
   team_.run(job);
   // A prefetch in flight completes before run returns: callbacks never run outside Engine::run, so what they
   // capture need only outlive the run (its data is kept for the next run's first transfer).
-  for (auto& c : fifos_) c.wait();
-  if (error_) std::rethrow_exception(error_);
+  for (auto& f : fifos_)
+    for (auto& c : f) c.wait();
+  if (error_) {
+    // The other processes must not wait for this one at their next collective.
+    if (comm_) {
+      try {
+        std::rethrow_exception(error_);
+      } catch (std::exception const& e) {
+        comm_->fail(e.what());
+      } catch (...) {
+        comm_->fail("a non-standard exception");
+      }
+    }
+    std::rethrow_exception(error_);
+  }
 }
 
 TILEBSP_INLINE Profile exec::detail::EngineCore::profile() const {
@@ -101,6 +162,7 @@ TILEBSP_INLINE Profile exec::detail::EngineCore::profile() const {
   p.target = g_.target;
   p.host_threads = threads_;
   p.host_timing = profiling_;
+  p.replicas = replicas_, p.first_replica = first_, p.local_replicas = local_;
   p.memory = exe_.memory();
   Target const& t = g_.target;
   for (std::size_t pi = 0; pi < s_.programs.size(); ++pi) {
@@ -150,8 +212,17 @@ TILEBSP_INLINE Profile exec::detail::EngineCore::profile() const {
         case program::detail::Op::host_path:
           sp.kind = "host_path";
           sp.label = "host path '" + s_.host_paths[static_cast<std::size_t>(in.a)].name + "'" +
-                     (paths_[static_cast<std::size_t>(in.a)] ? "" : " (body runs)");
+                     (reps_[0].paths[static_cast<std::size_t>(in.a)] ? "" : " (body runs)");
           break;
+        case program::detail::Op::collective: {
+          auto const& c = s_.collectives[static_cast<std::size_t>(in.a)];
+          Tensor const& tn = s_.slots[static_cast<std::size_t>(c.slot)];
+          sp.kind = "collective";
+          sp.collective_bytes = tn.num_elements() * size_of(tn.element_type());
+          sp.label = std::string("cross-replica ") + name_of(static_cast<CollectiveOp>(c.op)) + " '" + c.name + "' " +
+                     std::to_string(sp.collective_bytes) + " B";
+          break;
+        }
         case program::detail::Op::parallel: {
           sp.kind = "pipeline_step";
           sp.label = "pipeline step: stages";
@@ -177,34 +248,36 @@ TILEBSP_INLINE Profile exec::detail::EngineCore::profile() const {
   return p;
 }
 
-TILEBSP_INLINE void exec::detail::EngineCore::read_bytes(Tensor const& t, void* dst, std::size_t bytes) const {
+TILEBSP_INLINE void exec::detail::EngineCore::read_bytes(std::size_t local, Tensor const& t, void* dst, std::size_t bytes) const {
   check_access("read", t, bytes);
   auto* out = static_cast<std::byte*>(dst);
   std::size_t const eb = size_of(t.element_type());
   t.for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
-    exec::detail::run_copy({data_[var].get() + start * static_cast<std::int64_t>(eb), out, stride * static_cast<std::int64_t>(eb),
+    exec::detail::run_copy({at(local, var, start, eb), out, stride * static_cast<std::int64_t>(eb),
                       static_cast<std::int64_t>(eb), count, static_cast<std::uint32_t>(eb)});
     out += count * static_cast<std::int64_t>(eb);
   });
 }
 
-TILEBSP_INLINE void exec::detail::EngineCore::write_bytes(Tensor const& t, void const* src, std::size_t bytes) {
+TILEBSP_INLINE void exec::detail::EngineCore::write_bytes(std::size_t local, Tensor const& t, void const* src, std::size_t bytes) {
   check_access("write", t, bytes);
   auto const* in = static_cast<std::byte const*>(src);
   std::size_t const eb = size_of(t.element_type());
   t.for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
     if (g_.variables[var].constant) throw error("write: '" + g_.variables[var].name + "' is a constant");
-    if (host_writes_[var]) ++*host_writes_[var];
-    exec::detail::run_copy({in, data_[var].get() + start * static_cast<std::int64_t>(eb), static_cast<std::int64_t>(eb),
+    if (auto& w = reps_[local].host_writes[var]) ++*w;
+    exec::detail::run_copy({in, at(local, var, start, eb), static_cast<std::int64_t>(eb),
                       stride * static_cast<std::int64_t>(eb), count, static_cast<std::uint32_t>(eb)});
     in += count * static_cast<std::int64_t>(eb);
   });
 }
 
 TILEBSP_INLINE void exec::detail::EngineCore::bind_host_paths() {
-  HostBinding const at{[this](std::uint32_t var) { return data_.at(var).get(); },
-                       [this](std::uint32_t var) { return host_writes_.at(var) ? &*host_writes_[var] : nullptr; }};
-  for (auto const& hp : s_.host_paths) paths_.push_back(host_kernels_ && hp.kernel ? hp.kernel.bind(at) : HostTask{});
+  for (auto& r : reps_) {
+    HostBinding const at{[&r](std::uint32_t var) { return r.data.at(var).get(); },
+                         [&r](std::uint32_t var) { return r.host_writes.at(var) ? &*r.host_writes[var] : nullptr; }};
+    for (auto const& hp : s_.host_paths) r.paths.push_back(host_kernels_ && hp.kernel ? hp.kernel.bind(at) : HostTask{});
+  }
 }
 
 TILEBSP_INLINE void exec::detail::EngineCore::mark_program_writes() {
@@ -217,9 +290,15 @@ TILEBSP_INLINE void exec::detail::EngineCore::mark_program_writes() {
     for (auto const& in : p.code)
       if (in.op == program::detail::Op::stream_in)
         for (auto const& r : s_.slots[static_cast<std::size_t>(in.b)].runs()) written[r.var] = true;
-  host_writes_.resize(g_.variables.size());
   for (std::size_t v = 0; v < written.size(); ++v)
-    if (!written[v]) host_writes_[v] = 1;
+    for (auto const& c : s_.collectives)
+      s_.slots[static_cast<std::size_t>(c.slot)].for_each_run(
+          [&](std::uint32_t var, std::int64_t, std::int64_t, std::int64_t) { written[var] = true; });
+  for (auto& r : reps_) {
+    r.host_writes.resize(g_.variables.size());
+    for (std::size_t v = 0; v < written.size(); ++v)
+      if (!written[v]) r.host_writes[v] = 1;
+  }
 }
 
 TILEBSP_INLINE void exec::detail::EngineCore::check_access(char const* op, Tensor const& t, std::size_t bytes) const {
@@ -233,12 +312,12 @@ TILEBSP_INLINE void exec::detail::EngineCore::check_access(char const* op, Tenso
     throw shape_error(std::string(op) + ": the tensor has " + std::to_string(t.num_elements()) + " elements");
 }
 
-TILEBSP_INLINE std::vector<exec::detail::CopyOp> exec::detail::EngineCore::tensor_ops(std::vector<core::detail::Run> const& runs, std::byte* buffer,
+TILEBSP_INLINE std::vector<exec::detail::CopyOp> exec::detail::EngineCore::tensor_ops(std::size_t local, std::vector<core::detail::Run> const& runs, std::byte* buffer,
                                                              std::uint32_t eb, bool to_buffer) const {
   std::vector<exec::detail::CopyOp> ops;
   std::int64_t off = 0;
   for (auto const& r : runs) {
-    std::byte* p = at(r.var, r.start, eb);
+    std::byte* p = at(local, r.var, r.start, eb);
     std::byte* b = buffer + off * eb;
     ops.push_back(to_buffer ? exec::detail::CopyOp{p, b, r.stride * eb, eb, r.count, eb}
                             : exec::detail::CopyOp{b, p, eb, r.stride * eb, r.count, eb});
@@ -261,72 +340,75 @@ TILEBSP_INLINE exec::detail::ExchangeExec const& exec::detail::EngineCore::excha
 
 TILEBSP_INLINE exec::detail::ComputeSetExec exec::detail::EngineCore::bind_compute_set(program::detail::ComputeSetPlan const& plan, unsigned team) {
   exec::detail::ComputeSetExec e;
-  std::size_t arena = 0;
-  for (auto const& pv : plan.vertices) {
-    auto const* ops = g_.vertices[pv.record].ops;
-    arena = (arena + ops->align - 1) / ops->align * ops->align + ops->size;
-  }
-  arenas_.push_back(exec::detail::allocate(arena));
-  std::byte* base = arenas_.back().get();
-  std::size_t off = 0;
-  for (auto const& pv : plan.vertices) {
-    auto const& rec = g_.vertices[pv.record];
-    auto const* ops = rec.ops;
-    off = (off + ops->align - 1) / ops->align * ops->align;
-    void* obj = base + off;
-    off += ops->size;
-    ops->copy_construct(obj, rec.prototype.get());
-    objects_.emplace_back(ops, obj);
-    exec::detail::WorkItem item{rec.tile, ops->size, ops->compute, obj, 1, static_cast<std::uint32_t>(e.gathers.size()), 0,
-                          static_cast<std::uint32_t>(e.scatters.size()), 0, pv.cycles};
-    std::vector<core::detail::FieldBinding> b(rec.fields.size());
-    for (std::uint32_t fi = 0; fi < rec.fields.size(); ++fi) {
-      auto const& f = rec.fields[fi];
-      if (f.kind == core::detail::FieldKind::param) continue;
-      std::vector<core::detail::FieldBinding> items(rec.tensors_of(f).size());
-      for (std::uint32_t k = 0; k < rec.tensors_of(f).size(); ++k) {
-        auto const& t = rec.tensors_of(f)[k];
-        auto const eb = static_cast<std::uint32_t>(size_of(t.element_type()));
-        auto const* st = find_staging(pv, fi, k);
-        if (st) {
-          staging_.push_back(exec::detail::allocate(static_cast<std::size_t>(st->elements) * eb));
-          std::byte* buf = staging_.back().get();
-          auto const runs = t.runs();
-          if (st->gather)
-            for (auto const& op : tensor_ops(runs, buf, eb, true)) e.gathers.push_back(op);
-          if (st->scatter)
-            for (auto const& op : tensor_ops(runs, buf, eb, false)) e.scatters.push_back(op);
-          items[k] = {buf, static_cast<std::size_t>(st->elements)};
-          std::ptrdiff_t step = 1;
-          for (std::size_t d = f.rank; d-- > 0;) {
-            items[k].shape[d] = t.dim(d);
-            items[k].stride[d] = step;
-            step *= static_cast<std::ptrdiff_t>(t.dim(d));
+  // Every local replica's vertices, replica after replica, each bound to its replica's memory.
+  for (std::size_t l = 0; l < local_; ++l) {
+    std::size_t arena = 0;
+    for (auto const& pv : plan.vertices) {
+      auto const* ops = g_.vertices[pv.record].ops;
+      arena = (arena + ops->align - 1) / ops->align * ops->align + ops->size;
+    }
+    arenas_.push_back(exec::detail::allocate(arena));
+    std::byte* base = arenas_.back().get();
+    std::size_t off = 0;
+    for (auto const& pv : plan.vertices) {
+      auto const& rec = g_.vertices[pv.record];
+      auto const* ops = rec.ops;
+      off = (off + ops->align - 1) / ops->align * ops->align;
+      void* obj = base + off;
+      off += ops->size;
+      ops->copy_construct(obj, rec.prototype.get());
+      objects_.emplace_back(ops, obj);
+      exec::detail::WorkItem item{rec.tile, l, ops->size, ops->compute, obj, 1, static_cast<std::uint32_t>(e.gathers.size()), 0,
+                            static_cast<std::uint32_t>(e.scatters.size()), 0, pv.cycles};
+      std::vector<core::detail::FieldBinding> b(rec.fields.size());
+      for (std::uint32_t fi = 0; fi < rec.fields.size(); ++fi) {
+        auto const& f = rec.fields[fi];
+        if (f.kind == core::detail::FieldKind::param) continue;
+        std::vector<core::detail::FieldBinding> items(rec.tensors_of(f).size());
+        for (std::uint32_t k = 0; k < rec.tensors_of(f).size(); ++k) {
+          auto const& t = rec.tensors_of(f)[k];
+          auto const eb = static_cast<std::uint32_t>(size_of(t.element_type()));
+          auto const* st = find_staging(pv, fi, k);
+          if (st) {
+            staging_.push_back(exec::detail::allocate(static_cast<std::size_t>(st->elements) * eb));
+            std::byte* buf = staging_.back().get();
+            auto const runs = t.runs();
+            if (st->gather)
+              for (auto const& op : tensor_ops(l, runs, buf, eb, true)) e.gathers.push_back(op);
+            if (st->scatter)
+              for (auto const& op : tensor_ops(l, runs, buf, eb, false)) e.scatters.push_back(op);
+            items[k] = {buf, static_cast<std::size_t>(st->elements)};
+            std::ptrdiff_t step = 1;
+            for (std::size_t d = f.rank; d-- > 0;) {
+              items[k].shape[d] = t.dim(d);
+              items[k].stride[d] = step;
+              step *= static_cast<std::ptrdiff_t>(t.dim(d));
+            }
+          } else if (f.rank > 0) {
+            auto const a = *t.affine();  // planned as direct only when affine
+            items[k] = {at(l, a.var, a.start, eb), t.num_elements()};
+            for (std::size_t d = 0; d < f.rank; ++d) {
+              items[k].shape[d] = t.dim(d);
+              items[k].stride[d] = a.strides[d];
+            }
+          } else {
+            auto const runs = t.runs();
+            items[k] = {runs.empty() ? nullptr : at(l, runs[0].var, runs[0].start, eb), t.num_elements()};
           }
-        } else if (f.rank > 0) {
-          auto const a = *t.affine();  // planned as direct only when affine
-          items[k] = {at(a.var, a.start, eb), t.num_elements()};
-          for (std::size_t d = 0; d < f.rank; ++d) {
-            items[k].shape[d] = t.dim(d);
-            items[k].stride[d] = a.strides[d];
-          }
+        }
+        if (f.kind == core::detail::FieldKind::input_list) {
+          lists_.emplace_back(new core::detail::FieldBinding[std::max<std::size_t>(items.size(), 1)]);
+          std::copy(items.begin(), items.end(), lists_.back().get());
+          b[fi] = {lists_.back().get(), items.size()};
         } else {
-          auto const runs = t.runs();
-          items[k] = {runs.empty() ? nullptr : at(runs[0].var, runs[0].start, eb), t.num_elements()};
+          b[fi] = items[0];
         }
       }
-      if (f.kind == core::detail::FieldKind::input_list) {
-        lists_.emplace_back(new core::detail::FieldBinding[std::max<std::size_t>(items.size(), 1)]);
-        std::copy(items.begin(), items.end(), lists_.back().get());
-        b[fi] = {lists_.back().get(), items.size()};
-      } else {
-        b[fi] = items[0];
-      }
+      ops->bind(obj, b.data());
+      item.gather_end = static_cast<std::uint32_t>(e.gathers.size());
+      item.scatter_end = static_cast<std::uint32_t>(e.scatters.size());
+      e.items.push_back(item);
     }
-    ops->bind(obj, b.data());
-    item.gather_end = static_cast<std::uint32_t>(e.gathers.size());
-    item.scatter_end = static_cast<std::uint32_t>(e.scatters.size());
-    e.items.push_back(item);
   }
   // Deal tiles (their items) to threads by estimated work, in order.
   std::uint64_t total = 0;
@@ -338,7 +420,9 @@ TILEBSP_INLINE exec::detail::ComputeSetExec exec::detail::EngineCore::bind_compu
   for (unsigned t = 1; t < team; ++t) {
     std::uint64_t const goal = total * t / team;
     while (i < e.items.size() && acc + e.items[i].weight / 2 < goal) acc += e.items[i++].weight;
-    while (i > 0 && i < e.items.size() && e.items[i].tile == e.items[i - 1].tile) acc += e.items[i++].weight;
+    while (i > 0 && i < e.items.size() && e.items[i].tile == e.items[i - 1].tile &&
+           e.items[i].replica == e.items[i - 1].replica)
+      acc += e.items[i++].weight;
     split[t] = i;
   }
   // Within each thread's share, runs of same-type vertices stored contiguously become one call.
@@ -377,21 +461,22 @@ TILEBSP_INLINE exec::detail::ExchangeExec exec::detail::EngineCore::bind_exchang
   e.staged = plan.staged;
   std::vector<exec::detail::CopyOp> direct, in, out;
   if (plan.staged) {
-    e.stage = std::make_unique<std::byte[]>(std::max<std::uint64_t>(plan.bytes, 1));
+    e.stage = std::make_unique<std::byte[]>(std::max<std::uint64_t>(plan.bytes * local_, 1));
   }
   std::int64_t off = 0;
-  for (auto const& x : plan.transfers) {
-    std::int64_t const eb = x.elem_bytes;
-    auto const* src = at(x.src_var, x.src_start, x.elem_bytes);
-    auto* dst = at(x.dst_var, x.dst_start, x.elem_bytes);
-    if (plan.staged) {
-      in.push_back({src, e.stage.get() + off, x.src_stride * eb, eb, x.count, x.elem_bytes});
-      out.push_back({e.stage.get() + off, dst, eb, x.dst_stride * eb, x.count, x.elem_bytes});
-      off += x.count * eb;
-    } else {
-      direct.push_back({src, dst, x.src_stride * eb, x.dst_stride * eb, x.count, x.elem_bytes});
+  for (std::size_t l = 0; l < local_; ++l)
+    for (auto const& x : plan.transfers) {
+      std::int64_t const eb = x.elem_bytes;
+      auto const* src = at(l, x.src_var, x.src_start, x.elem_bytes);
+      auto* dst = at(l, x.dst_var, x.dst_start, x.elem_bytes);
+      if (plan.staged) {
+        in.push_back({src, e.stage.get() + off, x.src_stride * eb, eb, x.count, x.elem_bytes});
+        out.push_back({e.stage.get() + off, dst, eb, x.dst_stride * eb, x.count, x.elem_bytes});
+        off += x.count * eb;
+      } else {
+        direct.push_back({src, dst, x.src_stride * eb, x.dst_stride * eb, x.count, x.elem_bytes});
+      }
     }
-  }
   e.phase1 = exec::detail::split_copies(plan.staged ? in : direct, team);
   if (plan.staged) e.phase2 = exec::detail::split_copies(out, team);
   return e;
@@ -412,9 +497,10 @@ TILEBSP_INLINE void exec::detail::EngineCore::run_compute(exec::detail::ComputeS
   }
 }
 
-TILEBSP_INLINE void exec::detail::EngineCore::stream(program::detail::Instr const& in) {
+TILEBSP_INLINE void exec::detail::EngineCore::stream(program::detail::Instr const& in, std::size_t local) {
   auto const& fifo = g_.fifos[static_cast<std::size_t>(in.a)];
-  auto& c = fifos_[static_cast<std::size_t>(in.a)];
+  auto const f = static_cast<std::size_t>(in.a);
+  auto& c = fifos_[f][fifo_shared_[f] ? 0 : local];
   Tensor const& t = s_.slots[static_cast<std::size_t>(in.b)];
   std::size_t const bytes = t.num_elements() * size_of(t.element_type());
   bool const to_device = in.op == program::detail::Op::stream_in;
@@ -433,14 +519,14 @@ TILEBSP_INLINE void exec::detail::EngineCore::stream(program::detail::Instr cons
     c.pos += bytes;
   }
   ++c.transfers;
-  if (to_device) write_bytes(t, host, bytes);
-  else read_bytes(t, host, bytes);
+  if (to_device) write_bytes(local, t, host, bytes);
+  else read_bytes(local, t, host, bytes);
   if (c.drain) c.drain(host);
 }
 
-TILEBSP_INLINE bool exec::detail::EngineCore::flag_value(std::size_t slot) const noexcept {
+TILEBSP_INLINE bool exec::detail::EngineCore::flag_value(std::size_t local, std::size_t slot) const noexcept {
   std::uint32_t v = 0;
-  std::memcpy(&v, flags_[slot], size_of(s_.slots[slot].element_type()));
+  std::memcpy(&v, reps_[local].flags[slot], size_of(s_.slots[slot].element_type()));
   return v != 0;
 }
 
@@ -493,12 +579,30 @@ TILEBSP_INLINE bool exec::detail::EngineCore::run_code(std::size_t program, std:
         break;
       case program::detail::Op::stream_in:
       case program::detail::Op::stream_out:
-        if (tid == 0) guarded([&] { host_side([&] { stream(in); }); });
+        // Replica after replica: a FIFO shared by the replicas hands them consecutive transfers.
+        if (tid == 0)
+          guarded([&] {
+            host_side([&] {
+              for (std::size_t l = 0; l < local_; ++l) stream(in, l);
+            });
+          });
         if (barrier.arrive_and_wait(failed)) return false;
         break;
       case program::detail::Op::host:
-        if (tid == 0) guarded([&] { host_side([&] { s_.callbacks[static_cast<std::size_t>(in.a)](host_); }); });
+        if (tid == 0)
+          guarded([&] {
+            host_side([&] {
+              for (auto& r : reps_) s_.callbacks[static_cast<std::size_t>(in.a)](*r.context);
+            });
+          });
         if (barrier.arrive_and_wait(failed)) return false;
+        break;
+      case program::detail::Op::collective:
+        if (replicas_ > 1) {
+          if (!comm_) guarded([&] { collective_local(static_cast<std::size_t>(in.a), tid, lane.threads); });
+          else if (tid == 0) guarded([&] { collective_processes(static_cast<std::size_t>(in.a)); });
+          if (barrier.arrive_and_wait(failed)) return false;
+        }
         break;
       case program::detail::Op::sync:
         if (barrier.arrive_and_wait(failed)) return false;
@@ -511,8 +615,20 @@ TILEBSP_INLINE bool exec::detail::EngineCore::run_code(std::size_t program, std:
         if (--counters[static_cast<std::size_t>(in.a)] > 0) next = static_cast<std::size_t>(in.b);
         break;
       case program::detail::Op::branch_if_false: {
-        // Every thread reads the flag, then syncs so that nobody overwrites it before all have read it.
-        bool const f = flag_value(static_cast<std::size_t>(in.a));
+        // Every thread reads the flag, then syncs so that nobody overwrites it before all have read it. The replicas
+        // run in lockstep here: their flags must agree.
+        bool const f = flag_value(0, static_cast<std::size_t>(in.a));
+        std::size_t differs = 0;
+        for (std::size_t l = 1; l < local_ && !differs; ++l)
+          if (flag_value(l, static_cast<std::size_t>(in.a)) != f) differs = l;
+        if (differs && tid == 0)
+          guarded([&] {
+            throw replica_error("engine: the replicas' control flow diverged: the flag '" +
+                                g_.variables[s_.slots[static_cast<std::size_t>(in.a)].runs()[0].var].name + "' is " +
+                                (f ? "true" : "false") + " in replica " + std::to_string(first_) + " but " +
+                                (f ? "false" : "true") + " in replica " + std::to_string(first_ + differs) +
+                                " (replicas must take the same branches: derive flags from replicated data)");
+          });
         if (barrier.arrive_and_wait(failed)) return false;
         if (!f) next = static_cast<std::size_t>(in.b);
         break;
@@ -520,9 +636,11 @@ TILEBSP_INLINE bool exec::detail::EngineCore::run_code(std::size_t program, std:
       case program::detail::Op::jump: next = static_cast<std::size_t>(in.b); break;
       case program::detail::Op::host_path:
         // The one place that chooses between a span's host task and its body.
-        if (auto const& task = paths_[static_cast<std::size_t>(in.a)]) {
-          guarded([&] { task(tid, lane.threads); });
-          if (barrier.arrive_and_wait(failed)) return false;
+        if (reps_[0].paths[static_cast<std::size_t>(in.a)]) {
+          for (auto& r : reps_) {
+            guarded([&] { r.paths[static_cast<std::size_t>(in.a)](tid, lane.threads); });
+            if (barrier.arrive_and_wait(failed)) return false;
+          }
           next = static_cast<std::size_t>(in.b);
           // The model runs the body: its steps count once each (their estimated cycles), the host time stays on
           // this step.
@@ -559,42 +677,207 @@ TILEBSP_INLINE bool exec::detail::EngineCore::run_code(std::size_t program, std:
 }
 
 TILEBSP_INLINE exec::detail::EngineCore::~EngineCore() {
-  for (auto& c : fifos_) c.wait();
+  for (auto& f : fifos_)
+    for (auto& c : f) c.wait();
   for (auto const& [ops, p] : objects_) ops->destroy(p);
 }
 
-TILEBSP_INLINE exec::detail::FifoConnection& exec::detail::EngineCore::connection(char const* op, Fifo const& f, ElementType type) {
+TILEBSP_INLINE exec::detail::FifoConnection& exec::detail::EngineCore::connection(char const* op, Fifo const& f,
+                                                                                ElementType type, std::size_t local) {
   if (f.graph != g_.id || f.id >= fifos_.size()) throw error(std::string(op) + ": the FIFO belongs to another graph");
   if (f.type != type)
     throw type_error(std::string(op) + ": FIFO '" + g_.fifos[f.id].name + "' carries " + std::string(name_of(f.type)) +
                      " but the host type is " + std::string(name_of(type)));
-  return fifos_[f.id];
+  // Switching between one shared connection and one per replica drops the old ones.
+  bool const shared = local == all;
+  if (static_cast<bool>(fifo_shared_[f.id]) != shared) {
+    for (auto& c : fifos_[f.id]) c.wait(), c = {};
+    fifo_shared_[f.id] = shared;
+  }
+  return fifos_[f.id][shared ? 0 : local];
+}
+
+TILEBSP_INLINE std::size_t exec::detail::EngineCore::local_of(char const* op, std::size_t replica) const {
+  if (replica >= replicas_)
+    throw index_error(std::string(op) + ": replica " + std::to_string(replica) + " out of range (the executable has " +
+                      std::to_string(replicas_) + " replica(s))");
+  if (replica < first_ || replica >= first_ + local_)
+    throw index_error(std::string(op) + ": replica " + std::to_string(replica) + " runs in process " +
+                      std::to_string(replica / local_) + ", not in this one (process " +
+                      std::to_string(first_ / local_) + " runs replicas " + std::to_string(first_) + " to " +
+                      std::to_string(first_ + local_ - 1) + ")");
+  return replica - first_;
+}
+
+TILEBSP_INLINE void exec::detail::ReplicaContext::read_bytes(Tensor const& t, void* dst, std::size_t bytes) const {
+  core_.read_bytes(local_, t, dst, bytes);
+}
+TILEBSP_INLINE void exec::detail::ReplicaContext::write_bytes(Tensor const& t, void const* src, std::size_t bytes) {
+  core_.write_bytes(local_, t, src, bytes);
+}
+TILEBSP_INLINE std::size_t exec::detail::ReplicaContext::replica() const noexcept { return core_.first_ + local_; }
+
+namespace exec::detail {
+/// Calls f(pointer, elements) for the pieces of elements [begin, end) of a tensor with runs `runs` (their element
+/// counts summed in `offsets`) in local replica memory `base` of element size eb: stride-1 pieces at once.
+template <class F>
+void for_each_piece(std::vector<core::detail::Run> const& runs, std::vector<std::int64_t> const& offsets,
+                    std::vector<Buffer> const& base, std::size_t eb, std::int64_t begin, std::int64_t end, F&& f) {
+  auto k = static_cast<std::size_t>(std::upper_bound(offsets.begin(), offsets.end(), begin) - offsets.begin() - 1);
+  for (std::int64_t i = begin; i < end; ++k) {
+    auto const& r = runs[k];
+    std::int64_t const o = i - offsets[k], n = std::min(end, offsets[k] + r.count) - i;
+    std::byte* p = base[r.var].get() + (r.start + o * r.stride) * static_cast<std::int64_t>(eb);
+    if (r.stride == 1) f(p, n, std::int64_t{0});
+    else f(p, n, r.stride * static_cast<std::int64_t>(eb));
+    i += n;
+  }
+}
+/// Copies n elements between a strided location (stride_bytes 0: contiguous) and a contiguous buffer.
+inline void move_piece(std::byte* p, std::int64_t n, std::int64_t stride_bytes, std::byte* buf, std::size_t eb,
+                       bool to_buf) {
+  if (stride_bytes == 0) {
+    if (to_buf) std::memcpy(buf, p, static_cast<std::size_t>(n) * eb);
+    else std::memcpy(p, buf, static_cast<std::size_t>(n) * eb);
+    return;
+  }
+  for (std::int64_t j = 0; j < n; ++j)
+    if (to_buf) std::memcpy(buf + j * static_cast<std::int64_t>(eb), p + j * stride_bytes, eb);
+    else std::memcpy(p + j * stride_bytes, buf + j * static_cast<std::int64_t>(eb), eb);
+}
+}  // namespace exec::detail
+
+TILEBSP_INLINE void exec::detail::EngineCore::collective_local(std::size_t plan, unsigned tid, unsigned threads) {
+  auto const& c = s_.collectives[plan];
+  Tensor const& t = s_.slots[static_cast<std::size_t>(c.slot)];
+  auto const runs = t.runs();
+  std::vector<std::int64_t> offsets{0};
+  for (auto const& r : runs) offsets.push_back(offsets.back() + r.count);
+  std::int64_t const n = offsets.back();
+  std::size_t const eb = size_of(t.element_type());
+  // This thread's share of the elements, in blocks: each block gathered from every replica, reduced in replica
+  // order, and written back to every replica. Shares are disjoint, so the threads need no sync until the end.
+  std::int64_t const lo = n * tid / threads, hi = n * (tid + 1) / threads;
+  constexpr std::int64_t block = 2048;
+  std::vector<std::byte> buf(static_cast<std::size_t>(std::min(block, std::max<std::int64_t>(hi - lo, 1))) * eb * local_);
+  std::vector<std::byte const*> src(local_);
+  for (std::int64_t b = lo; b < hi; b += block) {
+    std::int64_t const e = std::min(hi, b + block);
+    std::size_t const span = static_cast<std::size_t>(e - b) * eb;
+    for (std::size_t l = 0; l < local_; ++l) {
+      std::byte* out = buf.data() + l * span;
+      src[l] = out;
+      exec::detail::for_each_piece(runs, offsets, reps_[l].data, eb, b, e, [&](std::byte* p, std::int64_t m, std::int64_t st) {
+        exec::detail::move_piece(p, m, st, out, eb, true);
+        out += m * static_cast<std::int64_t>(eb);
+      });
+    }
+    program::detail::reduce_in_order(t.element_type(), static_cast<CollectiveOp>(c.op), src.data(), local_, buf.data(),
+                                     static_cast<std::size_t>(e - b));
+    for (std::size_t l = 0; l < local_; ++l) {
+      std::byte* in = buf.data();
+      exec::detail::for_each_piece(runs, offsets, reps_[l].data, eb, b, e, [&](std::byte* p, std::int64_t m, std::int64_t st) {
+        exec::detail::move_piece(p, m, st, in, eb, false);
+        in += m * static_cast<std::int64_t>(eb);
+      });
+    }
+  }
+}
+
+TILEBSP_INLINE void exec::detail::EngineCore::collective_processes(std::size_t plan) {
+  auto const& c = s_.collectives[plan];
+  Tensor const& t = s_.slots[static_cast<std::size_t>(c.slot)];
+  auto const runs = t.runs();
+  std::vector<std::int64_t> offsets{0};
+  for (auto const& r : runs) offsets.push_back(offsets.back() + r.count);
+  auto const n = static_cast<std::size_t>(offsets.back());
+  std::size_t const eb = size_of(t.element_type()), P = comm_->size(), me = comm_->rank();
+  // Process q owns elements [n q / P, n (q + 1) / P): every process sends it its replicas' values there
+  // (reduce-scatter), q reduces them over all replicas in replica order, and sends the result to every process
+  // (all-gather). An element is so reduced by one process, in the order of the in-process engine: bitwise the same.
+  auto const lo = [&](std::size_t q) { return n * q / P; };
+  auto const len = [&](std::size_t q) { return lo(q + 1) - lo(q); };
+  std::vector<std::byte> mine(n * eb * local_);  // [local replica][element]
+  for (std::size_t l = 0; l < local_; ++l) {
+    std::byte* out = mine.data() + l * n * eb;
+    exec::detail::for_each_piece(runs, offsets, reps_[l].data, eb, 0, static_cast<std::int64_t>(n),
+                                 [&](std::byte* p, std::int64_t m, std::int64_t st) {
+                                   exec::detail::move_piece(p, m, st, out, eb, true);
+                                   out += m * static_cast<std::int64_t>(eb);
+                                 });
+  }
+  std::vector<std::vector<std::byte>> to(P), from(P);
+  std::vector<std::span<std::byte const>> send(P);
+  std::vector<std::span<std::byte>> recv(P);
+  for (std::size_t q = 0; q < P; ++q) {
+    to[q].resize(len(q) * eb * local_);
+    for (std::size_t l = 0; l < local_; ++l)
+      std::memcpy(to[q].data() + l * len(q) * eb, mine.data() + (l * n + lo(q)) * eb, len(q) * eb);
+    from[q].resize(len(me) * eb * local_);
+    send[q] = to[q];
+    recv[q] = from[q];
+  }
+  comm_->exchange(send, recv);
+  std::vector<std::byte const*> src;
+  for (std::size_t p = 0; p < P; ++p)
+    for (std::size_t l = 0; l < local_; ++l) src.push_back(from[p].data() + l * len(me) * eb);
+  std::vector<std::byte> part(std::max<std::size_t>(len(me) * eb, 1));
+  program::detail::reduce_in_order(t.element_type(), static_cast<CollectiveOp>(c.op), src.data(), src.size(),
+                                   part.data(), len(me));
+  std::vector<std::byte> result(n * eb);
+  for (std::size_t q = 0; q < P; ++q) {
+    send[q] = std::span<std::byte const>(part.data(), len(me) * eb);
+    recv[q] = std::span<std::byte>(result.data() + lo(q) * eb, len(q) * eb);
+  }
+  comm_->exchange(send, recv);
+  for (std::size_t l = 0; l < local_; ++l) {
+    std::byte* in = result.data();
+    exec::detail::for_each_piece(runs, offsets, reps_[l].data, eb, 0, static_cast<std::int64_t>(n),
+                                 [&](std::byte* p, std::int64_t m, std::int64_t st) {
+                                   exec::detail::move_piece(p, m, st, in, eb, false);
+                                   in += m * static_cast<std::int64_t>(eb);
+                                 });
+  }
 }
 
 TILEBSP_INLINE Engine::Engine(Executable exe, EngineOptions opt)
-    : core_(std::make_unique<exec::detail::EngineCore>(std::move(exe), opt, *this)) {}
+    : core_(std::make_unique<exec::detail::EngineCore>(std::move(exe), opt)) {}
 TILEBSP_INLINE Engine::~Engine() = default;
 TILEBSP_INLINE std::size_t Engine::host_threads() const noexcept { return core_->threads_; }
 TILEBSP_INLINE Executable const& Engine::executable() const noexcept { return core_->exe_; }
+TILEBSP_INLINE std::size_t Engine::replicas() const noexcept { return core_->replicas_; }
+TILEBSP_INLINE std::size_t Engine::first_replica() const noexcept { return core_->first_; }
+TILEBSP_INLINE std::size_t Engine::local_replicas() const noexcept { return core_->local_; }
+TILEBSP_INLINE HostContext& Engine::replica(std::size_t r) {
+  return *core_->reps_[core_->local_of("replica", r)].context;
+}
+TILEBSP_INLINE HostContext const& Engine::replica(std::size_t r) const {
+  return *core_->reps_[core_->local_of("replica", r)].context;
+}
 TILEBSP_INLINE void Engine::run(std::size_t program) { core_->run(program); }
 TILEBSP_INLINE Profile Engine::profile() const { return core_->profile(); }
 TILEBSP_INLINE void Engine::read_bytes(Tensor const& t, void* dst, std::size_t bytes) const {
-  core_->read_bytes(t, dst, bytes);
+  if (core_->replicas_ > 1)
+    throw replica_error("read: the executable has " + std::to_string(core_->replicas_) +
+                        " replicas, each with its own copy of the tensor: name one (engine.read<T>(t, replica))");
+  core_->read_bytes(0, t, dst, bytes);
 }
 TILEBSP_INLINE void Engine::write_bytes(Tensor const& t, void const* src, std::size_t bytes) {
-  core_->write_bytes(t, src, bytes);
+  for (std::size_t l = 0; l < core_->local_; ++l) core_->write_bytes(l, t, src, bytes);
 }
 
-TILEBSP_INLINE void Engine::connect_buffer(Fifo const& f, ElementType type, std::byte* data, std::size_t elements,
-                                           std::size_t bytes, bool circular, bool read_only) {
+TILEBSP_INLINE void Engine::connect_buffer(Fifo const& f, std::size_t replica, ElementType type, std::byte* data,
+                                           std::size_t elements, std::size_t bytes, bool circular, bool read_only) {
   if (read_only && f.graph == core_->g_.id && f.id < core_->g_.fifos.size() && !f.to_device)
     throw stream_error("connect: device-to-host FIFO '" + core_->fifo_name(f) + "' needs writable host memory");
-  auto& c = core_->connection("connect", f, type);
-  c.wait();
+  std::size_t const local = replica == all_replicas ? exec::detail::EngineCore::all : core_->local_of("connect", replica);
+  core_->connection("connect", f, type, local);  // checks the FIFO first
   if (elements % std::max<std::size_t>(f.elements, 1) != 0 || (f.elements > 0 && elements == 0))
     throw stream_error("connect: FIFO '" + core_->fifo_name(f) + "' moves " + std::to_string(f.elements) +
                        " elements per transfer; the host buffer of " + std::to_string(elements) +
                        " elements is not a positive multiple of that");
+  auto& c = core_->connection("connect", f, type, local);
+  c.wait();
   c = {};
   c.connected = true;
   c.buffer = data;
@@ -602,14 +885,16 @@ TILEBSP_INLINE void Engine::connect_buffer(Fifo const& f, ElementType type, std:
   c.circular = circular;
 }
 
-TILEBSP_INLINE void Engine::connect_callback(Fifo const& f, ElementType type, std::size_t element_bytes,
-                                             std::function<void(std::byte*)> fill,
+TILEBSP_INLINE void Engine::connect_callback(Fifo const& f, std::size_t replica, ElementType type,
+                                             std::size_t element_bytes, std::function<void(std::byte*)> fill,
                                              std::function<void(std::byte const*)> drain, ConnectOptions options) {
-  auto& c = core_->connection("connect", f, type);
+  std::size_t const local = replica == all_replicas ? exec::detail::EngineCore::all : core_->local_of("connect", replica);
+  core_->connection("connect", f, type, local);  // checks the FIFO first
   if (options.prefetch && !f.to_device)
     throw stream_error("connect: prefetch applies to infeeds; FIFO '" + core_->fifo_name(f) + "' is an outfeed");
   if (f.to_device && !fill) throw stream_error("connect: an infeed callback must accept std::span<T>");
   if (!f.to_device && !drain) throw stream_error("connect: an outfeed callback must accept std::span<T const>");
+  auto& c = core_->connection("connect", f, type, local);
   c.wait();
   c = {};
   c.connected = true;

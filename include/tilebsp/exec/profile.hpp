@@ -20,6 +20,7 @@ struct StepProfile {
   std::uint64_t host_ns = 0;     ///< measured host time, all executions (EngineOptions::profiling)
   std::uint64_t exchange_bytes = 0;
   std::uint64_t inter_ipu_bytes = 0;  ///< of exchange_bytes, those crossing IPU-Links (one execution)
+  std::uint64_t collective_bytes = 0;  ///< a cross-replica collective's tensor, bytes per replica (kind "collective")
   /// The pipeline stage the step belongs to (-1: none) and its IPU. A stage's steps run inside a pipeline step
   /// ("pipeline_step"), whose estimate covers them: estimated_cycles() leaves them out.
   std::int32_t stage = -1, ipu = -1;
@@ -37,6 +38,9 @@ struct Profile {
   Target target;
   std::size_t host_threads = 1;
   bool host_timing = false;
+  /// Replicas of the executable, and those this engine ran (first_replica .. + local_replicas - 1). The step
+  /// figures are per replica: replicas run concurrently on their own IPUs.
+  std::size_t replicas = 1, first_replica = 0, local_replicas = 1;
   std::vector<TileMemory> memory;
   std::vector<std::vector<StepProfile>> programs;
   std::vector<StageProfile> stages;  ///< pipeline stages (each pipeline's, in order)
@@ -51,6 +55,8 @@ struct Profile {
   std::uint64_t max_tile_bytes(std::size_t ipu) const;
   /// Bytes that crossed IPU-Links in the steps run so far (estimated, per the model).
   std::uint64_t inter_ipu_bytes() const;
+  /// Bytes per replica that cross-replica collectives reduced in the steps run so far.
+  std::uint64_t collective_bytes() const;
 
   /// Human-readable report: totals, the costliest steps, memory per tile.
   std::string summary() const;

@@ -29,6 +29,13 @@ TILEBSP_INLINE std::uint64_t Profile::host_ns() const {
       if (s.stage < 0) c += s.host_ns;
   return c;
 }
+TILEBSP_INLINE std::uint64_t Profile::collective_bytes() const {
+  std::uint64_t c = 0;
+  for (auto const& p : programs)
+    for (auto const& s : p) c += s.collective_bytes * s.executions;
+  return c;
+}
+
 TILEBSP_INLINE std::uint64_t Profile::inter_ipu_bytes() const {
   std::uint64_t c = 0;
   for (auto const& p : programs)
@@ -53,6 +60,11 @@ TILEBSP_INLINE std::string Profile::summary() const {
   std::snprintf(buf, sizeof buf, "target %s: %zu IPU(s) x %zu tiles x %zu KiB, %zu host thread(s)\n",
                 target.name.c_str(), target.ipus, target.tiles_per_ipu, target.bytes_per_tile / 1024, host_threads);
   out += buf;
+  if (replicas > 1) {
+    std::snprintf(buf, sizeof buf, "replicas: %zu (this engine ran %zu to %zu); figures are per replica\n", replicas,
+                  first_replica, first_replica + local_replicas - 1);
+    out += buf;
+  }
   double const cyc = static_cast<double>(estimated_cycles());
   std::snprintf(buf, sizeof buf, "estimated IPU time: %.0f cycles = %.3f ms at %.2f GHz\n", cyc,
                 cyc / target.clock_hz * 1e3, target.clock_hz / 1e9);
@@ -94,6 +106,11 @@ TILEBSP_INLINE std::string Profile::summary() const {
     std::snprintf(buf, sizeof buf, "inter-IPU traffic: %llu bytes over IPU-Links\n", static_cast<unsigned long long>(link));
     out += buf;
   }
+  if (std::uint64_t const all = collective_bytes(); replicas > 1) {
+    std::snprintf(buf, sizeof buf, "cross-replica collectives: %llu bytes per replica reduced\n",
+                  static_cast<unsigned long long>(all));
+    out += buf;
+  }
   std::uint64_t sum = 0, live = 0, part = 0, temp = 0;
   std::size_t used = 0, worst = 0;
   for (std::size_t t = 0; t < memory.size(); ++t) {
@@ -132,6 +149,8 @@ TILEBSP_INLINE std::string Profile::json() const {
                   std::to_string(target.ipus) + ", \"tiles_per_ipu\": " + std::to_string(target.tiles_per_ipu) +
                   ", \"bytes_per_tile\": " + std::to_string(target.bytes_per_tile) +
                   ", \"clock_hz\": " + std::to_string(target.clock_hz) + "},\n";
+  o += "  \"replicas\": " + std::to_string(replicas) + ", \"first_replica\": " + std::to_string(first_replica) +
+       ", \"local_replicas\": " + std::to_string(local_replicas) + ",\n";
   o += "  \"host_threads\": " + std::to_string(host_threads) + ",\n  \"host_timing\": " +
        (host_timing ? "true" : "false") + ",\n  \"estimated_cycles\": " + std::to_string(estimated_cycles()) +
        ",\n  \"host_ns\": " + std::to_string(host_ns()) + ",\n  \"programs\": [";
@@ -143,7 +162,8 @@ TILEBSP_INLINE std::string Profile::json() const {
            esc(s.label) + "\", \"est_cycles\": " + std::to_string(s.est_cycles) + ", \"executions\": " +
            std::to_string(s.executions) + ", \"host_ns\": " + std::to_string(s.host_ns) +
            ", \"exchange_bytes\": " + std::to_string(s.exchange_bytes) +
-           ", \"inter_ipu_bytes\": " + std::to_string(s.inter_ipu_bytes) + ", \"stage\": " + std::to_string(s.stage) +
+           ", \"inter_ipu_bytes\": " + std::to_string(s.inter_ipu_bytes) +
+           ", \"collective_bytes\": " + std::to_string(s.collective_bytes) + ", \"stage\": " + std::to_string(s.stage) +
            ", \"ipu\": " + std::to_string(s.ipu) + "}";
     }
     o += "]";

@@ -38,6 +38,10 @@ struct CompileOptions {
   std::string cache_dir{};
   /// Receives compile's phases and progress (none when empty).
   CompileProgress progress{};
+  /// Replicas of the program (data parallelism, Poplar's replication factor): each runs on its own copy of the
+  /// target with its own copy of every variable; cross-replica collectives (all_reduce) join them. The Engine runs
+  /// them all, or its share when several processes run them (EngineOptions::communicator). At least 1.
+  std::size_t replicas = 1;
 };
 
 class Executable;
@@ -57,6 +61,8 @@ class Executable {
   Target const& target() const noexcept { return s_->graph->target; }
   std::size_t num_programs() const noexcept { return s_->programs.size(); }
   std::vector<TileMemory> const& memory() const noexcept { return memory_; }
+  /// CompileOptions::replicas: the memory and cycle figures are one replica's (they run concurrently).
+  std::size_t replicas() const noexcept { return s_->replicas; }
   /// Estimated IPU cycles of one run of program `program`: its steps, those in a repeat as often as it runs, a
   /// conditional step once, a pipeline step's stages within it. Throws index_error when out of range.
   std::uint64_t estimated_cycles(std::size_t program) const;
@@ -93,6 +99,9 @@ TILEBSP_INLINE std::uint64_t vertex_state_bytes(VertexRecord const& rec);
 TILEBSP_INLINE std::vector<std::uint32_t> ipus_of(GraphImpl const& g, Tensor const& x);
 
 TILEBSP_INLINE void estimate_cycles(Schedule& s);
+
+/// Estimated cycles of a cross-replica all-reduce of `bytes` per replica over `replicas` replicas (0 for one).
+TILEBSP_INLINE std::uint64_t collective_cycles(Target const& t, std::size_t replicas, std::uint64_t bytes);
 
 /// Estimated cycles of one run of instructions [begin, end) of `p` (repeats multiplied out, conditional steps and
 /// host path bodies once, pipeline stages' code left out: the pipeline steps hold their cost).

@@ -100,6 +100,16 @@ TILEBSP_INLINE std::vector<std::uint32_t> ipus_of(GraphImpl const& g, Tensor con
   return r;
 }
 
+TILEBSP_INLINE std::uint64_t collective_cycles(Target const& t, std::size_t replicas, std::uint64_t bytes) {
+  if (replicas <= 1) return 0;
+  // A ring all-reduce: R - 1 steps of reduce-scatter and R - 1 of all-gather, each moving a 1/R share of the
+  // tensor one hop along the ring (every replica sends and receives at once) and paying the link latency.
+  double const bw = replicas * t.ipus <= t.ipus_per_pod ? t.inter_ipu_bytes_per_cycle : t.gateway_bytes_per_cycle;
+  auto const share = static_cast<double>((bytes + replicas - 1) / replicas);
+  auto const hop = static_cast<std::uint64_t>(share / bw) + t.inter_ipu_latency_cycles;
+  return 2 * (replicas - 1) * hop + t.inter_ipu_sync_cycles;
+}
+
 TILEBSP_INLINE void estimate_cycles(Schedule& s) {
   Target const& t = s.graph->target;
   for (auto& ex : s.exchanges) {
@@ -149,6 +159,11 @@ TILEBSP_INLINE void estimate_cycles(Schedule& s) {
         case Op::host:
         case Op::sync:
         case Op::branch_if_false: c = sync(t.ipus); break;
+        case Op::collective: {
+          auto const& tn = s.slots[static_cast<std::size_t>(s.collectives[static_cast<std::size_t>(i.a)].slot)];
+          c = collective_cycles(t, s.replicas, tn.num_elements() * size_of(tn.element_type()));
+          break;
+        }
         default: break;
       }
       p.cycles[pc] = c;
@@ -236,6 +251,9 @@ TILEBSP_INLINE std::vector<std::vector<VariableUse>> variable_uses(Schedule cons
           access(v, 2 * pc, false, true, has(full, v));
         });
       }
+      if (i.op == Op::collective)  // in place: read, then written
+        s.slots[static_cast<std::size_t>(s.collectives[static_cast<std::size_t>(i.a)].slot)].for_each_run(
+            [&](std::uint32_t v, std::int64_t, std::int64_t, std::int64_t) { access(v, 2 * pc, true, true, false); });
       if (i.op == Op::stream_out || i.op == Op::branch_if_false)
         s.slots[static_cast<std::size_t>(i.op == Op::branch_if_false ? i.a : i.b)].for_each_run(
             [&](std::uint32_t v, std::int64_t, std::int64_t, std::int64_t) { access(v, 2 * pc, true, false, false); });
@@ -401,6 +419,7 @@ TILEBSP_INLINE Executable compile_programs(Graph const& g, CompileOptions const&
   };
   std::size_t const threads = options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   phase("checking the mapping");
+  if (options.replicas == 0) throw option_error("compile: replicas must be at least 1");
   check_mapped(g.impl(), threads);
   auto const graph = g.snapshot();
   std::string const dir = cache_directory(options);
@@ -411,6 +430,7 @@ TILEBSP_INLINE Executable compile_programs(Graph const& g, CompileOptions const&
     phase("hashing the graph and programs");
     auto walked = std::make_shared<Schedule>();
     walked->graph = graph;
+    walked->replicas = options.replicas;
     Lowering recorder(*graph, *walked, LowerMode::record);
     lower(recorder);
     key = executable_key(*graph, *walked, recorder.copies_hash(), threads);
@@ -436,6 +456,7 @@ TILEBSP_INLINE Executable compile_programs(Graph const& g, CompileOptions const&
   }
   auto s = std::make_shared<Schedule>();
   s->graph = graph;
+  s->replicas = options.replicas;
   Lowering l(*s->graph, *s);
   l.plan_compute_sets(threads, [&](std::size_t done, std::size_t total) { phase("planning compute sets", done, total); });
   phase("lowering the programs");

@@ -30,6 +30,10 @@ struct CacheKey {
 TILEBSP_INLINE CacheKey executable_key(GraphImpl const& g, Schedule const& walked, Hasher const& copies,
                                                       std::size_t threads);
 
+/// A fingerprint of a compiled schedule (the key above, with the exchanges' transfers in place of the copies):
+/// processes that share replicas compare theirs (EngineOptions::communicator).
+TILEBSP_INLINE CacheKey schedule_fingerprint(Schedule const& s);
+
 /// Writes the planned parts of `s` (compute-set and exchange plans, cycle estimates) and the memory report to
 /// `path`, through a temporary file in the same directory renamed over it: readers see the old entry or the new
 /// one, never a torn one. Returns an empty string, or why it failed.

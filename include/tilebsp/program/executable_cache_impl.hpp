@@ -28,7 +28,7 @@ namespace tilebsp::program::detail {
 using core::detail::VertexRecord;
 
 /// The layout of an entry (docs/01): bump it whenever what is written or how changes.
-inline constexpr std::uint32_t cache_format = 3;
+inline constexpr std::uint32_t cache_format = 4;
 inline constexpr char cache_magic[8] = {'T', 'B', 'X', 'C', 'A', 'C', 'H', 'E'};
 
 TILEBSP_INLINE std::string CacheKey::file_name() const {
@@ -191,10 +191,10 @@ TILEBSP_INLINE CacheKey executable_key(GraphImpl const& g, Schedule const& walke
   Target const& t = g.target;
   h.text(t.name);
   for (std::size_t x : {t.ipus, t.tiles_per_ipu, t.bytes_per_tile, t.workers_per_tile, t.sync_cycles, t.inter_ipu_sync_cycles,
-                        t.inter_ipu_latency_cycles})
+                        t.inter_ipu_latency_cycles, t.ipus_per_pod, walked.replicas})
     h.add(x);
   for (double x : {t.clock_hz, t.exchange_bytes_per_cycle, t.inter_ipu_bytes_per_cycle, t.host_bytes_per_cycle,
-                   t.f32_macs_per_cycle, t.f16_macs_per_cycle})
+                   t.f32_macs_per_cycle, t.f16_macs_per_cycle, t.gateway_bytes_per_cycle})
     add_double(h, x);
   cache::hash_chunks(h, g.variables.size(), 4, threads, [&](Hasher& x, std::size_t i) {
     auto const& v = g.variables[i];
@@ -237,8 +237,27 @@ TILEBSP_INLINE CacheKey executable_key(GraphImpl const& g, Schedule const& walke
     h.add(pp.branches.size());
     for (auto bi : pp.branches) h.add(bi);
   }
+  h.add(walked.collectives.size());
+  for (auto const& c : walked.collectives) {
+    h.add(c.op);
+    h.add(static_cast<std::uint64_t>(c.slot));
+    h.text(c.name);
+  }
   h.combine(copies);
   return CacheKey{h.first(), h.second()};
+}
+
+TILEBSP_INLINE CacheKey schedule_fingerprint(Schedule const& s) {
+  Hasher copies;
+  for (auto const& ex : s.exchanges) {
+    copies.add(ex.transfers.size());
+    for (auto const& x : ex.transfers)
+      for (auto v : {std::uint64_t{x.src_var}, static_cast<std::uint64_t>(x.src_start), static_cast<std::uint64_t>(x.src_stride),
+                     std::uint64_t{x.dst_var}, static_cast<std::uint64_t>(x.dst_start), static_cast<std::uint64_t>(x.dst_stride),
+                     static_cast<std::uint64_t>(x.count)})
+        copies.add(v);
+  }
+  return executable_key(*s.graph, s, copies, std::max(1u, std::thread::hardware_concurrency()));
 }
 
 TILEBSP_INLINE std::string save_executable(std::string const& path, CacheKey key, Schedule const& s,

@@ -16,6 +16,9 @@ class HostContext {
   /// Copies `t`'s elements (row-major) to `dst`; `bytes` must be num_elements × element size.
   virtual void read_bytes(Tensor const& t, void* dst, std::size_t bytes) const = 0;
   virtual void write_bytes(Tensor const& t, void const* src, std::size_t bytes) = 0;
+  /// The replica whose tensors this context reads and writes (replicated executables: CompileOptions::replicas;
+  /// a host callback runs once per replica, in replica order, each time with that replica's context).
+  virtual std::size_t replica() const noexcept { return 0; }
 
   template <ElementLike T>
   std::vector<T> read(Tensor const& t) const {

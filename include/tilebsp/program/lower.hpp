@@ -240,6 +240,9 @@ class Lowering {
   void sync();
   void stream(Fifo const& f, Tensor const& t, bool to_device);
   void host(std::function<void(HostContext&)> fn);
+  /// A cross-replica reduction of `t` in place (Op::collective; `op` is a CollectiveOp). Not inside a pipeline
+  /// stage: throws error there; throws for an empty tensor, another graph's, a constant or repeated elements.
+  void all_reduce(Tensor const& t, std::uint8_t op, std::string name);
 
   /// repeat(n, body): begin, lower the body, end.
   std::size_t begin_repeat(std::size_t n);

@@ -97,6 +97,18 @@ TILEBSP_INLINE void Lowering::host(std::function<void(HostContext&)> fn) {
   emit({Op::host, static_cast<std::int32_t>(s_.callbacks.size() - 1)});
 }
 
+TILEBSP_INLINE void Lowering::all_reduce(Tensor const& t, std::uint8_t op, std::string name) {
+  check_graph("all_reduce", t);
+  if (branch_)
+    throw error("all_reduce: '" + name + "' is inside pipeline stage " + std::to_string(s_.branches[*branch_].stage) +
+                "; reduce across replicas after the pipeline (the stages' sums are complete there)");
+  std::optional<std::pair<std::uint32_t, std::int64_t>> dup;
+  check_writable("all_reduce", ElementSet::of(t, &dup), dup);
+  flush();
+  s_.collectives.push_back({op, slot(t), std::move(name)});
+  emit({Op::collective, static_cast<std::int32_t>(s_.collectives.size() - 1)});
+}
+
 TILEBSP_INLINE std::size_t Lowering::begin_repeat(std::size_t n) {
   flush();
   auto const counter = static_cast<std::int32_t>(s_.counters++);
@@ -128,7 +140,7 @@ TILEBSP_INLINE void Lowering::end_host_path(std::size_t begin_pc) {
   for (std::size_t pc = begin_pc + 1; pc < prog_->code.size(); ++pc)
     if (Op const op = prog_->code[pc].op; op != Op::superstep && op != Op::sync)
       throw error("host_path: the body of '" + s_.host_paths[static_cast<std::size_t>(prog_->code[begin_pc].a)].name +
-                  "' is not straight-line supersteps (it has a repeat, branch, stream, host callback or host path)");
+                  "' is not straight-line supersteps (it has a repeat, branch, stream, host callback, collective or host path)");
   patch(begin_pc, prog_->code.size());
 }
 

@@ -30,6 +30,7 @@ enum class Op : std::uint8_t {
   jump,             ///< b: target pc
   host_path,        ///< a: host path; b: pc after its body. Runs the bound task and jumps to b, or runs the body
   parallel,         ///< a: parallel plan. Runs its branches (code ranges elsewhere) concurrently, then a join sync
+  collective,       ///< a: collective plan. A cross-replica reduction of a tensor, in place, in every replica
 };
 
 struct Instr {
@@ -117,6 +118,14 @@ struct ParallelPlan {
   std::uint32_t slots = 1;  ///< distinct IPUs of the pipeline (the host groups its threads by them)
 };
 
+/// A cross-replica reduction (Op::collective): every replica's `slot` tensor becomes the reduction over replicas
+/// 0, 1, ..., R - 1 in that order (collective.hpp).
+struct CollectivePlan {
+  std::uint8_t op = 0;  ///< CollectiveOp
+  std::int32_t slot = -1;
+  std::string name;
+};
+
 /// Everything compile() produced, shared by all programs of one Executable.
 struct Schedule {
   std::shared_ptr<GraphImpl const> graph;
@@ -128,7 +137,9 @@ struct Schedule {
   std::vector<HostPathPlan> host_paths;
   std::vector<Branch> branches;
   std::vector<ParallelPlan> parallels;
+  std::vector<CollectivePlan> collectives;
   std::size_t counters = 0;
+  std::size_t replicas = 1;  ///< CompileOptions::replicas
 };
 
 }  // namespace tilebsp::program::detail

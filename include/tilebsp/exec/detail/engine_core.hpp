@@ -2,6 +2,7 @@
 // connections, thread team); <tilebsp/exec/engine.hpp> holds only a pointer to it.
 #pragma once
 
+#include <tilebsp/exec/communicator.hpp>
 #include <tilebsp/exec/detail/barrier.hpp>
 #include <tilebsp/exec/detail/copy.hpp>
 #include <tilebsp/exec/detail/team.hpp>
@@ -36,6 +37,7 @@ using program::detail::Staging;
 
 struct WorkItem {
   std::size_t tile = 0;
+  std::size_t replica = 0;  ///< local replica whose memory the vertices are bound to
   std::size_t size = 0;  ///< bytes per vertex object
   void (*compute)(void*, std::size_t) = nullptr;
   void* first = nullptr;
@@ -108,42 +110,79 @@ struct Groups {
   }
 };
 
-/// Everything an Engine owns. `host` is the Engine itself, handed to host callbacks.
+class EngineCore;
+
+/// What host callbacks and Engine::replica(r) see of one replica: its tensors.
+class ReplicaContext final : public HostContext {
+ public:
+  ReplicaContext(EngineCore& core, std::size_t local) : core_(core), local_(local) {}
+  void read_bytes(Tensor const& t, void* dst, std::size_t bytes) const override;
+  void write_bytes(Tensor const& t, void const* src, std::size_t bytes) override;
+  std::size_t replica() const noexcept override;
+
+ private:
+  EngineCore& core_;
+  std::size_t local_;
+};
+
+/// One replica's state in this engine (index: its local number, the global one less first_).
+struct ReplicaState {
+  std::vector<Buffer> data;  ///< per variable
+  std::vector<std::optional<std::uint64_t>> host_writes;  ///< per variable: host writes so far (program-written: none)
+  std::vector<HostTask> paths;  ///< per host path: its bound task, or empty (the body runs)
+  std::vector<std::byte const*> flags;  ///< per slot: host address of a one-element tensor
+  std::unique_ptr<ReplicaContext> context;
+};
+
+/// Everything an Engine owns.
 class EngineCore {
  public:
-  EngineCore(Executable exe, EngineOptions const& opt, HostContext& host);
+  EngineCore(Executable exe, EngineOptions const& opt);
   ~EngineCore();
   EngineCore(EngineCore const&) = delete;
   EngineCore& operator=(EngineCore const&) = delete;
 
   void run(std::size_t program);
   Profile profile() const;
-  void read_bytes(Tensor const& t, void* dst, std::size_t bytes) const;
-  void write_bytes(Tensor const& t, void const* src, std::size_t bytes);
-  /// The connection of FIFO f, after checking that f belongs to this graph and carries `type`.
-  FifoConnection& connection(char const* op, Fifo const& f, ElementType type);
+  /// Local replica `local`'s tensors.
+  void read_bytes(std::size_t local, Tensor const& t, void* dst, std::size_t bytes) const;
+  void write_bytes(std::size_t local, Tensor const& t, void const* src, std::size_t bytes);
+  /// The local number of global replica `replica`; index_error when out of range or run by another process.
+  std::size_t local_of(char const* op, std::size_t replica) const;
+  /// The connection of FIFO f for local replica `local` (all: the one all local replicas share), after checking
+  /// that f belongs to this graph and carries `type`; marks the FIFO shared or per replica accordingly.
+  static constexpr std::size_t all = ~std::size_t{0};
+  FifoConnection& connection(char const* op, Fifo const& f, ElementType type, std::size_t local);
   std::string const& fifo_name(Fifo const& f) const { return g_.fifos[f.id].name; }
 
   Executable exe_;
   Schedule const& s_;
   GraphImpl const& g_;
-  HostContext& host_;
   unsigned threads_;
   bool profiling_;
   bool host_kernels_;
+  std::shared_ptr<Communicator> comm_;
+  std::size_t replicas_ = 1, first_ = 0, local_ = 1;  ///< all replicas; this engine's: first_ .. first_ + local_ - 1
+  std::vector<ReplicaState> reps_;                    ///< local replicas
 
  private:
   /// Binds each host path's kernel to this engine's memory (host kernels on); an empty task runs the body.
   void bind_host_paths();
   /// Variables no step writes get a host-write counter (HostBinding::host_writes); the others none.
   void mark_program_writes();
-  std::byte* at(std::uint32_t var, std::int64_t elem, std::size_t eb) const {
-    return data_[var].get() + elem * static_cast<std::int64_t>(eb);
+  std::byte* at(std::size_t local, std::uint32_t var, std::int64_t elem, std::size_t eb) const {
+    return reps_[local].data[var].get() + elem * static_cast<std::int64_t>(eb);
   }
   void check_access(char const* op, Tensor const& t, std::size_t bytes) const;
-  /// Copy ops between a tensor's elements and a contiguous host buffer.
-  std::vector<CopyOp> tensor_ops(std::vector<Run> const& runs, std::byte* buffer, std::uint32_t eb,
+  /// Copy ops between a tensor's elements in local replica `local` and a contiguous host buffer.
+  std::vector<CopyOp> tensor_ops(std::size_t local, std::vector<Run> const& runs, std::byte* buffer, std::uint32_t eb,
                                  bool to_buffer) const;
+  /// Checks that the processes of comm_ run the same executable (throws replica_error naming those that do not).
+  void check_processes();
+  /// Op::collective: thread `tid` of `threads` reduces its share of the elements over the local replicas (all of
+  /// them: no communicator); or, with a communicator, thread 0 reduces through it.
+  void collective_local(std::size_t plan, unsigned tid, unsigned threads);
+  void collective_processes(std::size_t plan);
   /// A compute set bound for a team of `team` threads.
   ComputeSetExec bind_compute_set(ComputeSetPlan const& plan, unsigned team);
   static Staging const* find_staging(PlacedVertex const& pv, std::uint32_t field, std::uint32_t item);
@@ -153,17 +192,17 @@ class EngineCore {
   ExchangeExec const& exchange_exec(std::size_t plan, unsigned team) const;
   void fail(bool& failed);
   void run_compute(ComputeSetExec const& e, unsigned tid) const;
-  void stream(Instr const& in);
-  /// A flag's value, read without allocating (every thread evaluates it at each branch).
-  bool flag_value(std::size_t slot) const noexcept;
+  /// One transfer of a stream instruction for local replica `local`.
+  void stream(Instr const& in, std::size_t local);
+  /// A flag's value in local replica `local`, read without allocating (every thread evaluates it at each branch).
+  bool flag_value(std::size_t local, std::size_t slot) const noexcept;
   void execute(std::size_t program, unsigned tid);
   /// Runs instructions [begin, end) of a program on `lane`; false when a thread of its team failed.
   bool run_code(std::size_t program, std::size_t begin, std::size_t end, Lane const& lane);
 
-  std::vector<std::optional<std::uint64_t>> host_writes_;  ///< per variable: host writes so far (program-written: none)
   Team team_;
   Barrier barrier_;
-  std::vector<Buffer> data_, arenas_, staging_;
+  std::vector<Buffer> arenas_, staging_;
   std::vector<std::unique_ptr<FieldBinding[]>> lists_;
   std::vector<std::pair<VertexOps const*, void*>> objects_;
   /// Per plan: its bindings, one per team size that runs it (mostly one: the engine's team).
@@ -171,9 +210,8 @@ class EngineCore {
   std::vector<std::vector<std::pair<unsigned, ExchangeExec>>> ex_;
   std::vector<Groups> groups_;  ///< per parallel plan
   std::mutex io_mutex_;         ///< streams and host callbacks of concurrent stages, one at a time
-  std::vector<HostTask> paths_;  ///< per host path: its bound task, or empty (the body runs)
-  std::vector<FifoConnection> fifos_;
-  std::vector<std::byte const*> flags_;  ///< per slot: host address of a one-element tensor
+  std::vector<std::vector<FifoConnection>> fifos_;  ///< per FIFO, per local replica (a shared one: the first)
+  std::vector<char> fifo_shared_;                  ///< per FIFO: one connection for every local replica
   std::vector<std::vector<std::int64_t>> counters_;
   std::vector<std::vector<std::uint64_t>> counts_, ns_;
   std::mutex error_mutex_;

@@ -1,0 +1,104 @@
+// Cross-replica collectives as program values: all_reduce(t, op) reduces a tensor over the replicas of a
+// replicated executable (CompileOptions::replicas), in place, in a fixed replica order.
+#pragma once
+
+#include <tilebsp/core/error.hpp>
+#include <tilebsp/core/half.hpp>
+#include <tilebsp/core/tensor.hpp>
+#include <tilebsp/core/types.hpp>
+#include <tilebsp/program/lower.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace tilebsp {
+
+/// What a cross-replica reduction computes, element by element.
+enum class CollectiveOp : std::uint8_t {
+  sum,   ///< x_0 + x_1 + ... + x_{R-1}, added in that order (f16: in f32, rounded once; integers: modulo 2^32)
+  mean,  ///< the sum divided by R (floating-point types only)
+  max,   ///< the largest (any numeric type): a flag "any replica overflowed", a global norm's maximum
+};
+
+inline char const* name_of(CollectiveOp op) noexcept {
+  switch (op) {
+    case CollectiveOp::sum: return "sum";
+    case CollectiveOp::mean: return "mean";
+    case CollectiveOp::max: return "max";
+  }
+  return "?";
+}
+
+/// Replaces `t` in every replica by its reduction over all replicas (Poplar's allReduceInPlaceCrossReplica).
+/// The order of the reduction is fixed (replica 0 first), so results are bitwise the same for any number of
+/// host threads, any assignment of replicas to threads or processes (the MPI backend included).
+struct AllReduce {
+  Tensor t;
+  CollectiveOp op = CollectiveOp::sum;
+  std::string name;
+  void lower(Lowering& l) const { l.all_reduce(t, static_cast<std::uint8_t>(op), name); }
+};
+
+/// Checks the tensor and the operation at once: empty tensor (error), bool elements or mean of integers
+/// (type_error).
+inline AllReduce all_reduce(Tensor const& t, CollectiveOp op, std::string name = "all_reduce") {
+  if (!t.valid()) throw error("all_reduce: the tensor is empty (default-constructed)");
+  ElementType const ty = t.element_type();
+  if (ty == ElementType::boolean)
+    throw type_error("all_reduce: '" + name + "' holds bool; reduce u8, i32, u32, f16 or f32 tensors");
+  if (op == CollectiveOp::mean && ty != ElementType::f32 && ty != ElementType::f16)
+    throw type_error("all_reduce: the mean of '" + name + "' (" + std::string(name_of(ty)) +
+                     ") needs a floating-point tensor; use CollectiveOp::sum for integers");
+  return {t, op, std::move(name)};
+}
+
+namespace program::detail {
+
+/// The reduction of `n` elements of type `type` over `count` contributions src[0], ..., src[count - 1] (in that
+/// order) into `dst` (which may be src[0]). The one definition every backend uses: results are bitwise the same
+/// whichever process or thread computes an element.
+inline void reduce_in_order(ElementType type, CollectiveOp op, std::byte const* const* src, std::size_t count,
+                            std::byte* dst, std::size_t n) {
+  auto const each = [&](auto tag) {
+    using T = decltype(tag);
+    for (std::size_t i = 0; i < n; ++i) {
+      T v;
+      std::memcpy(&v, src[0] + i * sizeof(T), sizeof(T));
+      if constexpr (std::is_same_v<T, half>) {
+        float acc = static_cast<float>(v);
+        for (std::size_t r = 1; r < count; ++r) {
+          std::memcpy(&v, src[r] + i * sizeof(T), sizeof(T));
+          float const x = static_cast<float>(v);
+          acc = op == CollectiveOp::max ? (x > acc ? x : acc) : acc + x;
+        }
+        if (op == CollectiveOp::mean) acc /= static_cast<float>(count);
+        T const out(acc);
+        std::memcpy(dst + i * sizeof(T), &out, sizeof(T));
+      } else {
+        T acc = v;
+        for (std::size_t r = 1; r < count; ++r) {
+          std::memcpy(&v, src[r] + i * sizeof(T), sizeof(T));
+          if (op == CollectiveOp::max) acc = v > acc ? v : acc;
+          else if constexpr (std::is_integral_v<T>) acc = static_cast<T>(static_cast<std::uint32_t>(acc) + static_cast<std::uint32_t>(v));
+          else acc = acc + v;
+        }
+        if constexpr (std::is_floating_point_v<T>)
+          if (op == CollectiveOp::mean) acc /= static_cast<T>(count);
+        std::memcpy(dst + i * sizeof(T), &acc, sizeof(T));
+      }
+    }
+  };
+  switch (type) {
+    case ElementType::f32: each(float{}); break;
+    case ElementType::f16: each(half{}); break;
+    case ElementType::i32: each(std::int32_t{}); break;
+    case ElementType::u32: each(std::uint32_t{}); break;
+    case ElementType::u8: each(std::uint8_t{}); break;
+    case ElementType::boolean: break;  // refused by all_reduce()
+  }
+}
+
+}  // namespace program::detail
+}  // namespace tilebsp
