@@ -5,6 +5,11 @@ include(CMakePackageConfigHelpers)
 install(DIRECTORY include/tilebsp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS tilebsp EXPORT tilebspTargets)
 install(EXPORT tilebspTargets NAMESPACE tilebsp:: DESTINATION ${CMAKE_INSTALL_DATADIR}/tilebsp/cmake)
+if(TARGET tilebsp_mpi)  # tilebsp::mpi, imported only where the consumer finds MPI too
+  set_target_properties(tilebsp_mpi PROPERTIES EXPORT_NAME mpi)
+  install(TARGETS tilebsp_mpi EXPORT tilebspMpiTargets)
+  install(EXPORT tilebspMpiTargets NAMESPACE tilebsp:: DESTINATION ${CMAKE_INSTALL_DATADIR}/tilebsp/cmake)
+endif()
 
 configure_package_config_file(cmake/tilebspConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/tilebspConfig.cmake

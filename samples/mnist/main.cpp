@@ -6,12 +6,19 @@
 #include "../common/compile_progress.hpp"
 #include "mnist.hpp"
 
+#ifdef MNIST_WITH_MPI
+#include <tilebsp/mpi.hpp>
+#endif
+
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <string>
 #include <unistd.h>
 
@@ -25,6 +32,7 @@ struct Options {
   std::string data = "/usr/share/datasets/fashion-mnist";
   std::string save, load, report, executable_cache;
   bool evaluate_only = false, compile_only = false;
+  std::size_t replicas = 0;  ///< 0: one, or one per MPI rank under mpirun
 };
 
 constexpr char const* usage = R"(usage: mnist [options]
@@ -41,6 +49,9 @@ backward, SGD) -> outfeed, then evaluates the test set with an inference program
                           N x batch size; default 1)
   --num-ipus N            1, or 2: a pipeline of the first layers on IPU 0 and the rest (with the loss) on
                           IPU 1 over the N micro-batches of each step (needs --gradient-accumulation >= 3)
+  --replicas N            data-parallel replicas, each on its own batches, gradients all-reduced before each
+                          update (effective batch: batch x accumulation x N); in this process, or under
+                          mpirun -np P spread over the P ranks (default: 1, under mpirun: P)
   --host-threads N        host threads running the program (default: all)
   --seed N                seed of the initial weights and of the shuffles (default 1)
   --data DIR              directory of train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte
@@ -77,6 +88,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--batches-per-step") o.model.batches_per_step = static_cast<std::size_t>(cli.integer(a, v, 1));
     else if (a == "--gradient-accumulation") o.model.gradient_accumulation = static_cast<std::size_t>(cli.integer(a, v, 1));
     else if (a == "--num-ipus") o.model.num_ipus = static_cast<std::size_t>(cli.integer(a, v, 1));
+    else if (a == "--replicas") o.replicas = static_cast<std::size_t>(cli.integer(a, v, 1));
     else if (a == "--host-threads") o.host_threads = static_cast<std::size_t>(cli.integer(a, v, 1));
     else if (a == "--seed") o.model.seed = static_cast<std::uint64_t>(cli.integer(a, v, 0));
     else if (a == "--data") o.data = v;
@@ -122,10 +134,12 @@ class Progress {
   bool tty_;
 };
 
-int run(Options const& o) {
+int run(Options const& o, std::shared_ptr<tb::Communicator> const& comm) {
   auto t0 = std::chrono::steady_clock::now();
   mnist::Data const data = mnist::load_data(o.data);
   mnist::Config c = o.model;
+  c.replicas = o.replicas ? o.replicas : comm ? comm->size() : 1;
+  bool const lead = !comm || comm->rank() == 0;  // writes the files (the replicas' weights agree)
   c.rows = data.train.rows, c.cols = data.train.cols;
   // Refused before anything is built: a training batch is drawn from the training set.
   if (!o.evaluate_only && c.batch > data.train.count)
@@ -141,14 +155,15 @@ int run(Options const& o) {
   } else {
     initial = mnist::load_weights(c, o.load);  // with the standardisation it was trained with
   }
-  mnist::Trainer trainer(c, initial, {.host_threads = o.host_threads, .profiling = !o.report.empty()},
+  mnist::Trainer trainer(c, initial, {.host_threads = o.host_threads, .profiling = !o.report.empty(), .communicator = comm},
                          tb::targets::ipu_mk2(c.num_ipus),
                          {.cache_dir = o.executable_cache, .progress = samples::compile_progress("mnist")});
   samples::end_compile_progress();
   double const peak_gb = samples::peak_resident_bytes() / 1e9;  // of reading the data, building and compiling
-  std::printf("model %s: %zu parameters, batch %zu x %zu accumulated, lr %g (%s), %zu SGD steps per run, %zu IPU(s), "
-              "%zu host threads%s\n",
-              mnist::name_of(c.model), initial.parameter_count(), c.batch, c.gradient_accumulation,
+  std::printf("model %s: %zu parameters, batch %zu x %zu accumulated x %zu replica(s)%s, lr %g (%s), %zu SGD steps per "
+              "run, %zu IPU(s) per replica, %zu host threads%s\n",
+              mnist::name_of(c.model), initial.parameter_count(), c.batch, c.gradient_accumulation, c.replicas,
+              comm ? (" over " + std::to_string(comm->size()) + " MPI ranks").c_str() : "",
               static_cast<double>(c.learning_rate), c.schedule == mnist::Schedule::cosine ? "cosine" : "constant",
               c.batches_per_step, c.num_ipus, trainer.engine().host_threads(),
               o.load.empty() ? "" : (", weights from " + o.load).c_str());
@@ -170,7 +185,7 @@ int run(Options const& o) {
       Progress progress(e + 1, c.epochs);
       t0 = std::chrono::steady_clock::now();
       mnist::Result const train = trainer.train_epoch(data.train, e, [&](std::size_t done, std::size_t total, double loss, double correct) {
-        progress(done, total, loss, correct, c.batch * c.gradient_accumulation);
+        progress(done, total, loss, correct, c.batch * c.gradient_accumulation * trainer.engine().local_replicas());
       });
       double const s = seconds_since(t0);
       test = trainer.evaluate(data.test);
@@ -179,11 +194,11 @@ int run(Options const& o) {
       std::fflush(stdout);
     }
   }
-  if (!o.save.empty()) {
+  if (!o.save.empty() && lead) {
     mnist::save_weights(trainer.network(), o.save);
     std::printf("weights written to %s\n", o.save.c_str());
   }
-  if (!o.report.empty()) {
+  if (!o.report.empty() && lead) {
     std::filesystem::create_directories(o.report);
     tb::Profile const profile = trainer.engine().profile();
     profile.write_json(o.report + "/profile.json");
@@ -198,8 +213,22 @@ int run(Options const& o) {
 
 int main(int argc, char** argv) {
   Options const o = parse(argc, argv);
+#ifdef MNIST_WITH_MPI
+  // Under mpirun: one process per rank, the replicas spread over them (one each by default); rank 0 prints.
+  std::optional<tb::mpi::Session> mpi;  // outlives the communicator
+  std::shared_ptr<tb::Communicator> comm;
+  if (tb::mpi::launched()) {
+    mpi.emplace(&argc, &argv);
+    comm = std::make_shared<tb::mpi::Communicator>();
+    if (comm->rank() != 0 && !std::freopen("/dev/null", "w", stdout)) return 1;
+  }
+#else
+  std::shared_ptr<tb::Communicator> comm;
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE"))
+    std::cerr << "mnist: started by an MPI launcher, but built without MPI: each process trains alone\n";
+#endif
   try {
-    return run(o);
+    return run(o, comm);
   } catch (tb::option_error const& e) {  // a setting the data or the model cannot take: a bad command line
     std::cerr << "mnist: " << e.what() << "\n(see mnist --help)\n";
     return 2;

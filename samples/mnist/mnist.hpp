@@ -59,6 +59,10 @@ struct Config {
   /// IPUs: 2 trains as a pipeline of the layers' first half on IPU 0, the rest (and the loss) on IPU 1, and the first
   /// half's backward pass on IPU 0 again: 3 stages, so gradient_accumulation must be at least 3.
   std::size_t num_ipus = 1;
+  /// Data-parallel replicas: each trains on its own batches (replica r takes the epoch's batches r, r + R, ...),
+  /// their summed gradients are all-reduced before every update (effective batch: batch x accumulation x R). They
+  /// run in this process, or spread over processes (the Engine's communicator: one MPI rank per replica or group).
+  std::size_t replicas = 1;
 };
 
 /// One layer: a fully connected (dense) or convolutional layer with a bias and an optional ReLU, or a 2x2 max pool.
@@ -237,6 +241,7 @@ class Trainer {
       throw tb::option_error("mnist: the learning rate must be a positive number");
     if (c.gradient_accumulation == 0)
       throw tb::option_error("mnist: the gradient accumulation count must be at least 1");
+    if (c.replicas == 0) throw tb::option_error("mnist: the number of replicas must be at least 1");
     if (c.num_ipus != 1 && c.num_ipus != 2) throw tb::option_error("mnist: --num-ipus must be 1 or 2");
     if (c.num_ipus == 2 && net_.layers.size() < 2)
       throw tb::option_error(std::string("mnist: ") + name_of(net_.model) + " has one layer; 2 IPUs need two at least");
@@ -245,7 +250,7 @@ class Trainer {
                              "be at least 3, got " + std::to_string(c.gradient_accumulation));
     if (target.ipus < c.num_ipus)
       throw tb::option_error("mnist: the target has " + std::to_string(target.ipus) + " IPU(s), fewer than --num-ipus");
-    accumulate_ = c.gradient_accumulation > 1 || c.num_ipus > 1;
+    accumulate_ = c.gradient_accumulation > 1 || c.num_ipus > 1 || c.replicas > 1;
     split_ = c.num_ipus > 1 ? net_.layers.size() / 2 : net_.layers.size();
     for (std::size_t i = 0; i < c.num_ipus; ++i) shards_.push_back(c.num_ipus > 1 ? g_.shard(i) : g_);
     build_parameters();
@@ -263,22 +268,35 @@ class Trainer {
                                    tb::stream_out(eval_ce.correct, eval_correct_out));
 
     auto const t1 = std::chrono::steady_clock::now();
-    tb::Executable exe = tb::compile(g_, compile_options, tb::repeat(c.batches_per_step, train_step), train_step, eval_step);
+    tb::CompileOptions co = compile_options;
+    co.replicas = c.replicas;
+    tb::Executable exe = tb::compile(g_, co, tb::repeat(c.batches_per_step, train_step), train_step, eval_step);
     auto const t2 = std::chrono::steady_clock::now();
     build_seconds_ = std::chrono::duration<double>(t1 - t0).count();
     compile_seconds_ = std::chrono::duration<double>(t2 - t1).count();
     from_cache_ = exe.loaded_from_cache();
     engine_ = std::make_unique<tb::Engine>(std::move(exe), engine_options);
     write_parameters();
-    engine_->connect<float>(train.images_in, [this](std::span<float> b) { fill_images(b, train_feed_); });
-    engine_->connect<std::int32_t>(train.labels_in, [this](std::span<std::int32_t> b) { fill_labels(b, train_feed_); });
-    engine_->connect<float>(lr_factor_in, [this](std::span<float> f) {
-      f[0] = static_cast<float>(schedule_factor(train_feed_.lr++ / c_.gradient_accumulation));  // per update
-    });
+    // Each replica its own training feed; the evaluation feeds every replica the same batches (the weights agree).
+    train_feeds_.resize(engine_->local_replicas());
+    for (std::size_t l = 0; l < train_feeds_.size(); ++l) {
+      std::size_t const r = engine_->first_replica() + l;
+      Feed* f = &train_feeds_[l];
+      engine_->connect<float>(train.images_in, r, [this, f](std::span<float> b) { fill_images(b, *f); });
+      engine_->connect<std::int32_t>(train.labels_in, r, [f](std::span<std::int32_t> b) { fill_labels(b, *f); });
+      engine_->connect<float>(lr_factor_in, r, [this, f](std::span<float> v) {
+        v[0] = static_cast<float>(schedule_factor(f->lr++ / c_.gradient_accumulation));  // per update
+      });
+    }
     engine_->connect<float>(loss_out, [this](std::span<float const> v) { step_loss_ += v[0]; });
     engine_->connect<float>(correct_out, [this](std::span<float const> v) { step_correct_ += v[0]; });
-    engine_->connect<float>(eval.images_in, [this](std::span<float> b) { fill_images(b, eval_feed_); });
-    engine_->connect<std::int32_t>(eval.labels_in, [this](std::span<std::int32_t> b) { fill_labels(b, eval_feed_); });
+    eval_feeds_.resize(engine_->local_replicas());
+    for (std::size_t l = 0; l < eval_feeds_.size(); ++l) {
+      std::size_t const r = engine_->first_replica() + l;
+      Feed* f = &eval_feeds_[l];
+      engine_->connect<float>(eval.images_in, r, [this, f](std::span<float> b) { fill_images(b, *f); });
+      engine_->connect<std::int32_t>(eval.labels_in, r, [f](std::span<std::int32_t> b) { fill_labels(b, *f); });
+    }
     engine_->connect<float>(eval_loss_out, [this](std::span<float const> v) { eval_loss_.assign(v.begin(), v.end()); });
     engine_->connect<float>(eval_correct_out,
                             [this](std::span<float const> v) { eval_correct_.assign(v.begin(), v.end()); });
@@ -294,7 +312,9 @@ class Trainer {
 
   /// Weight updates of one epoch over `d` (each of gradient_accumulation batches; the last, partial update is
   /// dropped, as PyTorch's drop_last).
-  std::size_t batches_per_epoch(Dataset const& d) const { return d.count / (c_.batch * c_.gradient_accumulation); }
+  std::size_t batches_per_epoch(Dataset const& d) const {
+    return d.count / (c_.batch * c_.gradient_accumulation * c_.replicas);
+  }
 
   /// Trains one epoch over `d` in the order epoch_order(d.count, seed, epoch). `progress(done, total, loss, correct)`
   /// is called after each device run with the batches done so far and their summed loss and number correct.
@@ -304,9 +324,11 @@ class Trainer {
     std::size_t const total = batches_per_epoch(d);
     if (total == 0)
       throw tb::option_error("mnist: " + std::to_string(d.count) + " training examples do not fill one batch of " +
-                             std::to_string(c_.batch * c_.gradient_accumulation));
+                             std::to_string(c_.batch * c_.gradient_accumulation * c_.replicas));
     order_ = epoch_order(d.count, c_.seed, epoch);
-    train_feed_ = {&d, &order_, 0, 0, epoch * total};
+    for (std::size_t l = 0; l < train_feeds_.size(); ++l)
+      train_feeds_[l] = {&d, &order_, 0, 0, epoch * total * c_.gradient_accumulation, c_.batch, c_.replicas,
+                         engine_->first_replica() + l};
     batches_per_epoch_ = total;
     double loss = 0, correct = 0;
     for (std::size_t done = 0; done < total;) {
@@ -318,8 +340,10 @@ class Trainer {
       correct += step_correct_;
       if (progress) progress(done, total, loss, correct);
     }
-    double const examples = static_cast<double>(total * c_.batch * c_.gradient_accumulation);
-    return {loss / examples, correct / examples, total * c_.batch * c_.gradient_accumulation};
+    // The loss and correct counts are of this engine's replicas; `examples` counts every replica's.
+    std::size_t const seen = total * c_.batch * c_.gradient_accumulation;
+    double const here = static_cast<double>(seen * engine_->local_replicas());
+    return {loss / here, correct / here, seen * c_.replicas};
   }
 
   /// The schedule's factor of the learning rate for training batch `k` (counted from the first epoch's first):
@@ -334,7 +358,7 @@ class Trainer {
   /// Mean loss and accuracy of the current weights on `d`.
   Result evaluate(Dataset const& d) {
     check_image_size(d);
-    eval_feed_ = {&d, nullptr, 0, 0, 0};
+    for (auto& f : eval_feeds_) f = {&d, nullptr, 0, 0, 0, 1, 1, 0};  // every replica the same batches
     double loss = 0, correct = 0;
     for (std::size_t b0 = 0; b0 < d.count; b0 += c_.eval_batch) {
       engine_->run(2);
@@ -350,8 +374,8 @@ class Trainer {
     Network n = net_;
     for (std::size_t i = 0; i < n.layers.size(); ++i) {
       if (!n.layers[i].has_weights()) continue;
-      n.layers[i].weights = engine_->read<float>(weights_[i]);
-      n.layers[i].bias = engine_->read<float>(biases_[i]);
+      n.layers[i].weights = engine_->read<float>(weights_[i], engine_->first_replica());  // the replicas agree
+      n.layers[i].bias = engine_->read<float>(biases_[i], engine_->first_replica());
     }
     return n;
   }
@@ -368,9 +392,12 @@ class Trainer {
     Dataset const* data = nullptr;
     std::vector<std::uint32_t> const* order = nullptr;
     std::size_t images = 0, labels = 0, lr = 0;
+    /// Replica `replica` of `replicas` takes batches replica, replica + replicas, ... of `batch` examples.
+    std::size_t batch = 1, replicas = 1, replica = 0;
 
-    /// The example at position `k`; past the end (evaluation's padding) there is none.
+    /// The example at this replica's position `k`; past the end (evaluation's padding) there is none.
     std::optional<std::size_t> example(std::size_t k) const {
+      k = ((k / batch) * replicas + replica) * batch + k % batch;
       if (k >= data->count) return std::nullopt;
       return order ? (*order)[k] : k;
     }
@@ -442,7 +469,7 @@ class Trainer {
   /// The loss (the mean over the effective batch), through the learning-rate schedule: backpropagation is linear in
   /// the loss gradient, so scaling the gradient by the schedule's factor for this batch scales every update.
   tb::ops::SoftmaxCrossEntropy loss(tb::Sequence& step, tb::Tensor const& logits, Io const& train, tb::Tensor const& lr_factor) {
-    float const scale = 1.0f / static_cast<float>(c_.batch * c_.gradient_accumulation);
+    float const scale = 1.0f / static_cast<float>(c_.batch * c_.gradient_accumulation * c_.replicas);
     auto ce = tb::ops::softmax_cross_entropy(last_graph(), step, logits, train.labels, scale, "train/loss");
     tb::ops::map_in_place(last_graph(), step, tb::expr::_1 * tb::expr::_2, ce.grad, lr_factor);
     return ce;
@@ -519,6 +546,10 @@ class Trainer {
       tb::Graph& g = graph_of(i);
       tb::ops::fill(g, zero, acc_w_[i], 0.0);
       tb::ops::fill(g, zero, acc_b_[i], 0.0);
+      if (c_.replicas > 1) {  // data parallelism: every replica's sums, each already divided by the replica count
+        tb::ops::cross_replica_sum_in_place(update, acc_w_[i], net_.layers[i].name + ".weights.grad_sum");
+        tb::ops::cross_replica_sum_in_place(update, acc_b_[i], net_.layers[i].name + ".bias.grad_sum");
+      }
       tb::ops::scaled_add(g, update, weights_[i], acc_w_[i], step);
       tb::ops::scaled_add(g, update, biases_[i], acc_b_[i], step);
     }
@@ -653,7 +684,7 @@ class Trainer {
   double build_seconds_ = 0, compile_seconds_ = 0;
   bool from_cache_ = false;
   std::vector<std::uint32_t> order_;
-  Feed train_feed_, eval_feed_;
+  std::vector<Feed> train_feeds_, eval_feeds_;  // per local replica
   std::size_t batches_per_epoch_ = 1;
   std::array<float, 256> pixel_{};  // a byte's standardised value
   double step_loss_ = 0, step_correct_ = 0;

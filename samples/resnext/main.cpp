@@ -31,6 +31,7 @@ struct Options {
   std::int64_t batches_per_step = 4;
   int iterations = 5;
   std::size_t num_ipus = 1;
+  std::size_t replicas = 1;
   bool auto_split = true;
   std::vector<int> split;
   std::size_t host_threads = 0;
@@ -53,6 +54,8 @@ ResNeXt inference on a modelled IPU: infeed -> repeat(batches-per-step, network)
   --partials f32|f16      type of partial sums (default f32)
   --conv-amp X            availableMemoryProportion of convolutions, in [0, 1] (default 0.3)
   --matmul-amp X          availableMemoryProportion of the fully connected layer, in [0, 1] (default 0.6)
+  --replicas N            data-parallel replicas of the whole program (on N x num-ipus IPUs), each with its own
+                          infeed of images; throughput counts every replica's (default 1)
   --num-ipus N            IPU Mk2 devices: N > 1 pipelines the network over N IPUs, one stage each, with
                           batches-per-step micro-batches per run (default 1)
   --pipeline-split S      where the stages begin: 'auto' (balanced by estimated cycles, the default) or
@@ -100,6 +103,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--conv-amp") o.model.conv_amp = proportion(a, v);
     else if (a == "--matmul-amp") o.model.matmul_amp = proportion(a, v);
     else if (a == "--num-ipus") o.num_ipus = static_cast<std::size_t>(integer(a, v, 1));
+    else if (a == "--replicas") o.replicas = static_cast<std::size_t>(integer(a, v, 1));
     else if (a == "--pipeline-split") {
       o.auto_split = v == "auto";
       o.split.clear();
@@ -177,7 +181,8 @@ int run(Options const& o) {
                                    {.allow_out_of_memory = !o.check_memory,
                                     .threads = o.host_threads,
                                     .cache_dir = o.executable_cache,
-                                    .progress = samples::compile_progress("resnext")},
+                                    .progress = samples::compile_progress("resnext"),
+                                    .replicas = o.replicas},
                                    program);
   samples::end_compile_progress();
   double const compile_s = seconds_since(t0);
@@ -195,17 +200,21 @@ int run(Options const& o) {
   bool const exe_from_cache = exe.loaded_from_cache();
   tb::Engine engine{std::move(exe), {.host_threads = o.host_threads, .profiling = !o.report.empty()}};
   model.write_parameters(engine);
-  // Synthetic images in [0, 1), a new batch per transfer, prepared on a helper thread while the device runs.
-  resnext::Rng rng(o.seed + 1);
-  engine.connect<T>(images, [&rng](std::span<T> batch) {
-    for (auto& x : batch) x = static_cast<T>(static_cast<float>(rng.uniform()));
-  }, {.prefetch = true});
+  // Synthetic images in [0, 1), a new batch per transfer, prepared on a helper thread while the device runs; each
+  // replica its own stream (replica 0's is the one a single replica gets). The logits shown are replica 0's.
+  std::vector<resnext::Rng> rngs;
+  for (std::size_t r = 0; r < o.replicas; ++r) rngs.emplace_back(o.seed + 1 + 7919 * r);
   std::vector<float> last(model.logits.num_elements());
   std::size_t batches_out = 0;
-  engine.connect<T>(logits, [&](std::span<T const> l) {
-    std::transform(l.begin(), l.end(), last.begin(), [](T x) { return static_cast<float>(x); });
-    ++batches_out;
-  });
+  for (std::size_t r = 0; r < o.replicas; ++r) {
+    engine.connect<T>(images, r, [&rng = rngs[r]](std::span<T> batch) {
+      for (auto& x : batch) x = static_cast<T>(static_cast<float>(rng.uniform()));
+    }, {.prefetch = true});
+    engine.connect<T>(logits, r, [&, r](std::span<T const> l) {
+      if (r == 0) std::transform(l.begin(), l.end(), last.begin(), [](T x) { return static_cast<float>(x); });
+      ++batches_out;
+    });
+  }
 
   std::size_t const params = [&] {
     std::size_t n = 0;
@@ -215,12 +224,13 @@ int run(Options const& o) {
   std::printf("ResNeXt-%d %lldx%lld: %zu parameters, %.2f GMAC per image, batch %lld, %s, partials %s\n", c.depth,
               static_cast<long long>(c.cardinality), static_cast<long long>(c.width), params, c.macs_per_image() / 1e9,
               static_cast<long long>(c.batch), tb::name_of(c.dtype).data(), tb::name_of(c.partials).data());
-  std::printf("target %zu x IPU Mk2 (%zu tiles), conv AMP %.2f, matmul AMP %.2f; %zu host threads\n", o.num_ipus,
-              g.num_tiles(), c.conv_amp, c.matmul_amp, engine.host_threads());
+  std::printf("target %zu x IPU Mk2 (%zu tiles) x %zu replica(s), conv AMP %.2f, matmul AMP %.2f; %zu host threads\n",
+              o.num_ipus, g.num_tiles(), o.replicas, c.conv_amp, c.matmul_amp, engine.host_threads());
   std::printf("graph built in %.2f s, %s in %.2f s; peak resident memory %.2f GB\n", build_s,
               exe_from_cache ? "executable loaded from cache" : "compiled", compile_s, peak_gb);
 
-  double const per_run = static_cast<double>(c.batch * o.batches_per_step);
+  // Every replica's images: they run concurrently on their own IPUs (the model), one after another here.
+  double const per_run = static_cast<double>(c.batch * o.batches_per_step) * static_cast<double>(o.replicas);
   std::vector<double> throughput, latency;
   for (int it = 0; it < o.iterations; ++it) {
     t0 = std::chrono::steady_clock::now();

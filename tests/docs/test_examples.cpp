@@ -307,6 +307,36 @@ TEST_CASE("pipeline example") {
   CHECK(pipeline_example() == expect);
 }
 
+// [replication-example]
+// Data parallelism over 2 replicas: each streams its own x, computes g = w - x, and the replicas average g before
+// the update, so their copies of w stay equal.
+std::vector<float> replication_example() {
+  using namespace tb::expr;
+  tb::Graph g{tb::targets::tiny(4)};
+  tb::Tensor w = g.add_variable<float>({8}, "w"), x = g.add_variable<float>({8}, "x");
+  tb::map_linearly(g, w);
+  tb::map_linearly(g, x);
+  auto in = g.add_host_to_device_fifo<float>("x_in", 8);
+  tb::Sequence step;
+  step.add(tb::stream_in(in, x));
+  tb::Tensor grad = tb::ops::map(g, step, _1 - _2, w, x);
+  tb::ops::cross_replica_mean_in_place(step, grad, "grad");  // the same in every replica
+  tb::ops::map_in_place(g, step, _1 - _2 * 0.5f, w, grad);
+
+  tb::Engine engine{tb::compile(g, {.replicas = 2}, step)};
+  engine.write(w, std::vector<float>(8, 1.0f));               // every replica's copy
+  std::vector<float> x0(8, 3.0f), x1(8, 5.0f);
+  engine.connect(in, 0, x0);                                   // each replica its own data
+  engine.connect(in, 1, x1);
+  engine.run();
+  return engine.read<float>(w, 1);                             // 1 - 0.5 * mean(1 - 3, 1 - 5) = 2.5
+}
+// [replication-example]
+
+TEST_CASE("replication example") {
+  CHECK(replication_example() == std::vector<float>(8, 2.5f));
+}
+
 // [vertices-example]
 // One Axpy vertex per block of 16 elements of y (an operator's many small vertices): the records are made on the
 // graph's build threads (Graph::set_build_threads) and added in block order: the same graph for any number.

@@ -470,6 +470,43 @@ TEST_CASE("mnist: gradient accumulation and 2-IPU pipelines train as one IPU wit
   }
 }
 
+TEST_CASE("mnist: data-parallel replicas train as one replica with the same effective batch") {
+  // Effective batch 16: 1 replica accumulating 4 batches of 4; 2 replicas accumulating 2 each, sums all-reduced.
+  mnist::Dataset const train = synthetic(256, 4), test = synthetic(100, 5);
+  mnist::Config c = small_config(mnist::Model::mlp);
+  c.epochs = 2;
+  mnist::Network n = mnist::initial_network(c);
+  n.standardise = mnist::pixel_statistics(train);
+  auto const train_on = [&](std::size_t accumulate, std::size_t replicas, std::size_t threads,
+                            mnist::Dataset const& data, std::size_t epochs) {
+    mnist::Config k = c;
+    k.batch = 4, k.gradient_accumulation = accumulate, k.replicas = replicas;
+    k.batches_per_step = 2;
+    mnist::Trainer t(k, n, {.host_threads = threads}, tb::targets::tiny(64, 1 << 21));
+    CHECK(t.engine().replicas() == replicas);
+    mnist::Result r;
+    for (std::size_t e = 0; e < epochs; ++e) r = t.train_epoch(data, e);
+    CHECK(r.examples == data.count);
+    return std::pair{all_parameters(t.network()), t.evaluate(test)};
+  };
+  // One update: replica 0 takes batches 0 and 2, replica 1 batches 1 and 3: the same gradients, summed in another order.
+  mnist::Dataset one_batch = train;
+  one_batch.count = 16;
+  auto const single = train_on(4, 1, 2, one_batch, 1).first, pair = train_on(2, 2, 2, one_batch, 1).first;
+  double worst = 0;
+  for (std::size_t i = 0; i < single.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(single[i]) - pair[i]));
+  CHECK(worst < 1e-6);
+  auto const [one, one_test] = train_on(4, 1, 2, train, 2);
+  auto const [two, two_test] = train_on(2, 2, 2, train, 2);
+  CHECK(std::abs(two_test.accuracy - one_test.accuracy) <= 0.005);
+  // Bitwise the same for any number of host threads (the replicas dealt to them differently).
+  CHECK(train_on(2, 2, 1, train, 2).first == two);
+  CHECK(train_on(2, 2, 3, train, 2).first == two);
+  mnist::Config bad = c;
+  bad.replicas = 0;
+  CHECK_THROWS_WITH_AS(mnist::Trainer(bad, n), "mnist: the number of replicas must be at least 1", tb::option_error);
+}
+
 TEST_CASE("mnist: accumulation and IPU count errors") {
   mnist::Config c = small_config(mnist::Model::mlp);
   c.gradient_accumulation = 0;

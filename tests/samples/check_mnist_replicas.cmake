@@ -1,0 +1,31 @@
+# Data-parallel logistic regression on Fashion-MNIST, 3 epochs, 2 replicas of batch 16 (the effective batch of the
+# 1-replica default, 32): in one process (--replicas 2) and, with
+# MPIRUN, as 2 MPI ranks of one replica each. It must pass its accuracy bar (>= 0.84), and both runs must print the
+# same test_accuracy and write bitwise identical weights files. -DSAMPLE, -DWORK_DIR, optional -DMPIRUN.
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+function(train out_var weights)
+  execute_process(COMMAND ${ARGN} --model logreg --epochs 3 --save ${weights}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  message("${out}")
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "test_accuracy: ([0-9.]+)\n$")
+    message(FATAL_ERROR "${ARGN}: exit code ${rc}\n${err}")
+  endif()
+  set(${out_var} ${CMAKE_MATCH_1} PARENT_SCOPE)
+endfunction()
+train(alone ${WORK_DIR}/alone.bin ${SAMPLE} --replicas 2 --batch-size 16 --host-threads 2)
+if(alone LESS 0.84)
+  message(FATAL_ERROR "logreg with 2 replicas: test accuracy ${alone} < 0.84")
+endif()
+if(MPIRUN)
+  train(ranks ${WORK_DIR}/ranks.bin ${MPIRUN} --allow-run-as-root --oversubscribe -np 2 ${SAMPLE} --batch-size 16 --host-threads 1)
+  if(NOT ranks STREQUAL alone)
+    message(FATAL_ERROR "test accuracy ${ranks} over 2 MPI ranks, ${alone} in one process")
+  endif()
+  file(SHA256 ${WORK_DIR}/alone.bin a)
+  file(SHA256 ${WORK_DIR}/ranks.bin b)
+  if(NOT a STREQUAL b)
+    message(FATAL_ERROR "the weights written by the MPI run differ from the in-process run's")
+  endif()
+  message(STATUS "in-process and MPI replicas: test accuracy ${alone}, identical weights")
+endif()
