@@ -16,6 +16,7 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -106,59 +107,63 @@ class Communicator final : public tilebsp::Communicator {
     if (send.size() != size_ || recv.size() != size_)
       throw error("mpi: exchange needs one block per process (" + std::to_string(size_) + ")");
     poll_notices();
-    std::vector<std::vector<std::byte>> out(size_), in(size_);
-    std::vector<MPI_Request> rreq(size_, MPI_REQUEST_NULL), sreq(size_, MPI_REQUEST_NULL);
+    // Per peer two messages: a header (exchange number, payload bytes), checked first, and the payload itself,
+    // straight from and into the caller's blocks. Messages between two ranks on one tag arrive in order.
+    std::vector<std::array<std::uint64_t, 2>> hin(size_), hout(size_);
+    std::vector<MPI_Request> req(4 * size_, MPI_REQUEST_NULL);  // per peer: header in, payload in, header out, payload out
     for (std::size_t p = 0; p < size_; ++p) {
       if (p == rank_) {
         if (send[p].size() != recv[p].size()) throw error("mpi: exchange: this process's own blocks differ in size");
         if (!send[p].empty()) std::memcpy(recv[p].data(), send[p].data(), send[p].size());
         continue;
       }
-      in[p].resize(header + recv[p].size());
-      check(MPI_Irecv(in[p].data(), static_cast<int>(in[p].size()), MPI_BYTE, static_cast<int>(p), data_tag, comm_, &rreq[p]),
+      int const peer = static_cast<int>(p);
+      hout[p] = {count_, send[p].size()};
+      check(MPI_Irecv(hin[p].data(), 2, MPI_UINT64_T, peer, header_tag, comm_, &req[4 * p]), "MPI_Irecv");
+      check(MPI_Irecv(recv[p].data(), static_cast<int>(recv[p].size()), MPI_BYTE, peer, data_tag, comm_, &req[4 * p + 1]),
             "MPI_Irecv");
-      out[p].resize(header + send[p].size());
-      std::uint64_t const h[2]{count_, send[p].size()};
-      std::memcpy(out[p].data(), h, header);
-      if (!send[p].empty()) std::memcpy(out[p].data() + header, send[p].data(), send[p].size());
-      check(MPI_Isend(out[p].data(), static_cast<int>(out[p].size()), MPI_BYTE, static_cast<int>(p), data_tag, comm_, &sreq[p]),
+      check(MPI_Isend(hout[p].data(), 2, MPI_UINT64_T, peer, header_tag, comm_, &req[4 * p + 2]), "MPI_Isend");
+      check(MPI_Isend(send[p].data(), static_cast<int>(send[p].size()), MPI_BYTE, peer, data_tag, comm_, &req[4 * p + 3]),
             "MPI_Isend");
     }
-    auto const deadline = std::chrono::steady_clock::now() + opt_.timeout;
+    auto const begin = std::chrono::steady_clock::now();
+    auto const deadline = begin + opt_.timeout;
     auto const abandon = [&] {  // receives are cancelled; sends finish (or not) on their own
-      for (auto& r : rreq)
-        if (r != MPI_REQUEST_NULL) MPI_Cancel(&r), MPI_Request_free(&r);
-      for (auto& r : sreq)
-        if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+      for (std::size_t i = 0; i < req.size(); ++i)
+        if (req[i] != MPI_REQUEST_NULL) {
+          if (i % 4 < 2) MPI_Cancel(&req[i]);
+          MPI_Request_free(&req[i]);
+        }
     };
-    std::vector<int> got(size_, 0);
-    for (std::size_t spins = 0;; ++spins) {
+    std::vector<int> got(size_, 0);  // 1: header checked, 2: payload in too
+    for (;;) {
       bool all = true;
       for (std::size_t p = 0; p < size_; ++p) {
-        if (p == rank_ || got[p]) continue;
-        MPI_Status st;
+        if (p == rank_ || got[p] == 2) continue;
         int flag = 0;
-        if (MPI_Test(&rreq[p], &flag, &st) != MPI_SUCCESS) {
-          abandon();
-          throw replica_error("mpi: receiving from rank " + std::to_string(p) + " failed at exchange #" +
-                              std::to_string(count_) + " (a block of another size: the ranks' programs diverged)");
-        }
-        if (flag) {
-          got[p] = 1;
-          int bytes = 0;
-          MPI_Get_count(&st, MPI_BYTE, &bytes);
-          std::uint64_t h[2]{};
-          if (static_cast<std::size_t>(bytes) >= header) std::memcpy(h, in[p].data(), header);
-          if (static_cast<std::size_t>(bytes) != in[p].size() || h[0] != count_ || h[1] != recv[p].size()) {
-            abandon();
-            throw replica_error("mpi: rank " + std::to_string(p) + " is at exchange #" + std::to_string(h[0]) + " with " +
-                                std::to_string(h[1]) + " bytes, this rank (" + std::to_string(rank_) + ") at #" +
-                                std::to_string(count_) + " expecting " + std::to_string(recv[p].size()) +
-                                ": the ranks' programs diverged");
+        MPI_Status st;
+        if (got[p] == 0) {
+          MPI_Test(&req[4 * p], &flag, MPI_STATUS_IGNORE);
+          if (flag) {
+            if (hin[p][0] != count_ || hin[p][1] != recv[p].size()) {
+              abandon();
+              throw replica_error("mpi: rank " + std::to_string(p) + " is at exchange #" + std::to_string(hin[p][0]) +
+                                  " with " + std::to_string(hin[p][1]) + " bytes, this rank (" + std::to_string(rank_) +
+                                  ") at #" + std::to_string(count_) + " expecting " + std::to_string(recv[p].size()) +
+                                  ": the ranks' programs diverged");
+            }
+            got[p] = 1;
           }
-        } else {
-          all = false;
         }
+        if (got[p] == 1) {
+          if (MPI_Test(&req[4 * p + 1], &flag, &st) != MPI_SUCCESS) {
+            abandon();
+            throw replica_error("mpi: receiving from rank " + std::to_string(p) + " failed at exchange #" +
+                                std::to_string(count_));
+          }
+          if (flag) got[p] = 2;
+        }
+        if (got[p] != 2) all = false;
       }
       if (all) break;
       try {
@@ -170,17 +175,19 @@ class Communicator final : public tilebsp::Communicator {
       if (std::chrono::steady_clock::now() > deadline) {
         std::string late;
         for (std::size_t p = 0; p < size_; ++p)
-          if (p != rank_ && !got[p]) late += (late.empty() ? "" : ", ") + std::to_string(p);
+          if (p != rank_ && got[p] != 2) late += (late.empty() ? "" : ", ") + std::to_string(p);
         abandon();
         char secs[32];
         std::snprintf(secs, sizeof secs, "%g", std::chrono::duration<double>(opt_.timeout).count());
-        throw replica_error("mpi: rank(s) " + late + " did not answer within " + secs + " s at exchange #" + std::to_string(count_) + " (a process hangs or was lost)");
+        throw replica_error("mpi: rank(s) " + late + " did not answer within " + secs + " s at exchange #" +
+                            std::to_string(count_) + " (a process hangs or was lost)");
       }
-      if (spins > 64) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      // Poll (yielding) for the first milliseconds: a peer a step behind arrives soon, and a sleep would cost each
+      // exchange the scheduler's granularity; then sleep between polls.
+      if (std::chrono::steady_clock::now() - begin < std::chrono::milliseconds(20)) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
-    MPI_Waitall(static_cast<int>(size_), sreq.data(), MPI_STATUSES_IGNORE);
-    for (std::size_t p = 0; p < size_; ++p)
-      if (p != rank_ && !recv[p].empty()) std::memcpy(recv[p].data(), in[p].data() + header, recv[p].size());
+    MPI_Waitall(static_cast<int>(req.size()), req.data(), MPI_STATUSES_IGNORE);
     ++count_;
   }
 
@@ -191,8 +198,8 @@ class Communicator final : public tilebsp::Communicator {
   }
 
  private:
-  static constexpr int data_tag = 1, notice_tag = 2;
-  static constexpr std::size_t header = 16;  ///< exchange number, payload bytes
+  static constexpr int data_tag = 1, notice_tag = 2, header_tag = 3;
+  static constexpr std::size_t header = 16;  ///< of a notice: its kind, the exchanges made
   static constexpr std::uint64_t failed = 1, left = 2, never = ~std::uint64_t{0};
 
   static void check(int rc, char const* what) {

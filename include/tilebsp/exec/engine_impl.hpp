@@ -755,32 +755,40 @@ TILEBSP_INLINE void exec::detail::EngineCore::collective_local(std::size_t plan,
   for (auto const& r : runs) offsets.push_back(offsets.back() + r.count);
   std::int64_t const n = offsets.back();
   std::size_t const eb = size_of(t.element_type());
-  // This thread's share of the elements, in blocks: each block gathered from every replica, reduced in replica
-  // order, and written back to every replica. Shares are disjoint, so the threads need no sync until the end.
+  auto const op = static_cast<CollectiveOp>(c.op);
+  // This thread's share of the elements, block by block: reduced over the replicas in replica order into replica
+  // 0's memory (in place where the elements are contiguous, else through a buffer), then copied to the others.
+  // The replicas' layouts are the same: a run's elements sit at the same offsets of each replica's variable.
+  // Shares are disjoint, so the threads need no sync until the end.
   std::int64_t const lo = n * tid / threads, hi = n * (tid + 1) / threads;
-  constexpr std::int64_t block = 2048;
-  std::vector<std::byte> buf(static_cast<std::size_t>(std::min(block, std::max<std::int64_t>(hi - lo, 1))) * eb * local_);
+  constexpr std::int64_t block = 4096;
   std::vector<std::byte const*> src(local_);
-  for (std::int64_t b = lo; b < hi; b += block) {
-    std::int64_t const e = std::min(hi, b + block);
-    std::size_t const span = static_cast<std::size_t>(e - b) * eb;
-    for (std::size_t l = 0; l < local_; ++l) {
-      std::byte* out = buf.data() + l * span;
-      src[l] = out;
-      exec::detail::for_each_piece(runs, offsets, reps_[l].data, eb, b, e, [&](std::byte* p, std::int64_t m, std::int64_t st) {
-        exec::detail::move_piece(p, m, st, out, eb, true);
-        out += m * static_cast<std::int64_t>(eb);
-      });
+  std::vector<std::byte> buf;
+  auto k = static_cast<std::size_t>(std::upper_bound(offsets.begin(), offsets.end(), lo) - offsets.begin() - 1);
+  for (std::int64_t i = lo; i < hi; ++k) {
+    auto const& r = runs[k];
+    std::int64_t const o = i - offsets[k], len = std::min(hi, offsets[k] + r.count) - i;
+    for (std::int64_t b = 0; b < len; b += block) {
+      std::int64_t const m = std::min(block, len - b);
+      std::int64_t const first = r.start + (o + b) * r.stride;  // element of the variable
+      auto const at_l = [&](std::size_t l) { return reps_[l].data[r.var].get() + first * static_cast<std::int64_t>(eb); };
+      if (r.stride == 1) {
+        for (std::size_t l = 0; l < local_; ++l) src[l] = at_l(l);
+        program::detail::reduce_in_order(t.element_type(), op, src.data(), local_, at_l(0), static_cast<std::size_t>(m));
+        for (std::size_t l = 1; l < local_; ++l) std::memcpy(at_l(l), at_l(0), static_cast<std::size_t>(m) * eb);
+      } else {
+        std::size_t const span = static_cast<std::size_t>(m) * eb;
+        buf.resize(span * local_);
+        std::int64_t const step = r.stride * static_cast<std::int64_t>(eb);
+        for (std::size_t l = 0; l < local_; ++l) {
+          exec::detail::move_piece(at_l(l), m, step, buf.data() + l * span, eb, true);
+          src[l] = buf.data() + l * span;
+        }
+        program::detail::reduce_in_order(t.element_type(), op, src.data(), local_, buf.data(), static_cast<std::size_t>(m));
+        for (std::size_t l = 0; l < local_; ++l) exec::detail::move_piece(at_l(l), m, step, buf.data(), eb, false);
+      }
     }
-    program::detail::reduce_in_order(t.element_type(), static_cast<CollectiveOp>(c.op), src.data(), local_, buf.data(),
-                                     static_cast<std::size_t>(e - b));
-    for (std::size_t l = 0; l < local_; ++l) {
-      std::byte* in = buf.data();
-      exec::detail::for_each_piece(runs, offsets, reps_[l].data, eb, b, e, [&](std::byte* p, std::int64_t m, std::int64_t st) {
-        exec::detail::move_piece(p, m, st, in, eb, false);
-        in += m * static_cast<std::int64_t>(eb);
-      });
-    }
+    i += len;
   }
 }
 
@@ -797,22 +805,19 @@ TILEBSP_INLINE void exec::detail::EngineCore::collective_processes(std::size_t p
   // (all-gather). An element is so reduced by one process, in the order of the in-process engine: bitwise the same.
   auto const lo = [&](std::size_t q) { return n * q / P; };
   auto const len = [&](std::size_t q) { return lo(q + 1) - lo(q); };
-  std::vector<std::byte> mine(n * eb * local_);  // [local replica][element]
-  for (std::size_t l = 0; l < local_; ++l) {
-    std::byte* out = mine.data() + l * n * eb;
-    exec::detail::for_each_piece(runs, offsets, reps_[l].data, eb, 0, static_cast<std::int64_t>(n),
-                                 [&](std::byte* p, std::int64_t m, std::int64_t st) {
-                                   exec::detail::move_piece(p, m, st, out, eb, true);
-                                   out += m * static_cast<std::int64_t>(eb);
-                                 });
-  }
   std::vector<std::vector<std::byte>> to(P), from(P);
   std::vector<std::span<std::byte const>> send(P);
   std::vector<std::span<std::byte>> recv(P);
   for (std::size_t q = 0; q < P; ++q) {
-    to[q].resize(len(q) * eb * local_);
-    for (std::size_t l = 0; l < local_; ++l)
-      std::memcpy(to[q].data() + l * len(q) * eb, mine.data() + (l * n + lo(q)) * eb, len(q) * eb);
+    to[q].resize(len(q) * eb * local_);  // [local replica][q's elements]
+    for (std::size_t l = 0; l < local_; ++l) {
+      std::byte* out = to[q].data() + l * len(q) * eb;
+      exec::detail::for_each_piece(runs, offsets, reps_[l].data, eb, static_cast<std::int64_t>(lo(q)),
+                                   static_cast<std::int64_t>(lo(q + 1)), [&](std::byte* p, std::int64_t m, std::int64_t st) {
+                                     exec::detail::move_piece(p, m, st, out, eb, true);
+                                     out += m * static_cast<std::int64_t>(eb);
+                                   });
+    }
     from[q].resize(len(me) * eb * local_);
     send[q] = to[q];
     recv[q] = from[q];

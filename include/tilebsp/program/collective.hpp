@@ -10,8 +10,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 namespace tilebsp {
 
@@ -61,38 +63,50 @@ namespace program::detail {
 /// whichever process or thread computes an element.
 inline void reduce_in_order(ElementType type, CollectiveOp op, std::byte const* const* src, std::size_t count,
                             std::byte* dst, std::size_t n) {
+  // Element by element the order is ((x0 + x1) + x2) + ...: done one contribution at a time over the whole range
+  // (loops the compiler vectorises), it is the same order.
   auto const each = [&](auto tag) {
     using T = decltype(tag);
-    for (std::size_t i = 0; i < n; ++i) {
-      T v;
-      std::memcpy(&v, src[0] + i * sizeof(T), sizeof(T));
-      if constexpr (std::is_same_v<T, half>) {
-        float acc = static_cast<float>(v);
-        for (std::size_t r = 1; r < count; ++r) {
-          std::memcpy(&v, src[r] + i * sizeof(T), sizeof(T));
-          float const x = static_cast<float>(v);
-          acc = op == CollectiveOp::max ? (x > acc ? x : acc) : acc + x;
-        }
-        if (op == CollectiveOp::mean) acc /= static_cast<float>(count);
-        T const out(acc);
-        std::memcpy(dst + i * sizeof(T), &out, sizeof(T));
+    T* d = reinterpret_cast<T*>(dst);
+    auto const in = [&](std::size_t r) { return reinterpret_cast<T const*>(src[r]); };
+    if (dst != src[0]) std::memcpy(dst, src[0], n * sizeof(T));
+    for (std::size_t r = 1; r < count; ++r) {
+      T const* x = in(r);
+      if (op == CollectiveOp::max) {
+        for (std::size_t i = 0; i < n; ++i) d[i] = x[i] > d[i] ? x[i] : d[i];
+      } else if constexpr (std::is_integral_v<T>) {
+        for (std::size_t i = 0; i < n; ++i)
+          d[i] = static_cast<T>(static_cast<std::uint32_t>(d[i]) + static_cast<std::uint32_t>(x[i]));
       } else {
-        T acc = v;
-        for (std::size_t r = 1; r < count; ++r) {
-          std::memcpy(&v, src[r] + i * sizeof(T), sizeof(T));
-          if (op == CollectiveOp::max) acc = v > acc ? v : acc;
-          else if constexpr (std::is_integral_v<T>) acc = static_cast<T>(static_cast<std::uint32_t>(acc) + static_cast<std::uint32_t>(v));
-          else acc = acc + v;
-        }
-        if constexpr (std::is_floating_point_v<T>)
-          if (op == CollectiveOp::mean) acc /= static_cast<T>(count);
-        std::memcpy(dst + i * sizeof(T), &acc, sizeof(T));
+        for (std::size_t i = 0; i < n; ++i) d[i] += x[i];
       }
     }
+    if constexpr (std::is_floating_point_v<T>)
+      if (op == CollectiveOp::mean) {
+        T const c = static_cast<T>(count);
+        for (std::size_t i = 0; i < n; ++i) d[i] /= c;
+      }
   };
   switch (type) {
     case ElementType::f32: each(float{}); break;
-    case ElementType::f16: each(half{}); break;
+    case ElementType::f16: {  // in f32, rounded once, a block at a time
+      float acc[256];
+      for (std::size_t b = 0; b < n; b += 256) {
+        std::size_t const m = std::min<std::size_t>(256, n - b);
+        auto const at = [&](std::size_t r) { return reinterpret_cast<half const*>(src[r]) + b; };
+        for (std::size_t i = 0; i < m; ++i) acc[i] = static_cast<float>(at(0)[i]);
+        for (std::size_t r = 1; r < count; ++r)
+          for (std::size_t i = 0; i < m; ++i) {
+            float const x = static_cast<float>(at(r)[i]);
+            acc[i] = op == CollectiveOp::max ? (x > acc[i] ? x : acc[i]) : acc[i] + x;
+          }
+        if (op == CollectiveOp::mean)
+          for (std::size_t i = 0; i < m; ++i) acc[i] /= static_cast<float>(count);
+        half* d = reinterpret_cast<half*>(dst) + b;
+        for (std::size_t i = 0; i < m; ++i) d[i] = half(acc[i]);
+      }
+      break;
+    }
     case ElementType::i32: each(std::int32_t{}); break;
     case ElementType::u32: each(std::uint32_t{}); break;
     case ElementType::u8: each(std::uint8_t{}); break;
