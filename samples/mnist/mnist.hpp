@@ -278,25 +278,16 @@ class Trainer {
     engine_ = std::make_unique<tb::Engine>(std::move(exe), engine_options);
     write_parameters();
     // Each replica its own training feed; the evaluation feeds every replica the same batches (the weights agree).
-    train_feeds_.resize(engine_->local_replicas());
+    connect_feeds(train, train_feeds_);
     for (std::size_t l = 0; l < train_feeds_.size(); ++l) {
-      std::size_t const r = engine_->first_replica() + l;
       Feed* f = &train_feeds_[l];
-      engine_->connect<float>(train.images_in, r, [this, f](std::span<float> b) { fill_images(b, *f); });
-      engine_->connect<std::int32_t>(train.labels_in, r, [f](std::span<std::int32_t> b) { fill_labels(b, *f); });
-      engine_->connect<float>(lr_factor_in, r, [this, f](std::span<float> v) {
+      engine_->connect<float>(lr_factor_in, engine_->first_replica() + l, [this, f](std::span<float> v) {
         v[0] = static_cast<float>(schedule_factor(f->lr++ / c_.gradient_accumulation));  // per update
       });
     }
     engine_->connect<float>(loss_out, [this](std::span<float const> v) { step_loss_ += v[0]; });
     engine_->connect<float>(correct_out, [this](std::span<float const> v) { step_correct_ += v[0]; });
-    eval_feeds_.resize(engine_->local_replicas());
-    for (std::size_t l = 0; l < eval_feeds_.size(); ++l) {
-      std::size_t const r = engine_->first_replica() + l;
-      Feed* f = &eval_feeds_[l];
-      engine_->connect<float>(eval.images_in, r, [this, f](std::span<float> b) { fill_images(b, *f); });
-      engine_->connect<std::int32_t>(eval.labels_in, r, [f](std::span<std::int32_t> b) { fill_labels(b, *f); });
-    }
+    connect_feeds(eval, eval_feeds_);
     engine_->connect<float>(eval_loss_out, [this](std::span<float const> v) { eval_loss_.assign(v.begin(), v.end()); });
     engine_->connect<float>(eval_correct_out,
                             [this](std::span<float const> v) { eval_correct_.assign(v.begin(), v.end()); });
@@ -425,6 +416,17 @@ class Trainer {
     return r;
   }
 
+  /// One feed per local replica, connected to that replica's image and label infeeds.
+  void connect_feeds(Io const& io, std::vector<Feed>& feeds) {
+    feeds.resize(engine_->local_replicas());
+    for (std::size_t l = 0; l < feeds.size(); ++l) {
+      std::size_t const r = engine_->first_replica() + l;
+      Feed* f = &feeds[l];
+      engine_->connect<float>(io.images_in, r, [this, f](std::span<float> b) { fill_images(b, *f); });
+      engine_->connect<std::int32_t>(io.labels_in, r, [f](std::span<std::int32_t> b) { fill_labels(b, *f); });
+    }
+  }
+
   void build_parameters() {
     weights_.resize(net_.layers.size());
     biases_.resize(net_.layers.size());
@@ -539,22 +541,24 @@ class Trainer {
       backward(back, kept, grad, c_.batch, 0, split_);
       stages.push_back({g0, std::move(back), std::move(into_back)});
     }
-    tb::Sequence zero, update;
+    tb::Sequence zero, update, reduce;
+    std::vector<tb::Tensor> sums;  // every layer's gradient sums, flat
     float const step = -c_.learning_rate;
     for (std::size_t i = 0; i < L; ++i) {
       if (!net_.layers[i].has_weights()) continue;
       tb::Graph& g = graph_of(i);
       tb::ops::fill(g, zero, acc_w_[i], 0.0);
       tb::ops::fill(g, zero, acc_b_[i], 0.0);
-      if (c_.replicas > 1) {  // data parallelism: every replica's sums, each already divided by the replica count
-        tb::ops::cross_replica_sum_in_place(update, acc_w_[i], net_.layers[i].name + ".weights.grad_sum");
-        tb::ops::cross_replica_sum_in_place(update, acc_b_[i], net_.layers[i].name + ".bias.grad_sum");
-      }
+      sums.push_back(acc_w_[i].flatten());
+      sums.push_back(acc_b_[i]);
       tb::ops::scaled_add(g, update, weights_[i], acc_w_[i], step);
       tb::ops::scaled_add(g, update, biases_[i], acc_b_[i], step);
     }
+    // Data parallelism: every replica's sums (each already divided by the replica count) added up, all layers' in
+    // one all-reduce (one ring's latency and sync instead of one per tensor).
+    if (c_.replicas > 1) tb::ops::cross_replica_sum_in_place(reduce, tb::concat(sums), "train/grad_sums");
     t.step = tb::seq(std::move(zero), tb::pipeline({.micro_batches = c_.gradient_accumulation}, std::move(stages)),
-                     std::move(update));
+                     std::move(reduce), std::move(update));
     return t;
   }
 

@@ -2,6 +2,7 @@
 // replicas in one process, one replica per rank or several; ranks with different executables are refused.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include "helpers.hpp"
+#include "replicated_sgd.hpp"
 
 #include <tilebsp/mpi.hpp>
 
@@ -15,58 +16,17 @@ using tb::expr::_1;
 using tb::expr::_2;
 
 namespace {
-/// Data-parallel SGD on a tiny machine, every replica its own inputs: w -= 0.1 * mean over replicas of
-/// (w * x - 0.5 x) (f32) and a half-precision sum alongside.
-struct Model {
-  tb::Graph g{tb::targets::tiny(4)};
-  tb::Tensor w = g.add_variable<float>({1000}, "w");
-  tb::Tensor x = g.add_variable<float>({1000}, "x");
-  tb::Tensor h = g.add_variable<tb::half>({37}, "h");
-  tb::Fifo in = g.add_host_to_device_fifo<float>("x_in", 1000);
-  tb::Sequence step;
-  explicit Model(float scale = 0.5f) {
-    for (auto const& t : {w, x, h}) tb::map_linearly(g, t);
-    step.add(tb::stream_in(in, x));
-    tb::Tensor const grad = tb::ops::map(g, step, _1 * _2 - _2 * scale, w, x);
-    tb::ops::cross_replica_mean_in_place(step, grad, "grad");
-    tb::ops::map_in_place(g, step, _1 - _2 * 0.1f, w, grad);
-    tb::ops::cross_replica_sum_in_place(step, h, "h");
-  }
-  static std::vector<float> input(std::size_t r, std::size_t k) {
-    return tbt::values<float>(1000, false, static_cast<unsigned>(100 * r + k + 1));
-  }
-  /// Every local replica's w and h after `steps` steps, by global replica index.
-  std::vector<std::pair<std::vector<float>, std::vector<tb::half>>> run(std::size_t replicas,
-                                                                         std::shared_ptr<tb::Communicator> comm,
-                                                                         std::size_t threads) {
-    tb::Engine e(tb::compile(g, {.replicas = replicas}, tb::repeat(3, step)), {.host_threads = threads, .communicator = comm});
-    e.write(w, tbt::values<float>(1000, false, 7));
-    for (std::size_t r = e.first_replica(); r < e.first_replica() + e.local_replicas(); ++r) {
-      e.write(h, r, tbt::values<tb::half>(37, false, static_cast<unsigned>(50 + r)));
-      e.connect<float>(in, r, [r, k = std::size_t{0}](std::span<float> b) mutable {
-        auto const v = input(r, k++);
-        std::copy(v.begin(), v.end(), b.begin());
-      });
-    }
-    e.run();
-    std::vector<std::pair<std::vector<float>, std::vector<tb::half>>> out(replicas);
-    for (std::size_t r = e.first_replica(); r < e.first_replica() + e.local_replicas(); ++r)
-      out[r] = {e.read<float>(w, r), e.read<tb::half>(h, r)};
-    return out;
-  }
-};
-
 std::shared_ptr<tb::mpi::Communicator> world() { return std::make_shared<tb::mpi::Communicator>(); }
 }  // namespace
 
 TEST_CASE("mpi: replicas across ranks are bitwise the in-process replicas") {
   auto comm = world();
   REQUIRE(comm->size() == 2);
-  Model m;
+  tbt::ReplicatedSgd m(1000);
   for (std::size_t replicas : {2u, 4u}) {  // one replica per rank, then two per rank
     CAPTURE(replicas);
-    auto const alone = m.run(replicas, nullptr, 2);
-    auto const shared = m.run(replicas, comm, 1);
+    auto const alone = m.run(replicas, 2, 3);
+    auto const shared = m.run(replicas, 1, 3, comm);
     std::size_t const per = replicas / 2, first = comm->rank() * per;
     for (std::size_t r = first; r < first + per; ++r) {
       CAPTURE(r);
@@ -79,7 +39,7 @@ TEST_CASE("mpi: replicas across ranks are bitwise the in-process replicas") {
 
 TEST_CASE("mpi: the engine knows its share of the replicas; others' are an index_error") {
   auto comm = world();
-  Model m;
+  tbt::ReplicatedSgd m(1000);
   tb::Engine e(tb::compile(m.g, {.replicas = 4}, m.step), {.host_threads = 1, .communicator = comm});
   CHECK(e.replicas() == 4);
   CHECK(e.local_replicas() == 2);
@@ -102,7 +62,7 @@ TEST_CASE("mpi: the engine knows its share of the replicas; others' are an index
 
 TEST_CASE("mpi: ranks whose executables differ are refused at startup, naming the rank") {
   auto comm = world();
-  Model m;
+  tbt::ReplicatedSgd m(1000);
   tb::Sequence more = m.step;
   if (comm->rank() == 1) tb::ops::map_in_place(m.g, more, _1 * 2.0f, m.w);  // rank 1 has one more step
   CHECK_THROWS_WITH_AS(tb::Engine(tb::compile(m.g, {.replicas = 2}, more), {.communicator = comm}),

@@ -4,14 +4,10 @@
 # same test_accuracy and write bitwise identical weights files. -DSAMPLE, -DWORK_DIR, optional -DMPIRUN.
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
+include(${CMAKE_CURRENT_LIST_DIR}/run_sample.cmake)
 function(train out_var weights)
-  execute_process(COMMAND ${ARGN} --model logreg --epochs 3 --save ${weights}
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  message("${out}")
-  if(NOT rc EQUAL 0 OR NOT out MATCHES "test_accuracy: ([0-9.]+)\n$")
-    message(FATAL_ERROR "${ARGN}: exit code ${rc}\n${err}")
-  endif()
-  set(${out_var} ${CMAKE_MATCH_1} PARENT_SCOPE)
+  run_sample(accuracy ${ARGN} --model logreg --epochs 3 --save ${weights})
+  set(${out_var} ${accuracy} PARENT_SCOPE)
 endfunction()
 train(alone ${WORK_DIR}/alone.bin ${SAMPLE} --replicas 2 --batch-size 16 --host-threads 2)
 if(alone LESS 0.84)

@@ -99,6 +99,12 @@ TILEBSP_INLINE exec::detail::EngineCore::EngineCore(Executable exe, EngineOption
       r.flags.push_back(runs.size() == 1 ? at(l, runs[0].var, runs[0].start, size_of(t.element_type())) : nullptr);
     }
   }
+  for (auto const& c : s_.collectives) {
+    auto& cr = collectives_.emplace_back();
+    cr.runs = s_.slots[static_cast<std::size_t>(c.slot)].runs();
+    cr.offsets.push_back(0);
+    for (auto const& r : cr.runs) cr.offsets.push_back(cr.offsets.back() + r.count);
+  }
   counters_.assign(threads_, std::vector<std::int64_t>(s_.counters, 0));
   for (auto const& p : s_.programs) {
     counts_.emplace_back(p.code.size(), 0);
@@ -750,9 +756,8 @@ inline void move_piece(std::byte* p, std::int64_t n, std::int64_t stride_bytes, 
 TILEBSP_INLINE void exec::detail::EngineCore::collective_local(std::size_t plan, unsigned tid, unsigned threads) {
   auto const& c = s_.collectives[plan];
   Tensor const& t = s_.slots[static_cast<std::size_t>(c.slot)];
-  auto const runs = t.runs();
-  std::vector<std::int64_t> offsets{0};
-  for (auto const& r : runs) offsets.push_back(offsets.back() + r.count);
+  auto const& runs = collectives_[plan].runs;
+  auto const& offsets = collectives_[plan].offsets;
   std::int64_t const n = offsets.back();
   std::size_t const eb = size_of(t.element_type());
   auto const op = static_cast<CollectiveOp>(c.op);
@@ -795,9 +800,8 @@ TILEBSP_INLINE void exec::detail::EngineCore::collective_local(std::size_t plan,
 TILEBSP_INLINE void exec::detail::EngineCore::collective_processes(std::size_t plan) {
   auto const& c = s_.collectives[plan];
   Tensor const& t = s_.slots[static_cast<std::size_t>(c.slot)];
-  auto const runs = t.runs();
-  std::vector<std::int64_t> offsets{0};
-  for (auto const& r : runs) offsets.push_back(offsets.back() + r.count);
+  auto const& runs = collectives_[plan].runs;
+  auto const& offsets = collectives_[plan].offsets;
   auto const n = static_cast<std::size_t>(offsets.back());
   std::size_t const eb = size_of(t.element_type()), P = comm_->size(), me = comm_->rank();
   // Process q owns elements [n q / P, n (q + 1) / P): every process sends it its replicas' values there

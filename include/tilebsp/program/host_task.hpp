@@ -27,7 +27,8 @@ struct HostBinding {
 /// A host implementation of a span of program (see host_path()). Contract: running the bound task writes bitwise
 /// the same values that the span's body would write to every tensor read after it (an operator's internal
 /// temporaries excepted), so an Engine with host kernels turned off (EngineOptions::host_kernels) computes the
-/// same results. bind() is called once per Engine; an empty task (or an empty bind) means "run the body", for
+/// same results. bind() is called once per Engine and replica (each replica's memory; the Engine runs the replicas'
+/// tasks one after another, a barrier between them); an empty task (or an empty bind) means "run the body", for
 /// example when an operand is not one strided variable.
 struct HostKernel {
   std::function<HostTask(HostBinding const&)> bind;

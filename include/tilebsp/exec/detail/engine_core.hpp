@@ -210,6 +210,12 @@ class EngineCore {
   std::vector<std::vector<std::pair<unsigned, ExchangeExec>>> ex_;
   std::vector<Groups> groups_;  ///< per parallel plan
   std::mutex io_mutex_;         ///< streams and host callbacks of concurrent stages, one at a time
+  /// Per collective: its tensor's runs and their running element counts (offsets[k]: elements before run k).
+  struct CollectiveRuns {
+    std::vector<Run> runs;
+    std::vector<std::int64_t> offsets;
+  };
+  std::vector<CollectiveRuns> collectives_;
   std::vector<std::vector<FifoConnection>> fifos_;  ///< per FIFO, per local replica (a shared one: the first)
   std::vector<char> fifo_shared_;                  ///< per FIFO: one connection for every local replica
   std::vector<std::vector<std::int64_t>> counters_;
