@@ -724,32 +724,25 @@ TILEBSP_INLINE void exec::detail::ReplicaContext::write_bytes(Tensor const& t, v
 TILEBSP_INLINE std::size_t exec::detail::ReplicaContext::replica() const noexcept { return core_.first_ + local_; }
 
 namespace exec::detail {
-/// Calls f(pointer, elements) for the pieces of elements [begin, end) of a tensor with runs `runs` (their element
-/// counts summed in `offsets`) in local replica memory `base` of element size eb: stride-1 pieces at once.
+/// Calls f(run, first, count) for the pieces of elements [begin, end) of a tensor with runs `runs` (offsets[k]: the
+/// elements before run k): `count` elements of `run` from the variable's element `first`, `run.stride` apart.
 template <class F>
 void for_each_piece(std::vector<core::detail::Run> const& runs, std::vector<std::int64_t> const& offsets,
-                    std::vector<Buffer> const& base, std::size_t eb, std::int64_t begin, std::int64_t end, F&& f) {
+                    std::int64_t begin, std::int64_t end, F&& f) {
   auto k = static_cast<std::size_t>(std::upper_bound(offsets.begin(), offsets.end(), begin) - offsets.begin() - 1);
   for (std::int64_t i = begin; i < end; ++k) {
     auto const& r = runs[k];
-    std::int64_t const o = i - offsets[k], n = std::min(end, offsets[k] + r.count) - i;
-    std::byte* p = base[r.var].get() + (r.start + o * r.stride) * static_cast<std::int64_t>(eb);
-    if (r.stride == 1) f(p, n, std::int64_t{0});
-    else f(p, n, r.stride * static_cast<std::int64_t>(eb));
+    std::int64_t const n = std::min(end, offsets[k] + r.count) - i;
+    f(r, r.start + (i - offsets[k]) * r.stride, n);
     i += n;
   }
 }
-/// Copies n elements between a strided location (stride_bytes 0: contiguous) and a contiguous buffer.
-inline void move_piece(std::byte* p, std::int64_t n, std::int64_t stride_bytes, std::byte* buf, std::size_t eb,
-                       bool to_buf) {
-  if (stride_bytes == 0) {
-    if (to_buf) std::memcpy(buf, p, static_cast<std::size_t>(n) * eb);
-    else std::memcpy(p, buf, static_cast<std::size_t>(n) * eb);
-    return;
-  }
-  for (std::int64_t j = 0; j < n; ++j)
-    if (to_buf) std::memcpy(buf + j * static_cast<std::int64_t>(eb), p + j * stride_bytes, eb);
-    else std::memcpy(p + j * stride_bytes, buf + j * static_cast<std::int64_t>(eb), eb);
+/// The copy of `count` elements of size eb, `stride` elements apart at `p`, into a contiguous buffer or out of it.
+inline CopyOp piece_copy(std::byte* p, std::int64_t stride, std::int64_t count, std::byte* buf, std::size_t eb,
+                         bool to_buf) {
+  auto const e = static_cast<std::int64_t>(eb);
+  return to_buf ? CopyOp{p, buf, stride * e, e, count, static_cast<std::uint32_t>(eb)}
+                : CopyOp{buf, p, e, stride * e, count, static_cast<std::uint32_t>(eb)};
 }
 }  // namespace exec::detail
 
@@ -769,13 +762,10 @@ TILEBSP_INLINE void exec::detail::EngineCore::collective_local(std::size_t plan,
   constexpr std::int64_t block = 4096;
   std::vector<std::byte const*> src(local_);
   std::vector<std::byte> buf;
-  auto k = static_cast<std::size_t>(std::upper_bound(offsets.begin(), offsets.end(), lo) - offsets.begin() - 1);
-  for (std::int64_t i = lo; i < hi; ++k) {
-    auto const& r = runs[k];
-    std::int64_t const o = i - offsets[k], len = std::min(hi, offsets[k] + r.count) - i;
+  exec::detail::for_each_piece(runs, offsets, lo, hi, [&](core::detail::Run const& r, std::int64_t start, std::int64_t len) {
     for (std::int64_t b = 0; b < len; b += block) {
       std::int64_t const m = std::min(block, len - b);
-      std::int64_t const first = r.start + (o + b) * r.stride;  // element of the variable
+      std::int64_t const first = start + b * r.stride;  // element of the variable
       auto const at_l = [&](std::size_t l) { return reps_[l].data[r.var].get() + first * static_cast<std::int64_t>(eb); };
       if (r.stride == 1) {
         for (std::size_t l = 0; l < local_; ++l) src[l] = at_l(l);
@@ -784,17 +774,16 @@ TILEBSP_INLINE void exec::detail::EngineCore::collective_local(std::size_t plan,
       } else {
         std::size_t const span = static_cast<std::size_t>(m) * eb;
         buf.resize(span * local_);
-        std::int64_t const step = r.stride * static_cast<std::int64_t>(eb);
         for (std::size_t l = 0; l < local_; ++l) {
-          exec::detail::move_piece(at_l(l), m, step, buf.data() + l * span, eb, true);
+          exec::detail::run_copy(exec::detail::piece_copy(at_l(l), r.stride, m, buf.data() + l * span, eb, true));
           src[l] = buf.data() + l * span;
         }
         program::detail::reduce_in_order(t.element_type(), op, src.data(), local_, buf.data(), static_cast<std::size_t>(m));
-        for (std::size_t l = 0; l < local_; ++l) exec::detail::move_piece(at_l(l), m, step, buf.data(), eb, false);
+        for (std::size_t l = 0; l < local_; ++l)
+          exec::detail::run_copy(exec::detail::piece_copy(at_l(l), r.stride, m, buf.data(), eb, false));
       }
     }
-    i += len;
-  }
+  });
 }
 
 TILEBSP_INLINE void exec::detail::EngineCore::collective_processes(std::size_t plan) {
@@ -809,18 +798,22 @@ TILEBSP_INLINE void exec::detail::EngineCore::collective_processes(std::size_t p
   // (all-gather). An element is so reduced by one process, in the order of the in-process engine: bitwise the same.
   auto const lo = [&](std::size_t q) { return n * q / P; };
   auto const len = [&](std::size_t q) { return lo(q + 1) - lo(q); };
+  // Elements [begin, end) of local replica l's tensor to or from a contiguous buffer.
+  auto const copy_tensor = [&](std::size_t l, std::int64_t begin, std::int64_t end, std::byte* buf, bool to_buf) {
+    exec::detail::for_each_piece(runs, offsets, begin, end, [&](core::detail::Run const& r, std::int64_t first, std::int64_t m) {
+      exec::detail::run_copy(exec::detail::piece_copy(reps_[l].data[r.var].get() + first * static_cast<std::int64_t>(eb),
+                                                      r.stride, m, buf, eb, to_buf));
+      buf += m * static_cast<std::int64_t>(eb);
+    });
+  };
   std::vector<std::vector<std::byte>> to(P), from(P);
   std::vector<std::span<std::byte const>> send(P);
   std::vector<std::span<std::byte>> recv(P);
   for (std::size_t q = 0; q < P; ++q) {
     to[q].resize(len(q) * eb * local_);  // [local replica][q's elements]
     for (std::size_t l = 0; l < local_; ++l) {
-      std::byte* out = to[q].data() + l * len(q) * eb;
-      exec::detail::for_each_piece(runs, offsets, reps_[l].data, eb, static_cast<std::int64_t>(lo(q)),
-                                   static_cast<std::int64_t>(lo(q + 1)), [&](std::byte* p, std::int64_t m, std::int64_t st) {
-                                     exec::detail::move_piece(p, m, st, out, eb, true);
-                                     out += m * static_cast<std::int64_t>(eb);
-                                   });
+      copy_tensor(l, static_cast<std::int64_t>(lo(q)), static_cast<std::int64_t>(lo(q + 1)),
+                  to[q].data() + l * len(q) * eb, true);
     }
     from[q].resize(len(me) * eb * local_);
     send[q] = to[q];
@@ -839,14 +832,7 @@ TILEBSP_INLINE void exec::detail::EngineCore::collective_processes(std::size_t p
     recv[q] = std::span<std::byte>(result.data() + lo(q) * eb, len(q) * eb);
   }
   comm_->exchange(send, recv);
-  for (std::size_t l = 0; l < local_; ++l) {
-    std::byte* in = result.data();
-    exec::detail::for_each_piece(runs, offsets, reps_[l].data, eb, 0, static_cast<std::int64_t>(n),
-                                 [&](std::byte* p, std::int64_t m, std::int64_t st) {
-                                   exec::detail::move_piece(p, m, st, in, eb, false);
-                                   in += m * static_cast<std::int64_t>(eb);
-                                 });
-  }
+  for (std::size_t l = 0; l < local_; ++l) copy_tensor(l, 0, static_cast<std::int64_t>(n), result.data(), false);
 }
 
 TILEBSP_INLINE Engine::Engine(Executable exe, EngineOptions opt)
