@@ -14,6 +14,7 @@
 #include <tilebsp/core/tensor.hpp>
 #include <tilebsp/core/tile_mapping.hpp>
 #include <tilebsp/core/types.hpp>
+#include <tilebsp/core/log.hpp>
 #include <tilebsp/core/warning.hpp>
 
 #include <tilebsp/vertex/add_vertex.hpp>

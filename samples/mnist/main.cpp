@@ -58,7 +58,7 @@ backward, SGD) -> outfeed, then evaluates the test set with an inference program
                           and t10k-labels-idx1-ubyte, each raw or .gz (default /usr/share/datasets/fashion-mnist)
   --save FILE             write the trained weights to FILE
   --load FILE             start from the weights in FILE (written by --save for the same --model)
-  --report DIR            write the profile of the run (profile.json, summary.txt) to DIR
+  --report DIR            write the profile of the run (report.html, profile.json, summary.txt) to DIR
   --executable-cache DIR  keep compiled executables in DIR and load them from there when the same graph is
                           compiled again (default: $TILEBSP_EXECUTABLE_CACHE, if set)
   --evaluate              only evaluate the test set (with --load: the loaded weights) and exit
@@ -199,11 +199,9 @@ int run(Options const& o, std::shared_ptr<tb::Communicator> const& comm) {
     std::printf("weights written to %s\n", o.save.c_str());
   }
   if (!o.report.empty() && lead) {
-    std::filesystem::create_directories(o.report);
     tb::Profile const profile = trainer.engine().profile();
-    profile.write_json(o.report + "/profile.json");
-    std::ofstream(o.report + "/summary.txt") << profile.summary();
-    std::printf("report written to %s/profile.json and %s/summary.txt\n", o.report.c_str(), o.report.c_str());
+    profile.write_report(o.report);
+    std::printf("report written to %s (report.html, profile.json, summary.txt)\n", o.report.c_str());
   }
   std::printf("test_accuracy: %.4f\n", test.accuracy);
   return 0;

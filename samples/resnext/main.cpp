@@ -66,7 +66,7 @@ ResNeXt inference on a modelled IPU: infeed -> repeat(batches-per-step, network)
   --save-weights FILE     write the weights used to FILE
   --check-memory          fail (out_of_memory) when a tile's memory is over-subscribed, instead of
                           running and reporting it
-  --report DIR            write profile.json and summary.txt to DIR
+  --report DIR            write report.html, profile.json and summary.txt to DIR
   --compile-only          build and compile the graph, print the startup figures, and exit
   --executable-cache DIR  keep compiled executables in DIR and load them from there when the same graph is
                           compiled again (default: $TILEBSP_EXECUTABLE_CACHE, if set)
@@ -277,10 +277,8 @@ int run(Options const& o) {
   std::printf("logits: %zu batches out, last batch mean |logit| %.4f, image 0 argmax %lld\n", batches_out, mean_abs,
               static_cast<long long>(std::max_element(last.begin(), last.begin() + c.classes) - last.begin()));
   if (!o.report.empty()) {
-    std::filesystem::create_directories(o.report);
-    profile.write_json(o.report + "/profile.json");
-    std::ofstream(o.report + "/summary.txt") << profile.summary();
-    std::printf("report written to %s/profile.json and %s/summary.txt\n", o.report.c_str(), o.report.c_str());
+    profile.write_report(o.report);
+    std::printf("report written to %s (report.html, profile.json, summary.txt)\n", o.report.c_str());
   }
   std::printf("throughput_img_per_s: %.3f\nlatency_ms: %.3f\nestimated_img_per_s: %.1f\n", tp.mean, lt.mean,
               per_run / ipu_s);

@@ -65,11 +65,20 @@ struct FifoInfo {
   bool to_device = true;
 };
 
+/// An operator that built compute sets (ops::matmul, ops::conv, a map, ...), for the profile: its kind, the name
+/// it was given, and the plans it chose (their describe() text).
+struct OperatorRecord {
+  std::string kind, name;
+  std::vector<std::string> plans;
+};
+
 struct GraphImpl {
   Target target;
   std::uint32_t id = 0;
   std::vector<Variable> variables;
   std::vector<std::string> compute_sets;
+  std::vector<std::int32_t> compute_set_ops;  ///< each compute set's operator (index into operators; -1: none)
+  std::vector<OperatorRecord> operators;
   std::vector<VertexRecord> vertices;
   /// Every vertex's own hash (hash_vertex), in order, folded in as it is added: the executable cache's key takes
   /// the vertices from here instead of walking them (their tensors are hot in the cache only while they are
@@ -199,14 +208,35 @@ class Graph {
   Tensor add_constant_bytes(Shape shape, ElementType type, void const* values, std::size_t count, std::string name);
   Fifo add_fifo(std::string name, ElementType type, std::size_t elements, bool to_device);
 
+  friend class OperatorScope;
   /// Shared by every handle (copies, shard views) of one graph; `impl` also by the executables compiled from it.
   struct Shared {
     std::shared_ptr<core::detail::GraphImpl> impl;
     std::size_t build_threads = 0;
+    std::int32_t op = -1;  ///< the open operator (OperatorScope), -1: none
   };
   std::shared_ptr<Shared> shared_;
   std::size_t tile_begin_ = 0;
   std::size_t tile_count_ = 0;
+};
+
+/// Names the operator that builds compute sets while it is alive: the profile ranks operators by their compute
+/// sets' cycles and shows their plans. Scopes nest; the outermost names the operator (a convolution that runs as a
+/// matmul is one convolution). Operators of tilebsp open one; so may a user's own.
+class OperatorScope {
+ public:
+  OperatorScope(Graph& g, std::string kind, std::string name);
+  ~OperatorScope();
+  OperatorScope(OperatorScope const&) = delete;
+  OperatorScope& operator=(OperatorScope const&) = delete;
+  /// Records a plan the operator chose (its describe() text), and logs it at level debug.
+  void add_plan(std::string text);
+  /// Records `text` as a plan of the operator open on `g` (logged at level debug either way).
+  static void note_plan(Graph& g, std::string text);
+
+ private:
+  Graph g_;
+  bool outer_ = false;
 };
 
 }  // namespace tilebsp

@@ -4,6 +4,7 @@
 
 #include <tilebsp/config.hpp>
 #include <tilebsp/core/graph.hpp>
+#include <tilebsp/core/log.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -136,7 +137,31 @@ TILEBSP_INLINE TileMapping Graph::tile_mapping(Tensor const& t) const {
 
 TILEBSP_INLINE ComputeSet Graph::add_compute_set(std::string name) {
   impl().compute_sets.push_back(std::move(name));
+  impl().compute_set_ops.resize(impl().compute_sets.size(), -1);
+  impl().compute_set_ops.back() = shared_->op;
   return {static_cast<std::uint32_t>(impl().compute_sets.size() - 1), impl().id};
+}
+
+TILEBSP_INLINE OperatorScope::OperatorScope(Graph& g, std::string kind, std::string name) : g_(g) {
+  if (g_.shared_->op >= 0) return;
+  auto& ops = g_.impl().operators;
+  ops.push_back({std::move(kind), std::move(name), {}});
+  g_.shared_->op = static_cast<std::int32_t>(ops.size() - 1);
+  outer_ = true;
+}
+TILEBSP_INLINE OperatorScope::~OperatorScope() {
+  if (outer_) g_.shared_->op = -1;
+}
+TILEBSP_INLINE void OperatorScope::add_plan(std::string text) { note_plan(g_, std::move(text)); }
+TILEBSP_INLINE void OperatorScope::note_plan(Graph& g, std::string text) {
+  std::int32_t const op = g.shared_->op;
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  if (logging::enabled(LogLevel::debug)) {
+    std::string head = "plan";
+    if (op >= 0) head += " of " + g.impl().operators[static_cast<std::size_t>(op)].kind + " '" + g.impl().operators[static_cast<std::size_t>(op)].name + "'";
+    logging::debug(head + ": " + text);
+  }
+  if (op >= 0) g.impl().operators[static_cast<std::size_t>(op)].plans.push_back(std::move(text));
 }
 
 TILEBSP_INLINE core::detail::GraphImpl& Graph::impl() {

@@ -1,8 +1,9 @@
 // Warnings: conditions a user should hear about that are not errors (a planner relaxing a memory bound).
 #pragma once
 
+#include <tilebsp/core/log.hpp>
+
 #include <functional>
-#include <iostream>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -10,7 +11,8 @@
 
 namespace tilebsp {
 
-/// Receives each warning; the default prints "tilebsp warning: <text>" to std::clog.
+/// Receives each warning; the default writes it to the log at level warn ("tilebsp warning [s]: <text>", to
+/// TILEBSP_LOG_DEST, standard error by default; nothing when TILEBSP_LOG_LEVEL is off or err).
 using WarningHandler = std::function<void(std::string_view)>;
 
 namespace core::detail {
@@ -36,7 +38,7 @@ inline void warn(std::string const& text) {
   auto& w = core::detail::warnings();
   std::lock_guard lock(w.m);
   if (w.handler) w.handler(text);
-  else std::clog << "tilebsp warning: " << text << '\n';
+  else logging::write(LogLevel::warn, text);
 }
 
 }  // namespace tilebsp

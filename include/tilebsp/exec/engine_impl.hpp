@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tilebsp/config.hpp>
+#include <tilebsp/core/log.hpp>
 #include <tilebsp/exec/detail/engine_core.hpp>
 #include <tilebsp/exec/engine.hpp>
 #include <tilebsp/program/collective.hpp>
@@ -12,11 +13,13 @@
 #include <span>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +28,10 @@ namespace tilebsp {
 
 TILEBSP_INLINE exec::detail::EngineCore::EngineCore(Executable exe, EngineOptions const& opt)
     : exe_(std::move(exe)), s_(exe_.schedule()), g_(*s_.graph), threads_(static_cast<unsigned>(opt.host_threads ? opt.host_threads : std::max(1u, std::thread::hardware_concurrency()))), profiling_(opt.profiling), host_kernels_(opt.host_kernels), comm_(opt.communicator), team_(threads_), barrier_(threads_) {
+  auto const started = std::chrono::steady_clock::now();
+  logging::check_environment();
+  auto_ = exec::detail::auto_report_from_environment();
+  profiling_ = profiling_ || auto_.execution;
   replicas_ = s_.replicas;
   local_ = replicas_;
   if (comm_) {
@@ -110,6 +117,22 @@ TILEBSP_INLINE exec::detail::EngineCore::EngineCore(Executable exe, EngineOption
     counts_.emplace_back(p.code.size(), 0);
     ns_.emplace_back(p.code.size(), 0);
   }
+  if (auto_.any()) {
+    // Each engine of the process its own directory: the first the one asked for, the k-th engine<k> in it; under
+    // several processes, rank<r> in it first.
+    static std::atomic<unsigned> engines{0};
+    unsigned const k = engines.fetch_add(1) + 1;
+    std::filesystem::path d = auto_.directory;
+    if (comm_) d /= "rank" + std::to_string(comm_->rank());
+    if (k > 1) d /= "engine" + std::to_string(k);
+    report_dir_ = d.string();
+  }
+  if (logging::enabled(LogLevel::info))
+    logging::info("engine: " + std::to_string(threads_) + " host thread(s), " + std::to_string(local_) + " of " +
+                  std::to_string(replicas_) + " replica(s), " + std::to_string(s_.programs.size()) +
+                  " program(s), ready in " +
+                  std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count()) +
+                  " ms" + (report_dir_.empty() ? "" : "; it writes its report to " + report_dir_));
 }
 
 TILEBSP_INLINE void exec::detail::EngineCore::check_processes() {
@@ -142,12 +165,22 @@ TILEBSP_INLINE void exec::detail::EngineCore::run(std::size_t program) {
                            (fifo_shared_[f] ? std::string() : " for replica " + std::to_string(first_ + l)) +
                            " (Engine::connect)");
   error_ = nullptr;
+  trace_ = logging::enabled(LogLevel::trace);
+  if (trace_) logging::trace("engine: run program " + std::to_string(program));
   auto job = [this, program](unsigned tid) { execute(program, tid); };
   team_.run(job);
   // A prefetch in flight completes before run returns: callbacks never run outside Engine::run, so what they
   // capture need only outlive the run (its data is kept for the next run's first transfer).
   for (auto& f : fifos_)
     for (auto& c : f) c.wait();
+  if (error_ && logging::enabled(LogLevel::err)) {
+    try {
+      std::rethrow_exception(error_);
+    } catch (std::exception const& e) {
+      logging::error("engine: program " + std::to_string(program) + " failed: " + e.what());
+    } catch (...) {
+    }
+  }
   if (error_) {
     // The other processes must not wait for this one at their next collective.
     if (comm_) {
@@ -170,7 +203,7 @@ TILEBSP_INLINE Profile exec::detail::EngineCore::profile() const {
   p.host_timing = profiling_;
   p.replicas = replicas_, p.first_replica = first_, p.local_replicas = local_;
   p.memory = exe_.memory();
-  Target const& t = g_.target;
+  p.executable = exe_;
   for (std::size_t pi = 0; pi < s_.programs.size(); ++pi) {
     auto const& code = s_.programs[pi];
     auto& steps = p.programs.emplace_back();
@@ -179,7 +212,6 @@ TILEBSP_INLINE Profile exec::detail::EngineCore::profile() const {
       if (auto const& b = s_.branches[bi]; b.program == pi)
         std::fill(branch_at.begin() + b.begin, branch_at.begin() + b.end, static_cast<std::int32_t>(bi));
     for (std::size_t pc = 0; pc < code.code.size(); ++pc) {
-      auto const& in = code.code[pc];
       StepProfile sp;
       sp.est_cycles = code.cycles[pc];
       sp.executions = counts_[pi][pc];
@@ -189,25 +221,78 @@ TILEBSP_INLINE Profile exec::detail::EngineCore::profile() const {
         sp.stage = static_cast<std::int32_t>(b.stage);
         sp.ipu = static_cast<std::int32_t>(b.ipu);
       }
+      describe_step(pi, pc, sp);
+      steps.push_back(std::move(sp));
+    }
+  }
+  // Operators: the graph's records, with their steps' figures.
+  for (auto const& r : g_.operators) p.operators.push_back({r.kind, r.name, r.plans, 0, 0, 0});
+  for (std::size_t c = 0; c < g_.compute_sets.size() && c < g_.compute_set_ops.size(); ++c)
+    if (g_.compute_set_ops[c] >= 0) ++p.operators[static_cast<std::size_t>(g_.compute_set_ops[c])].compute_sets;
+  for (auto const& steps : p.programs)
+    for (auto const& sp : steps)
+      if (sp.op >= 0) {  // a pipeline stage's steps too: the pipeline step itself has no operator
+        auto& o = p.operators[static_cast<std::size_t>(sp.op)];
+        o.est_cycles += sp.est_cycles * sp.executions;
+        o.host_ns += sp.host_ns;
+      }
+  for (auto const& b : s_.branches) {
+    StageProfile st{b.program, b.stage, b.ipu, b.cycles, 0};
+    // A stage's runs: the pipeline steps that ran it.
+    auto const& code = s_.programs[b.program].code;
+    for (std::size_t pc = 0; pc < code.size(); ++pc)
+      if (code[pc].op == program::detail::Op::parallel)
+        for (auto bi : s_.parallels[static_cast<std::size_t>(code[pc].a)].branches)
+          if (&s_.branches[bi] == &b) st.runs += counts_[b.program][pc];
+    p.stages.push_back(st);
+  }
+  return p;
+}
+
+TILEBSP_INLINE void exec::detail::EngineCore::trace_step(std::size_t pi, std::size_t pc, std::uint64_t ns) const {
+  auto const op = s_.programs[pi].code[pc].op;
+  if (op == program::detail::Op::repeat_begin || op == program::detail::Op::repeat_end || op == program::detail::Op::jump) return;
+  StepProfile sp;
+  describe_step(pi, pc, sp);
+  logging::trace("program " + std::to_string(pi) + " step " + std::to_string(pc) + ": " + sp.label + " (" +
+                 std::to_string(s_.programs[pi].cycles[pc]) + " est cycles" +
+                 (profiling_ ? ", host " + std::to_string(ns) + " ns)" : ")"));
+}
+
+TILEBSP_INLINE void exec::detail::EngineCore::describe_step(std::size_t pi, std::size_t pc, StepProfile& sp) const {
+  Target const& t = g_.target;
+  auto const& in = s_.programs[pi].code[pc];
+  auto const add_ipus = [&](std::vector<std::uint32_t> const& ipus) {
+    for (auto i : ipus)
+      if (std::find(sp.ipus.begin(), sp.ipus.end(), i) == sp.ipus.end()) sp.ipus.push_back(i);
+  };
       switch (in.op) {
         case program::detail::Op::superstep: {
           sp.kind = "superstep";
           if (in.a >= 0) {
             auto const& cs = s_.compute_sets[static_cast<std::size_t>(in.a)];
-            sp.label = "compute set '" + g_.compute_sets[cs.id] + "'";
+            sp.compute_set = g_.compute_sets[cs.id];
+            sp.label = "compute set '" + sp.compute_set + "'";
+            sp.compute_cycles = cs.cycles;
+            if (cs.id < g_.compute_set_ops.size()) sp.op = g_.compute_set_ops[cs.id];
+            add_ipus(cs.ipus);
             if (cs.fetch_bytes > 0) {
               sp.exchange_bytes += cs.fetch_bytes;
+              sp.exchange_cycles += cs.fetch_cycles;
               sp.label = "fetch " + std::to_string(cs.fetch_bytes) + " B + " + sp.label;
             }
           }
           if (in.b >= 0) {
             auto const& ex = s_.exchanges[static_cast<std::size_t>(in.b)];
             sp.exchange_bytes += ex.bytes;
+            sp.exchange_cycles += ex.cycles;
+            add_ipus(ex.ipus);
             for (auto const& x : ex.transfers)
               if (t.ipu_of(x.src_tile) != t.ipu_of(x.dst_tile))
                 sp.inter_ipu_bytes += static_cast<std::uint64_t>(x.count) * x.elem_bytes;
             sp.label += (sp.label.empty() ? "" : " + ") + std::string("exchange ") + std::to_string(ex.bytes) + " B";
           }
+          std::sort(sp.ipus.begin(), sp.ipus.end());
           break;
         }
         case program::detail::Op::stream_in: sp.kind = "stream_in"; sp.label = "stream_in '" + g_.fifos[static_cast<std::size_t>(in.a)].name + "'"; break;
@@ -219,6 +304,12 @@ TILEBSP_INLINE Profile exec::detail::EngineCore::profile() const {
           sp.kind = "host_path";
           sp.label = "host path '" + s_.host_paths[static_cast<std::size_t>(in.a)].name + "'" +
                      (reps_[0].paths[static_cast<std::size_t>(in.a)] ? "" : " (body runs)");
+          // The operator whose compute sets the body runs (host time stays on this step when the task runs).
+          for (std::size_t q = pc + 1; q < static_cast<std::size_t>(in.b) && sp.op < 0; ++q)
+            if (auto const& bi = s_.programs[pi].code[q]; bi.op == program::detail::Op::superstep && bi.a >= 0) {
+              auto const id = s_.compute_sets[static_cast<std::size_t>(bi.a)].id;
+              if (id < g_.compute_set_ops.size()) sp.op = g_.compute_set_ops[id];
+            }
           break;
         case program::detail::Op::collective: {
           auto const& c = s_.collectives[static_cast<std::size_t>(in.a)];
@@ -238,20 +329,12 @@ TILEBSP_INLINE Profile exec::detail::EngineCore::profile() const {
         }
         default: sp.kind = "control"; sp.label = "loop control"; break;
       }
-      steps.push_back(std::move(sp));
-    }
+  if (sp.ipus.empty()) {
+    if (sp.ipu >= 0) sp.ipus.push_back(static_cast<std::uint32_t>(sp.ipu));
+    else if (in.op != program::detail::Op::repeat_begin && in.op != program::detail::Op::repeat_end &&
+             in.op != program::detail::Op::jump)
+      for (std::uint32_t i = 0; i < t.ipus; ++i) sp.ipus.push_back(i);
   }
-  for (auto const& b : s_.branches) {
-    StageProfile st{b.program, b.stage, b.ipu, b.cycles, 0};
-    // A stage's runs: the pipeline steps that ran it.
-    auto const& code = s_.programs[b.program].code;
-    for (std::size_t pc = 0; pc < code.size(); ++pc)
-      if (code[pc].op == program::detail::Op::parallel)
-        for (auto bi : s_.parallels[static_cast<std::size_t>(code[pc].a)].branches)
-          if (&s_.branches[bi] == &b) st.runs += counts_[b.program][pc];
-    p.stages.push_back(st);
-  }
-  return p;
 }
 
 TILEBSP_INLINE void exec::detail::EngineCore::read_bytes(std::size_t local, Tensor const& t, void* dst, std::size_t bytes) const {
@@ -671,11 +754,14 @@ TILEBSP_INLINE bool exec::detail::EngineCore::run_code(std::size_t program, std:
     }
     if (tid == 0) {
       ++counts[pc];
+      std::uint64_t took = 0;
       if (profiling_) {
         auto const now = std::chrono::steady_clock::now();
-        ns[pc] += static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now - last).count());
+        took = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now - last).count());
+        ns[pc] += took;
         last = now;
       }
+      if (trace_) trace_step(program, pc, took);
     }
     pc = next;
   }
@@ -683,6 +769,14 @@ TILEBSP_INLINE bool exec::detail::EngineCore::run_code(std::size_t program, std:
 }
 
 TILEBSP_INLINE exec::detail::EngineCore::~EngineCore() {
+  if (!report_dir_.empty()) {
+    try {
+      profile().write_report(report_dir_);
+      logging::info("engine: wrote its report (profile.json, report.html, summary.txt) to " + report_dir_);
+    } catch (std::exception const& e) {
+      logging::error(std::string("engine: cannot write the report TILEBSP_ENGINE_OPTIONS asks for: ") + e.what());
+    }
+  }
   for (auto& f : fifos_)
     for (auto& c : f) c.wait();
   for (auto const& [ops, p] : objects_) ops->destroy(p);

@@ -24,6 +24,55 @@ struct StepProfile {
   /// The pipeline stage the step belongs to (-1: none) and its IPU. A stage's steps run inside a pipeline step
   /// ("pipeline_step"), whose estimate covers them: estimated_cycles() leaves them out.
   std::int32_t stage = -1, ipu = -1;
+  /// Of est_cycles: the compute phase's (the slowest tile) and the exchanges' (fetches included); the rest is
+  /// syncs, streams and collectives.
+  std::uint64_t compute_cycles = 0, exchange_cycles = 0;
+  std::string compute_set;   ///< the compute set's name (superstep with a compute phase; else empty)
+  std::int32_t op = -1;      ///< the operator that built that compute set: index into Profile::operators (-1: none)
+  std::vector<std::uint32_t> ipus;  ///< the IPUs the step involves
+};
+
+/// An operator (OperatorScope: ops::matmul, ops::conv, a map, a reduction, ...) and what its compute sets cost.
+struct OperatorProfile {
+  std::string kind, name;
+  std::vector<std::string> plans;  ///< the plans it chose (matmul and convolution planners), as text
+  std::size_t compute_sets = 0;
+  std::uint64_t est_cycles = 0;  ///< estimated cycles of its steps, every execution so far
+  std::uint64_t host_ns = 0;     ///< measured host time of its steps (EngineOptions::profiling)
+};
+
+/// A variable (or the vertices' state) and its bytes, on one tile or over all.
+struct MemoryOccupant {
+  std::string name;
+  std::uint64_t bytes = 0;
+  bool always_live = true;
+};
+
+/// Bytes live over a program's steps, as Poplar's liveness report: what is live part of the time (variables
+/// between their first write and last use, temporaries, operator buffers) summed over tiles; always-live bytes
+/// (constants, vertex state, variables whose value outlives a run) are one figure.
+struct ProgramLiveness {
+  std::vector<std::uint64_t> bytes;  ///< per instruction of the program, in code order
+  std::size_t peak_step = 0;
+  std::vector<MemoryOccupant> peak_variables;  ///< live at the peak, largest first (at most 40)
+  std::uint64_t peak_buffers = 0;              ///< staging, fetch and exchange buffers at the peak
+  /// Every variable live part of the time: its bytes (over all tiles) and first and last instruction.
+  struct Range {
+    std::string name;
+    std::uint64_t bytes = 0;
+    std::size_t first = 0, last = 0;
+  };
+  std::vector<Range> ranges;
+};
+
+/// The memory and balance detail of a profile: computed on demand from the executable (Profile::detail()).
+struct ProfileDetail {
+  std::uint64_t always_live_bytes = 0;            ///< summed over tiles
+  std::vector<std::vector<MemoryOccupant>> tiles;  ///< per tile, its largest occupants (at most 8)
+  std::vector<ProgramLiveness> liveness;           ///< per program
+  /// Per tile, estimated compute cycles of the compute sets run so far (each step's executions; every step once
+  /// when nothing ran yet).
+  std::vector<std::uint64_t> tile_cycles;
 };
 
 /// One pipeline stage of a program, as profiled.
@@ -44,6 +93,8 @@ struct Profile {
   std::vector<TileMemory> memory;
   std::vector<std::vector<StepProfile>> programs;
   std::vector<StageProfile> stages;  ///< pipeline stages (each pipeline's, in order)
+  std::vector<OperatorProfile> operators;
+  Executable executable;  ///< what was profiled (for detail())
 
   /// Estimated IPU cycles of every step run so far (a pipeline step's stages overlap: its own estimate counts).
   std::uint64_t estimated_cycles() const;
@@ -58,13 +109,27 @@ struct Profile {
   /// Bytes per replica that cross-replica collectives reduced in the steps run so far.
   std::uint64_t collective_bytes() const;
 
+  /// Memory occupants per tile, liveness per program step and compute cycles per tile. Computed here (it walks
+  /// every variable's mapping: ResNeXt-101's takes about a second); `threads` 0: all hardware threads.
+  ProfileDetail detail(std::size_t threads = 0) const;
+
   /// Human-readable report: totals, the costliest steps, memory per tile.
   std::string summary() const;
-  /// The profile as JSON (target, per-step figures for every program, and each tile's memory as [always-live,
-  /// not-always-live peak, temporary peak] bytes).
-  std::string json() const;
-  /// Writes json() to `path`; throws tilebsp::error when the file cannot be written.
-  void write_json(std::string const& path) const;
+  /// The profile as JSON (target, per-step figures for every program, operators, and each tile's memory as
+  /// [always-live, not-always-live peak, temporary peak] bytes); with `detail`, its "detail" object too. The
+  /// format is docs/profile.schema.json.
+  std::string json(ProfileDetail const* detail = nullptr) const;
+  /// Writes json(detail) to `path`; throws tilebsp::error when the file cannot be written.
+  void write_json(std::string const& path, ProfileDetail const* detail = nullptr) const;
+  /// One self-contained HTML page (inline SVG and script; no network, no other files): memory per tile as a
+  /// heatmap, liveness over the steps, a timeline of the steps per IPU, cycle balance across tiles, operators
+  /// ranked by estimated cycles and host time, and their plans. See docs/09-profiling.md.
+  std::string html(ProfileDetail const& detail) const;
+  std::string html() const { return html(detail()); }
+  /// Writes html() to `path`; throws tilebsp::error when the file cannot be written.
+  void write_html(std::string const& path) const;
+  /// Writes profile.json (with the detail), report.html and summary.txt into `dir` (created when missing).
+  void write_report(std::string const& dir) const;
 };
 
 }  // namespace tilebsp

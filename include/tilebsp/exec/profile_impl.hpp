@@ -4,12 +4,17 @@
 
 #include <tilebsp/config.hpp>
 #include <tilebsp/core/error.hpp>
+#include <tilebsp/exec/detail/report_html.hpp>
 #include <tilebsp/exec/profile.hpp>
+#include <tilebsp/plan/cost.hpp>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <thread>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -135,56 +140,202 @@ TILEBSP_INLINE std::string Profile::summary() const {
   return out;
 }
 
-TILEBSP_INLINE std::string Profile::json() const {
-  auto const esc = [](std::string const& s) {
-    std::string r;
-    for (char c : s) {
-      if (c == '"' || c == '\\') r += '\\';
-      if (static_cast<unsigned char>(c) < 0x20) continue;
-      r += c;
+namespace exec::detail {
+/// `s` as the body of a JSON string (quotes and backslashes escaped, control characters dropped).
+inline std::string json_escape(std::string const& s) {
+  std::string r;
+  r.reserve(s.size());
+  for (char c : s) {
+    if (c == '"' || c == '\\') r += '\\';
+    if (c == '\n') {
+      r += "\\n";
+      continue;
     }
-    return r;
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    r += c;
+  }
+  return r;
+}
+inline void write_file(char const* op, std::string const& path, std::string const& text) {
+  std::ofstream f(path, std::ios::binary);
+  if (!f) throw error(std::string(op) + ": cannot open '" + path + "' for writing");
+  f << text;
+  if (!f) throw error(std::string(op) + ": failed writing '" + path + "'");
+}
+}  // namespace exec::detail
+
+TILEBSP_INLINE ProfileDetail Profile::detail(std::size_t threads) const {
+  ProfileDetail d;
+  if (executable.empty()) return d;
+  auto const& s = executable.schedule();
+  auto const& g = *s.graph;
+  program::detail::MemoryDetail md;
+  program::detail::account_memory(s, threads ? threads : std::max(1u, std::thread::hardware_concurrency()), &md);
+  auto const name_of_var = [&](std::int64_t v) {
+    return v < 0 ? std::string("vertex state") : g.variables[static_cast<std::size_t>(v)].name;
   };
-  std::string o = "{\n  \"target\": {\"name\": \"" + esc(target.name) + "\", \"ipus\": " +
-                  std::to_string(target.ipus) + ", \"tiles_per_ipu\": " + std::to_string(target.tiles_per_ipu) +
-                  ", \"bytes_per_tile\": " + std::to_string(target.bytes_per_tile) +
-                  ", \"clock_hz\": " + std::to_string(target.clock_hz) + "},\n";
-  o += "  \"replicas\": " + std::to_string(replicas) + ", \"first_replica\": " + std::to_string(first_replica) +
-       ", \"local_replicas\": " + std::to_string(local_replicas) + ",\n";
-  o += "  \"host_threads\": " + std::to_string(host_threads) + ",\n  \"host_timing\": " +
-       (host_timing ? "true" : "false") + ",\n  \"estimated_cycles\": " + std::to_string(estimated_cycles()) +
-       ",\n  \"host_ns\": " + std::to_string(host_ns()) + ",\n  \"programs\": [";
+  auto const always = [&](std::int64_t v) { return v < 0 || !md.tracked[static_cast<std::size_t>(v)]; };
+  d.tiles.resize(md.occupants.size());
+  for (std::size_t t = 0; t < md.occupants.size(); ++t)
+    for (auto const& [what, bytes] : md.occupants[t]) d.tiles[t].push_back({name_of_var(what), bytes, always(what)});
+  for (auto const& m : memory) d.always_live_bytes += m.always_live;
+  for (std::size_t pi = 0; pi < md.live.size(); ++pi) {
+    auto& l = d.liveness.emplace_back();
+    l.bytes = md.live[pi];
+    l.peak_step = static_cast<std::size_t>(std::max_element(l.bytes.begin(), l.bytes.end()) - l.bytes.begin());
+    std::uint64_t vars = 0;
+    for (auto const& r : md.ranges[pi]) {
+      auto const& v = g.variables[r.var];
+      std::uint64_t const b = static_cast<std::uint64_t>(v.size) * size_of(v.type);
+      l.ranges.push_back({v.name, b, r.first, std::min(r.last, l.bytes.empty() ? 0 : l.bytes.size() - 1)});
+      if (r.first <= l.peak_step && l.peak_step <= r.last) {
+        vars += b;
+        l.peak_variables.push_back({v.name, b, false});
+      }
+    }
+    std::stable_sort(l.peak_variables.begin(), l.peak_variables.end(),
+                     [](auto const& a, auto const& b) { return a.bytes > b.bytes; });
+    if (l.peak_variables.size() > 40) l.peak_variables.resize(40);
+    l.peak_buffers = l.bytes.empty() || l.bytes[l.peak_step] < vars ? 0 : l.bytes[l.peak_step] - vars;
+  }
+  // Compute cycles per tile: each compute set's per-tile estimate (as the lowering's) times its executions.
+  bool ran = false;
+  for (auto const& p : programs)
+    for (auto const& st : p) ran = ran || st.executions > 0;
+  std::vector<std::uint64_t> weight(s.compute_sets.size(), 0);
+  for (std::size_t pi = 0; pi < s.programs.size() && pi < programs.size(); ++pi)
+    for (std::size_t pc = 0; pc < s.programs[pi].code.size(); ++pc)
+      if (auto const& in = s.programs[pi].code[pc]; in.op == program::detail::Op::superstep && in.a >= 0)
+        weight[static_cast<std::size_t>(in.a)] += ran ? programs[pi][pc].executions : 1;
+  d.tile_cycles.assign(target.num_tiles(), 0);
+  std::vector<std::uint64_t> per;
+  for (std::size_t c = 0; c < s.compute_sets.size(); ++c) {
+    if (weight[c] == 0) continue;
+    auto const& vs = s.compute_sets[c].vertices;
+    for (std::size_t i = 0; i < vs.size();) {
+      per.clear();
+      std::uint64_t supervisor = 0;
+      auto const tile = g.vertices[vs[i].record].tile;
+      for (; i < vs.size() && g.vertices[vs[i].record].tile == tile; ++i)
+        (vs[i].supervisor ? supervisor : per.emplace_back()) += vs[i].cycles;
+      d.tile_cycles[static_cast<std::size_t>(tile)] +=
+          weight[c] * plan::detail::tile_compute_cycles(per, target.workers_per_tile, supervisor);
+    }
+  }
+  return d;
+}
+
+TILEBSP_INLINE std::string Profile::json(ProfileDetail const* detail) const {
+  using exec::detail::json_escape;
+  auto const num = [](auto v) { return std::to_string(v); };
+  auto const list = [&](auto const& v) {
+    std::string r = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) r += (i ? "," : "") + std::to_string(v[i]);
+    return r + "]";
+  };
+  std::string o = "{\n  \"format\": \"tilebsp-profile\", \"version\": 2,\n  \"target\": {\"name\": \"" +
+                  json_escape(target.name) + "\", \"ipus\": " + num(target.ipus) + ", \"tiles_per_ipu\": " +
+                  num(target.tiles_per_ipu) + ", \"bytes_per_tile\": " + num(target.bytes_per_tile) +
+                  ", \"clock_hz\": " + num(target.clock_hz) + "},\n";
+  o += "  \"replicas\": " + num(replicas) + ", \"first_replica\": " + num(first_replica) +
+       ", \"local_replicas\": " + num(local_replicas) + ",\n";
+  o += "  \"host_threads\": " + num(host_threads) + ",\n  \"host_timing\": " + (host_timing ? "true" : "false") +
+       ",\n  \"estimated_cycles\": " + num(estimated_cycles()) + ",\n  \"host_ns\": " + num(host_ns()) +
+       ",\n  \"programs\": [";
   for (std::size_t p = 0; p < programs.size(); ++p) {
     o += p ? ",\n    [" : "\n    [";
     for (std::size_t i = 0; i < programs[p].size(); ++i) {
       auto const& s = programs[p][i];
       o += (i ? ",\n      " : "\n      ") + std::string("{\"kind\": \"") + s.kind + "\", \"label\": \"" +
-           esc(s.label) + "\", \"est_cycles\": " + std::to_string(s.est_cycles) + ", \"executions\": " +
-           std::to_string(s.executions) + ", \"host_ns\": " + std::to_string(s.host_ns) +
-           ", \"exchange_bytes\": " + std::to_string(s.exchange_bytes) +
-           ", \"inter_ipu_bytes\": " + std::to_string(s.inter_ipu_bytes) +
-           ", \"collective_bytes\": " + std::to_string(s.collective_bytes) + ", \"stage\": " + std::to_string(s.stage) +
-           ", \"ipu\": " + std::to_string(s.ipu) + "}";
+           json_escape(s.label) + "\", \"est_cycles\": " + num(s.est_cycles) + ", \"executions\": " +
+           num(s.executions) + ", \"host_ns\": " + num(s.host_ns) + ", \"exchange_bytes\": " + num(s.exchange_bytes) +
+           ", \"inter_ipu_bytes\": " + num(s.inter_ipu_bytes) + ", \"collective_bytes\": " + num(s.collective_bytes) +
+           ", \"stage\": " + num(s.stage) + ", \"ipu\": " + num(s.ipu) + ", \"compute_cycles\": " +
+           num(s.compute_cycles) + ", \"exchange_cycles\": " + num(s.exchange_cycles) + ", \"compute_set\": \"" +
+           json_escape(s.compute_set) + "\", \"op\": " + num(s.op) + ", \"ipus\": " + list(s.ipus) + "}";
     }
     o += "]";
   }
   o += "\n  ],\n  \"stages\": [";
   for (std::size_t i = 0; i < stages.size(); ++i)
-    o += (i ? ", " : "") + std::string("{\"program\": ") + std::to_string(stages[i].program) + ", \"stage\": " +
-         std::to_string(stages[i].stage) + ", \"ipu\": " + std::to_string(stages[i].ipu) + ", \"est_cycles\": " +
-         std::to_string(stages[i].est_cycles) + ", \"runs\": " + std::to_string(stages[i].runs) + "}";
+    o += (i ? ", " : "") + std::string("{\"program\": ") + num(stages[i].program) + ", \"stage\": " +
+         num(stages[i].stage) + ", \"ipu\": " + num(stages[i].ipu) + ", \"est_cycles\": " + num(stages[i].est_cycles) +
+         ", \"runs\": " + num(stages[i].runs) + "}";
+  o += "],\n  \"operators\": [";
+  for (std::size_t i = 0; i < operators.size(); ++i) {
+    auto const& op = operators[i];
+    o += (i ? ",\n    " : "\n    ") + std::string("{\"kind\": \"") + json_escape(op.kind) + "\", \"name\": \"" +
+         json_escape(op.name) + "\", \"compute_sets\": " + num(op.compute_sets) + ", \"est_cycles\": " +
+         num(op.est_cycles) + ", \"host_ns\": " + num(op.host_ns) + ", \"plans\": [";
+    for (std::size_t k = 0; k < op.plans.size(); ++k) o += (k ? ", \"" : "\"") + json_escape(op.plans[k]) + "\"";
+    o += "]}";
+  }
   o += "],\n  \"memory\": [";
   for (std::size_t t = 0; t < memory.size(); ++t)
-    o += (t ? ", " : "") + std::string("[") + std::to_string(memory[t].always_live) + ", " +
-         std::to_string(memory[t].peak_live) + ", " + std::to_string(memory[t].peak_temporary) + "]";
-  o += "]\n}\n";
+    o += (t ? ", " : "") + std::string("[") + num(memory[t].always_live) + ", " + num(memory[t].peak_live) + ", " +
+         num(memory[t].peak_temporary) + "]";
+  o += "]";
+  if (detail) {
+    // Names once: tiles and liveness refer to them by index.
+    std::vector<std::string> names;
+    std::unordered_map<std::string, std::size_t> index;
+    auto const id = [&](std::string const& n) {
+      auto [it, fresh] = index.try_emplace(n, names.size());
+      if (fresh) names.push_back(n);
+      return it->second;
+    };
+    std::string tiles, live;
+    for (std::size_t t = 0; t < detail->tiles.size(); ++t) {
+      tiles += t ? ",[" : "[";
+      for (std::size_t k = 0; k < detail->tiles[t].size(); ++k) {
+        auto const& m = detail->tiles[t][k];
+        tiles += (k ? ",[" : "[") + num(id(m.name)) + "," + num(m.bytes) + "," + (m.always_live ? "1" : "0") + "]";
+      }
+      tiles += "]";
+    }
+    for (std::size_t p = 0; p < detail->liveness.size(); ++p) {
+      auto const& l = detail->liveness[p];
+      live += (p ? ",\n    " : "\n    ") + std::string("{\"program\": ") + num(p) + ", \"peak_step\": " +
+              num(l.peak_step) + ", \"peak_buffers\": " + num(l.peak_buffers) + ", \"bytes\": " + list(l.bytes) +
+              ", \"peak_variables\": [";
+      for (std::size_t k = 0; k < l.peak_variables.size(); ++k)
+        live += (k ? ",[" : "[") + num(id(l.peak_variables[k].name)) + "," + num(l.peak_variables[k].bytes) + "]";
+      live += "], \"ranges\": [";
+      for (std::size_t k = 0; k < l.ranges.size(); ++k)
+        live += (k ? ",[" : "[") + num(id(l.ranges[k].name)) + "," + num(l.ranges[k].bytes) + "," +
+                num(l.ranges[k].first) + "," + num(l.ranges[k].last) + "]";
+      live += "]}";
+    }
+    o += ",\n  \"detail\": {\"always_live_bytes\": " + num(detail->always_live_bytes) +
+         ",\n   \"tile_cycles\": " + list(detail->tile_cycles) + ",\n   \"tiles\": [" + tiles + "],\n   \"liveness\": [" +
+         live + "],\n   \"names\": [";
+    for (std::size_t i = 0; i < names.size(); ++i) o += (i ? ",\"" : "\"") + json_escape(names[i]) + "\"";
+    o += "]}";
+  }
+  o += "\n}\n";
   return o;
 }
-TILEBSP_INLINE void Profile::write_json(std::string const& path) const {
-  std::ofstream f(path);
-  if (!f) throw error("write_json: cannot open '" + path + "' for writing");
-  f << json();
-  if (!f) throw error("write_json: failed writing '" + path + "'");
+TILEBSP_INLINE void Profile::write_json(std::string const& path, ProfileDetail const* detail) const {
+  exec::detail::write_file("write_json", path, json(detail));
+}
+TILEBSP_INLINE std::string Profile::html(ProfileDetail const& detail) const {
+  std::string data = json(&detail);
+  // Inside <script>: "</" would end the element.
+  for (std::size_t at = 0; (at = data.find("</", at)) != std::string::npos; at += 3) data.replace(at, 2, "<\\/");
+  return std::string(exec::detail::report_head) + data + exec::detail::report_tail;
+}
+TILEBSP_INLINE void Profile::write_html(std::string const& path) const {
+  exec::detail::write_file("write_html", path, html());
+}
+TILEBSP_INLINE void Profile::write_report(std::string const& dir) const {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw error("write_report: cannot create the directory '" + dir + "': " + ec.message());
+  ProfileDetail const d = detail();
+  auto const at = [&](char const* name) { return (std::filesystem::path(dir) / name).string(); };
+  write_json(at("profile.json"), &d);
+  exec::detail::write_file("write_report", at("report.html"), html(d));
+  exec::detail::write_file("write_report", at("summary.txt"), summary());
 }
 
 }  // namespace tilebsp

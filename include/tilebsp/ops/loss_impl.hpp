@@ -66,6 +66,7 @@ template <std::same_as<Tensor> Tn>
 SoftmaxCrossEntropy softmax_cross_entropy(Graph& g, Sequence& prog, Tn const& logits, Tn const& labels, float grad_scale,
                                           std::string const& name) {
   char const* op = "softmax_cross_entropy";
+  OperatorScope const scope(g, op, name);
   g.check_tensor(op, logits);
   g.check_tensor(op, labels);
   if (logits.rank() != 2 || logits.dim(1) == 0)

@@ -447,6 +447,7 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
   // views that overlap the output at other positions: those are copied first, so that no vertex reads what
   // another writes.
   Sequence exchange;
+  OperatorScope const scope(g, "map", op);
   ComputeSet const cs = g.add_compute_set(op);
   std::array<bool, N> copied{};
   for (std::size_t k = 0; k < N; ++k) copied[k] = mode != Mode::new_output && overlaps_elsewhere(ins[k], out);

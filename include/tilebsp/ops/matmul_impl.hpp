@@ -335,6 +335,8 @@ Execute reduce_stage(Graph& g, MatmulPlan const& p, Tensor const& parts, Tensor 
 template <class TA, class TP, class TO>
 void build(Graph& g, Sequence& prog, MatmulPlan const& p, Tensor const& a3, Tensor const& b3, Tensor const& c3,
            float alpha, std::string const& name) {
+  OperatorScope const scope(g, "matmul", name);
+  OperatorScope::note_plan(g, p.describe());
   auto const& q = p.problem;
   Tensor parts;
   if (p.reduce) {

@@ -58,6 +58,8 @@ class Executable {
   Executable(std::shared_ptr<program::detail::Schedule const> schedule, std::vector<TileMemory> memory)
       : s_(std::move(schedule)), memory_(std::move(memory)) {}
 
+  /// Whether this holds a compiled program (a default-constructed Executable does not).
+  bool empty() const noexcept { return !s_; }
   Target const& target() const noexcept { return s_->graph->target; }
   std::size_t num_programs() const noexcept { return s_->programs.size(); }
   std::vector<TileMemory> const& memory() const noexcept { return memory_; }
@@ -124,7 +126,28 @@ TILEBSP_INLINE std::vector<std::vector<VariableUse>> variable_uses(Schedule cons
 /// other variables from their first full write to their last use. A variable written and not read again stays
 /// live to the program's end (the host may read it), as does one written before a host callback (which may read
 /// it). Loops: a range that crosses a loop boundary, or a temporary read before it is written, covers the loop.
-TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s, std::size_t threads = 1);
+struct MemoryDetail;
+TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s, std::size_t threads = 1,
+                                                      MemoryDetail* detail = nullptr);
+
+/// What account_memory() saw, for the profile report (filled when asked for).
+struct MemoryDetail {
+  /// Per program, per instruction: bytes live part of the time, summed over tiles (the larger of its compute and
+  /// exchange phases). Staging, fetch and staged-exchange buffers count in `live`, not in `ranges`.
+  std::vector<std::vector<std::uint64_t>> live;
+  /// Per program: each variable live part of the time, and its first and last instruction.
+  struct Range {
+    std::uint32_t var = 0;
+    std::size_t first = 0, last = 0;
+  };
+  std::vector<std::vector<Range>> ranges;
+  /// Per tile, its largest occupants (at most `occupants_per_tile`, largest first): a variable's index and its bytes
+  /// there; index -1 is the vertices' state.
+  static constexpr std::size_t occupants_per_tile = 8;
+  std::vector<std::vector<std::pair<std::int64_t, std::uint64_t>>> occupants;
+  /// Per variable: whether it is live part of the time (else always live).
+  std::vector<char> tracked;
+};
 
 TILEBSP_INLINE void check_memory(Schedule const& s, std::vector<TileMemory> const& mem);
 

@@ -3,12 +3,15 @@
 #pragma once
 
 #include <tilebsp/config.hpp>
+#include <tilebsp/core/log.hpp>
 #include <tilebsp/core/warning.hpp>
 #include <tilebsp/program/compile.hpp>
 #include <tilebsp/program/detail/team.hpp>
 #include <tilebsp/program/executable_cache_impl.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -262,7 +265,7 @@ TILEBSP_INLINE std::vector<std::vector<VariableUse>> variable_uses(Schedule cons
   return uses;
 }
 
-TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s, std::size_t threads) {
+TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s, std::size_t threads, MemoryDetail* detail) {
   GraphImpl const& g = *s.graph;
   std::size_t const tiles = g.target.num_tiles();
   auto const uses = variable_uses(s);
@@ -294,6 +297,29 @@ TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s, std::si
   });
   for (auto const& part : state)
     for (std::size_t t = 0; t < tiles; ++t) mem[t].always_live += part[t];
+  if (detail) {
+    // Each tile's largest occupants: the vertices' state and every variable's bytes there, the largest kept.
+    std::size_t const k = MemoryDetail::occupants_per_tile;
+    auto& occ = detail->occupants;
+    occ.assign(tiles, {});
+    auto const smaller = [](auto const& a, auto const& b) { return a.second > b.second || (a.second == b.second && a.first < b.first); };
+    auto const offer = [&](std::size_t tile, std::int64_t what, std::uint64_t bytes) {
+      auto& o = occ[tile];
+      if (o.size() == k && !smaller(std::pair{what, bytes}, o.back())) return;
+      if (o.size() == k) o.pop_back();
+      o.insert(std::upper_bound(o.begin(), o.end(), std::pair{what, bytes}, smaller), {what, bytes});
+    };
+    for (std::size_t t = 0; t < tiles; ++t) {
+      std::uint64_t st = 0;
+      for (auto const& part : state) st += part[t];
+      if (st) offer(t, -1, st);
+    }
+    for (std::uint32_t v = 0; v < g.variables.size(); ++v)
+      for (auto const& [tile, b] : var_bytes[v]) offer(tile, v, b);
+    detail->tracked = tracked;
+    detail->live.assign(s.programs.size(), {});
+    detail->ranges.assign(s.programs.size(), {});
+  }
   for (std::uint32_t v = 0; v < g.variables.size(); ++v)
     if (!tracked[v]) {
       for (auto const& [tile, b] : var_bytes[v]) mem[tile].always_live += b;
@@ -308,7 +334,15 @@ TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s, std::si
   for (std::size_t pi = 0; pi < s.programs.size(); ++pi) {
     auto const& p = s.programs[pi];
     std::vector<std::vector<Event>> events(tiles);
+    // The report's bytes per step, summed over tiles: a difference array over steps.
+    std::vector<std::int64_t> totals(detail ? 2 * p.code.size() + 2 : 0, 0);
+    auto const total = [&](std::size_t b, std::size_t e, std::uint64_t bytes) {
+      if (!detail) return;
+      totals[b] += static_cast<std::int64_t>(bytes);
+      totals[e + 1] -= static_cast<std::int64_t>(bytes);
+    };
     auto const live = [&](std::uint32_t tile, std::size_t b, std::size_t e, std::uint64_t bytes, bool temporary) {
+      total(b, e, bytes);
       auto& ev = events[tile];
       // A tile's buffers of one step (staging, fetches) arrive one after another: one pair of events for all.
       if (std::size_t const n = ev.size();
@@ -331,6 +365,8 @@ TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s, std::si
             live(static_cast<std::uint32_t>(g.vertices[pv.record].tile), 2 * pc, 2 * pc,
                  static_cast<std::uint64_t>(st.elements) * st.elem_bytes, true);
         for (auto const& [tile, bytes] : cs.fetched_in) live(tile, 2 * pc, 2 * pc, bytes, true);
+        // After compile() the fetched bytes per tile are gone: their total still counts for the report.
+        if (cs.fetched_in.empty()) total(2 * pc, 2 * pc, cs.fetch_bytes);
       }
       if (i.op == Op::superstep && i.b >= 0) {
         auto const& ex = s.exchanges[static_cast<std::size_t>(i.b)];
@@ -356,6 +392,16 @@ TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s, std::si
         if (b <= l.end && e >= l.begin && (!u.first_is_full_write || b < l.begin || e > l.end))
           b = std::min(b, l.begin), e = std::max(e, l.end);
       for (auto const& [tile, bytes] : var_bytes[v]) live(tile, b, e, bytes, temporary);
+      if (detail) detail->ranges[pi].push_back({v, b / 2, e / 2});
+    }
+    if (detail) {
+      auto& out = detail->live[pi];
+      out.assign(p.code.size(), 0);
+      std::int64_t run = 0;
+      for (std::size_t step = 0; step < 2 * p.code.size(); ++step) {
+        run += totals[step];
+        out[step / 2] = std::max(out[step / 2], static_cast<std::uint64_t>(std::max<std::int64_t>(run, 0)));
+      }
     }
     // Each tile's peaks from its events, on the compile threads (tiles are independent), 64 tiles at a time.
     std::atomic<std::size_t> next_tile{0};
@@ -412,10 +458,62 @@ TILEBSP_INLINE std::string cache_directory(CompileOptions const& options) {
   return env ? env : "";
 }
 
+/// The process's resident memory now and at its peak, bytes (Linux: /proc/self/status; elsewhere 0).
+inline std::pair<std::uint64_t, std::uint64_t> process_memory() {
+  std::uint64_t rss = 0, peak = 0;
+  if (std::FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f)) {
+      unsigned long long kb = 0;
+      if (std::sscanf(line, "VmRSS: %llu kB", &kb) == 1) rss = kb * 1024;
+      if (std::sscanf(line, "VmHWM: %llu kB", &kb) == 1) peak = kb * 1024;
+    }
+    std::fclose(f);
+  }
+  return {rss, peak};
+}
+
+/// Logs each compile phase at level info as it ends: its time and the process's memory.
+class PhaseLog {
+ public:
+  PhaseLog() : on_(logging::enabled(LogLevel::info)), begin_(std::chrono::steady_clock::now()) {}
+  ~PhaseLog() {
+    if (!on_) return;
+    end_phase();
+    logging::info("compile: done in " + seconds(begin_) + " s");
+  }
+  void enter(std::string_view name) {
+    if (!on_ || name == name_) return;
+    end_phase();
+    name_ = name;
+    since_ = std::chrono::steady_clock::now();
+  }
+
+ private:
+  static std::string seconds(std::chrono::steady_clock::time_point from) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.3f", std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count());
+    return b;
+  }
+  void end_phase() {
+    if (name_.empty()) return;
+    auto const [rss, peak] = process_memory();
+    logging::info("compile: " + name_ + ": " + seconds(since_) + " s; process memory " + std::to_string(rss >> 20) +
+                  " MiB (peak " + std::to_string(peak >> 20) + " MiB)");
+    name_.clear();
+  }
+  bool on_;
+  std::chrono::steady_clock::time_point begin_, since_;
+  std::string name_;
+};
+
 TILEBSP_INLINE Executable compile_programs(Graph const& g, CompileOptions const& options,
                                            std::function<void(Lowering&)> const& lower) {
+  logging::check_environment();
+  PhaseLog log;
   auto const phase = [&](std::string_view name, std::size_t done = 0, std::size_t total = 0) {
     if (options.progress) options.progress(name, done, total);
+    log.enter(name);
   };
   std::size_t const threads = options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   phase("checking the mapping");

@@ -6,6 +6,7 @@
 #include <tilebsp/exec/detail/barrier.hpp>
 #include <tilebsp/exec/detail/copy.hpp>
 #include <tilebsp/exec/detail/team.hpp>
+#include <tilebsp/exec/detail/auto_report.hpp>
 #include <tilebsp/exec/profile.hpp>
 #include <tilebsp/program/compile.hpp>
 #include <tilebsp/program/host_context.hpp>
@@ -144,6 +145,10 @@ class EngineCore {
 
   void run(std::size_t program);
   Profile profile() const;
+  /// A step's kind, label, cycle split, compute set, operator and IPUs (profile(), trace logging).
+  void describe_step(std::size_t program, std::size_t pc, StepProfile& sp) const;
+  /// Logs one step run at level trace (run() turns trace_ on when the level is enabled).
+  void trace_step(std::size_t program, std::size_t pc, std::uint64_t ns) const;
   /// Local replica `local`'s tensors.
   void read_bytes(std::size_t local, Tensor const& t, void* dst, std::size_t bytes) const;
   void write_bytes(std::size_t local, Tensor const& t, void const* src, std::size_t bytes);
@@ -160,10 +165,13 @@ class EngineCore {
   GraphImpl const& g_;
   unsigned threads_;
   bool profiling_;
+  bool trace_ = false;  ///< log each step run (LogLevel::trace), decided per run()
   bool host_kernels_;
   std::shared_ptr<Communicator> comm_;
   std::size_t replicas_ = 1, first_ = 0, local_ = 1;  ///< all replicas; this engine's: first_ .. first_ + local_ - 1
   std::vector<ReplicaState> reps_;                    ///< local replicas
+  AutoReport auto_;                                   ///< TILEBSP_ENGINE_OPTIONS
+  std::string report_dir_;                            ///< where ~EngineCore writes the auto-report (empty: none)
 
  private:
   /// Binds each host path's kernel to this engine's memory (host kernels on); an empty task runs the body.
