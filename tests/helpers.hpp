@@ -4,12 +4,32 @@
 #include <tilebsp/tilebsp.hpp>
 
 #include <cstdint>
+#include <fstream>
 #include <random>
+#include <sstream>
+#include <string>
 #include <utility>
 #include <vector>
 
 namespace tbt {
 namespace tb = tilebsp;
+
+/// The whole of a text file ("" when it cannot be read).
+inline std::string read_text(std::string const& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+/// a [m, k] and b [k, n] (named `a_name` and "b"), mapped linearly, and their product by ops::matmul named `name`.
+inline tb::Tensor mapped_product(tb::Graph& g, tb::Sequence& prog, std::size_t m, std::size_t k, std::size_t n,
+                                 std::string const& name, std::string const& a_name = "a") {
+  auto a = g.add_variable<float>({m, k}, a_name), b = g.add_variable<float>({k, n}, "b");
+  tb::map_linearly(g, a);
+  tb::map_linearly(g, b);
+  return tb::ops::matmul(g, prog, a, b, {}, name);
+}
 
 /// (variable, element) of each element of `t`, row-major.
 inline std::vector<std::pair<std::uint32_t, std::int64_t>> elements(tb::Tensor const& t) {

@@ -277,8 +277,10 @@ int run(Options const& o) {
   std::printf("logits: %zu batches out, last batch mean |logit| %.4f, image 0 argmax %lld\n", batches_out, mean_abs,
               static_cast<long long>(std::max_element(last.begin(), last.begin() + c.classes) - last.begin()));
   if (!o.report.empty()) {
+    auto const began = std::chrono::steady_clock::now();
     profile.write_report(o.report);
-    std::printf("report written to %s (report.html, profile.json, summary.txt)\n", o.report.c_str());
+    std::printf("report written to %s (report.html, profile.json, summary.txt) in %.2f s\n", o.report.c_str(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
   }
   std::printf("throughput_img_per_s: %.3f\nlatency_ms: %.3f\nestimated_img_per_s: %.1f\n", tp.mean, lt.mean,
               per_run / ipu_s);

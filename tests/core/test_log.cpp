@@ -1,5 +1,5 @@
 // Logging: levels and destinations from the environment or set in code; warnings go through it.
-#include <tilebsp/tilebsp.hpp>
+#include "helpers.hpp"
 
 #include <doctest/doctest.h>
 
@@ -13,12 +13,6 @@
 namespace tb = tilebsp;
 
 namespace {
-std::string read_all(std::string const& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 /// Restores the environment's logging configuration when it goes.
 struct LogSandbox {
   std::string path = (std::filesystem::temp_directory_path() / "tilebsp_log_test.txt").string();
@@ -44,7 +38,7 @@ TEST_CASE("log levels from TILEBSP_LOG_LEVEL and TILEBSP_LOG_DEST filter what is
   tb::logging::info("an info line");
   tb::logging::debug("a debug line");
   tb::warn("a warning");
-  std::string const text = read_all(box.path);
+  std::string const text = tbt::read_text(box.path);
   CHECK(text.find("tilebsp info [") != std::string::npos);
   CHECK(text.find("]: an info line\n") != std::string::npos);
   CHECK(text.find("a debug line") == std::string::npos);
@@ -59,13 +53,13 @@ TEST_CASE("log levels from TILEBSP_LOG_LEVEL and TILEBSP_LOG_DEST filter what is
   tb::logging::reload_environment();
   tb::warn("silent");
   tb::logging::error("silent too");
-  CHECK(read_all(box.path).empty());
+  CHECK(tbt::read_text(box.path).empty());
 
   // Set in code: the level, then the destination.
   tb::logging::set_level(tb::LogLevel::trace);
   CHECK(tb::logging::enabled(tb::LogLevel::trace));
   tb::logging::trace("traced");
-  CHECK(read_all(box.path).find("tilebsp trace [") != std::string::npos);
+  CHECK(tbt::read_text(box.path).find("tilebsp trace [") != std::string::npos);
   CHECK_THROWS_WITH_AS(tb::logging::set_destination("/nonexistent-dir/log.txt"),
                        "TILEBSP_LOG_DEST: cannot open '/nonexistent-dir/log.txt' for appending", tb::option_error);
 }
@@ -101,13 +95,10 @@ TEST_CASE("info logs compile phases with time and memory, debug the plans, trace
   tb::logging::reload_environment();
   tb::Graph g{tb::targets::tiny(4)};
   tb::Sequence prog;
-  auto a = g.add_variable<float>({8, 8}, "a"), b = g.add_variable<float>({8, 8}, "b");
-  tb::map_linearly(g, a);
-  tb::map_linearly(g, b);
-  tb::ops::matmul(g, prog, a, b, {}, "product");
+  tbt::mapped_product(g, prog, 8, 8, 8, "product");
   tb::Engine e{tb::compile(g, tb::repeat(2, prog)), {.host_threads = 1}};
   e.run();
-  std::string const text = read_all(box.path);
+  std::string const text = tbt::read_text(box.path);
   CHECK(text.find("tilebsp debug [") != std::string::npos);
   CHECK(text.find("plan of matmul 'product': matmul 8x8 * 8x8") != std::string::npos);
   CHECK(text.find("compile: planning compute sets: ") != std::string::npos);

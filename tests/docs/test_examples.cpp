@@ -401,3 +401,33 @@ TEST_CASE("executable cache example") {
   CHECK(compile_cached(g2, p2, dir.string()).loaded_from_cache());
   std::filesystem::remove_all(dir);
 }
+
+// [profiling-example]
+// A report of a small layer: the engine measures host time per step (profiling), the profile names the operators
+// and their plans, and write_report writes report.html, profile.json and summary.txt.
+tb::ProfileDetail profiling_example(std::string const& dir) {
+  tb::Graph g{tb::targets::ipu_mk2()};
+  tb::Sequence prog;
+  tb::Tensor x = g.add_variable<float>({64, 256}, "x"), w = g.add_variable<float>({256, 128}, "w");
+  tb::map_linearly(g, x);
+  tb::map_linearly(g, w);
+  tb::Tensor h = tb::ops::matmul(g, prog, x, w, {.available_memory_proportion = 0.3}, "fc1");
+  tb::ops::map_in_place(g, prog, tb::expr::relu(tb::expr::_1), h);
+  tb::Engine engine{tb::compile(g, prog), {.profiling = true}};
+  engine.run();
+  tb::Profile const profile = engine.profile();
+  for (auto const& op : profile.operators)  // "matmul fc1: 1 plan(s)", "map map_in_place: 0 plan(s)"
+    std::cout << op.kind << " " << op.name << ": " << op.plans.size() << " plan(s)\n";
+  profile.write_report(dir);  // open dir/report.html in a browser
+  return profile.detail();
+}
+// [profiling-example]
+
+TEST_CASE("profiling example") {
+  auto const dir = std::filesystem::temp_directory_path() / "tilebsp_profiling_example";
+  auto const d = profiling_example(dir.string());
+  CHECK(std::filesystem::exists(dir / "report.html"));
+  REQUIRE(d.liveness.size() == 1);
+  CHECK(d.liveness[0].bytes[d.liveness[0].peak_step] > 0);
+  std::filesystem::remove_all(dir);
+}

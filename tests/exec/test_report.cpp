@@ -1,6 +1,8 @@
 // The profile report: operators and their plans, liveness per step, tile occupants, cycle balance, JSON and HTML.
 #include "helpers.hpp"
 
+#include <tilebsp/exec/detail/auto_report.hpp>
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -10,15 +12,6 @@
 #include <string>
 
 namespace tb = tilebsp;
-
-namespace {
-std::string slurp(std::string const& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-}  // namespace
 
 TEST_CASE("report: liveness per step follows first write and last use; occupants and balance per tile") {
   tb::Graph g{tb::targets::tiny(2)};
@@ -78,13 +71,12 @@ TEST_CASE("report: liveness per step follows first write and last use; occupants
 TEST_CASE("report: operators name their compute sets and keep their plans") {
   tb::Graph g{tb::targets::tiny(8)};
   tb::Sequence prog;
-  auto a = g.add_variable<float>({16, 32}, "a"), b = g.add_variable<float>({32, 8}, "b");
-  tb::map_linearly(g, a);
-  tb::map_linearly(g, b);
-  auto c = tb::ops::matmul(g, prog, a, b, {}, "fc");
-  auto r = tb::ops::reduce(g, prog, c, {0}, tb::ops::ReduceOp::add, "colsum");
+  auto c = tbt::mapped_product(g, prog, 16, 32, 8, "fc");
+  tb::ops::reduce(g, prog, c, {0}, tb::ops::ReduceOp::add, "colsum");
+  auto u = g.add_variable<float>({2, 8}, "u");
+  g.set_tile_mapping(u, 0);
   auto user = g.add_compute_set("mine");
-  g.add_vertex<tbt::Axpy>(user, 0, a.slice({0, 0}, {1, 32}).reshape({32}), a.slice({1, 0}, {2, 32}).reshape({32}), 2.0f);
+  g.add_vertex<tbt::Axpy>(user, 0, u[0], u[1], 2.0f);
   prog.add(tb::execute(user));
   tb::Engine e{tb::compile(g, prog), {.host_threads = 1, .profiling = true}};
   e.run();
@@ -136,10 +128,7 @@ TEST_CASE("report: operators name their compute sets and keep their plans") {
 TEST_CASE("report: JSON detail, self-contained HTML, and the report directory") {
   tb::Graph g{tb::targets::tiny(4)};
   tb::Sequence prog;
-  auto a = g.add_variable<float>({4, 8}, "a</script><b>"), b = g.add_variable<float>({8, 4}, "b");
-  tb::map_linearly(g, a);
-  tb::map_linearly(g, b);
-  tb::ops::matmul(g, prog, a, b, {}, "mm \"quoted\"");
+  tbt::mapped_product(g, prog, 4, 8, 4, "mm \"quoted\"", "a</script><b>");
   tb::Engine e{tb::compile(g, prog), {.host_threads = 1}};
   e.run();
   auto const p = e.profile();
@@ -162,7 +151,7 @@ TEST_CASE("report: JSON detail, self-contained HTML, and the report directory") 
   std::filesystem::remove_all(dir);
   p.write_report((dir / "nested").string());
   for (char const* f : {"profile.json", "report.html", "summary.txt"}) CHECK(std::filesystem::exists(dir / "nested" / f));
-  CHECK(slurp((dir / "nested" / "profile.json").string()).find("\"liveness\"") != std::string::npos);
+  CHECK(tbt::read_text((dir / "nested" / "profile.json").string()).find("\"liveness\"") != std::string::npos);
   std::filesystem::remove_all(dir);
   CHECK_THROWS_WITH_AS(p.write_html("/nonexistent-dir/r.html"),
                        "write_html: cannot open '/nonexistent-dir/r.html' for writing", tb::error);
@@ -196,10 +185,7 @@ TEST_CASE("auto-reports: TILEBSP_ENGINE_OPTIONS makes an engine write its report
 
   tb::Graph g{tb::targets::tiny(4)};
   tb::Sequence prog;
-  auto a = g.add_variable<float>({4, 8}, "a"), b = g.add_variable<float>({8, 4}, "b");
-  tb::map_linearly(g, a);
-  tb::map_linearly(g, b);
-  tb::ops::matmul(g, prog, a, b, {}, "mm");
+  tbt::mapped_product(g, prog, 4, 8, 4, "mm");
   auto const exe = tb::compile(g, prog);
   auto const dir = std::filesystem::temp_directory_path() / "tilebsp_auto_report";
   std::filesystem::remove_all(dir);
@@ -212,7 +198,7 @@ TEST_CASE("auto-reports: TILEBSP_ENGINE_OPTIONS makes an engine write its report
     CHECK(!std::filesystem::exists(dir / "report.html"));  // written when the engine goes
   }
   CHECK(std::filesystem::exists(dir / "report.html"));
-  CHECK(slurp((dir / "profile.json").string()).find("\"host_timing\": true") != std::string::npos);
+  CHECK(tbt::read_text((dir / "profile.json").string()).find("\"host_timing\": true") != std::string::npos);
   std::filesystem::remove_all(dir);
   setenv("TILEBSP_ENGINE_OPTIONS", R"({"autoReport.all": "maybe"})", 1);
   CHECK_THROWS_WITH_AS(tb::Engine{exe}, "TILEBSP_ENGINE_OPTIONS: \"autoReport.all\" must be true or false, not \"maybe\"",

@@ -46,7 +46,8 @@ tile's memory (red: over it). Hover a tile for its largest occupants; click to k
 <svg id="liveness"></svg><div class="panel" id="livepanel"></div>
 <h2>Timeline</h2>
 <div class="note">The program's steps in order, one run of each: estimated IPU cycles split into compute, exchange and
-sync (a lane per IPU, per replica), and below the measured host time per execution. Hover for the step.</div>
+sync (a lane per IPU and per pipeline stage, per replica), and below the measured host time per execution.
+Hover for the step.</div>
 <div>Program <select id="tlprog"></select></div>
 <div class="legend"><span><i style="background:#3b75af"></i>compute</span><span><i style="background:#ef8636"></i>exchange</span>
 <span><i style="background:#999"></i>sync, streams, collectives</span><span><i style="background:#6aa84f"></i>host time</span></div>
@@ -263,10 +264,15 @@ function drawTimeline() {
     if (s.est_cycles === 0 && s.host_ns === 0) return;
     shown.push(i);
   });
-  var reps = Math.max(1, Math.min(D.local_replicas, Math.floor(16 / T.ipus))), lanes = [];
-  for (var r = 0; r < reps; ++r)
-    for (var u = 0; u < T.ipus; ++u) lanes.push({ipu: u, name: (D.replicas > 1 ? 'replica ' + (D.first_replica + r) + ' ' : '') + 'IPU ' + u});
-  var left = 120, w = W - left - 10, laneH = 22, top = 18;
+  // Lanes: per replica, each IPU (its steps outside pipeline stages), then each pipeline stage of the program.
+  var stages = D.stages.filter(function (x) { return x.program === pi; });
+  var reps = Math.max(1, Math.min(D.local_replicas, Math.floor(16 / (T.ipus + stages.length)))), lanes = [];
+  for (var r = 0; r < reps; ++r) {
+    var rn = D.replicas > 1 ? 'replica ' + (D.first_replica + r) + ' ' : '';
+    for (var u = 0; u < T.ipus; ++u) lanes.push({ipu: u, stage: -1, name: rn + 'IPU ' + u});
+    stages.forEach(function (x) { lanes.push({ipu: x.ipu, stage: x.stage, name: rn + 'stage ' + x.stage + ' (IPU ' + x.ipu + ')'}); });
+  }
+  var left = 170, w = W - left - 10, laneH = 22, top = 18;
   var est = [0], host = [0];
   shown.forEach(function (i) {
     var s = steps[i];
@@ -285,7 +291,7 @@ function drawTimeline() {
     var cols = [new Float64Array(C), new Float64Array(C), new Float64Array(C)];
     shown.forEach(function (i, k) {
       var s = steps[i];
-      if (s.ipus.indexOf(lane.ipu) < 0) return;
+      if (s.stage !== lane.stage || s.ipus.indexOf(lane.ipu) < 0) return;
       var parts = [s.compute_cycles, s.exchange_cycles, Math.max(0, s.est_cycles - s.compute_cycles - s.exchange_cycles)];
       var at = est[k];
       parts.forEach(function (c, kind) {
