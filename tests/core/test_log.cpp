@@ -39,11 +39,11 @@ TEST_CASE("log levels from TILEBSP_LOG_LEVEL and TILEBSP_LOG_DEST filter what is
   tb::logging::debug("a debug line");
   tb::warn("a warning");
   std::string const text = tbt::read_text(box.path);
-  CHECK(text.find("tilebsp info [") != std::string::npos);
-  CHECK(text.find("]: an info line\n") != std::string::npos);
+  CHECK(text.find("] tilebsp info: ") != std::string::npos);
+  CHECK(text.find("tilebsp info: an info line\n") != std::string::npos);
   CHECK(text.find("a debug line") == std::string::npos);
-  CHECK(text.find("tilebsp warning [") != std::string::npos);
-  CHECK(text.find("]: a warning\n") != std::string::npos);
+  CHECK(text.find("] tilebsp warning: ") != std::string::npos);
+  CHECK(text.find("tilebsp warning: a warning\n") != std::string::npos);
 
   // off: nothing at all, warnings included.
   setenv("TILEBSP_LOG_LEVEL", "off", 1);
@@ -59,7 +59,7 @@ TEST_CASE("log levels from TILEBSP_LOG_LEVEL and TILEBSP_LOG_DEST filter what is
   tb::logging::set_level(tb::LogLevel::trace);
   CHECK(tb::logging::enabled(tb::LogLevel::trace));
   tb::logging::trace("traced");
-  CHECK(tbt::read_text(box.path).find("tilebsp trace [") != std::string::npos);
+  CHECK(tbt::read_text(box.path).find("] tilebsp trace: ") != std::string::npos);
   CHECK_THROWS_WITH_AS(tb::logging::set_destination("/nonexistent-dir/log.txt"),
                        "TILEBSP_LOG_DEST: cannot open '/nonexistent-dir/log.txt' for appending", tb::option_error);
 }
@@ -99,13 +99,13 @@ TEST_CASE("info logs compile phases with time and memory, debug the plans, trace
   tb::Engine e{tb::compile(g, tb::repeat(2, prog)), {.host_threads = 1}};
   e.run();
   std::string const text = tbt::read_text(box.path);
-  CHECK(text.find("tilebsp debug [") != std::string::npos);
+  CHECK(text.find("] tilebsp debug: ") != std::string::npos);
   CHECK(text.find("plan of matmul 'product': matmul 8x8 * 8x8") != std::string::npos);
   CHECK(text.find("compile: planning compute sets: ") != std::string::npos);
   CHECK(text.find(" s; process memory ") != std::string::npos);
   CHECK(text.find("compile: done in ") != std::string::npos);
   CHECK(text.find("engine: 1 host thread(s), 1 of 1 replica(s), 1 program(s)") != std::string::npos);
-  CHECK(text.find("tilebsp trace [") != std::string::npos);
+  CHECK(text.find("] tilebsp trace: ") != std::string::npos);
   CHECK(text.find("engine: run program 0") != std::string::npos);
   CHECK(text.find("program 0 step ") != std::string::npos);
 }

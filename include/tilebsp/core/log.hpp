@@ -25,9 +25,9 @@ inline constexpr std::string_view name_of(LogLevel l) {
   return names[static_cast<int>(l)];
 }
 
-namespace logging {
-namespace detail {
-struct State {
+namespace core::detail {
+/// The log's level, destination and what was wrong with the environment.
+struct LogState {
   std::atomic<int> level{static_cast<int>(LogLevel::warn)};
   std::mutex m;
   std::FILE* out = stderr;
@@ -36,7 +36,7 @@ struct State {
   std::string problem;  ///< what was wrong with the environment (empty: nothing)
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 
-  ~State() {
+  ~LogState() {
     if (owned) std::fclose(out);
   }
   /// Opens `d` (stdout, stderr or a file, appended to); returns an error text or "".
@@ -73,47 +73,51 @@ struct State {
     return std::nullopt;
   }
 };
-inline State& state() {
-  static State* s = [] {
-    static State st;
+inline LogState& log_state() {
+  static LogState* s = [] {
+    static LogState st;
     st.read_environment();
     return &st;
   }();
   return *s;
 }
-}  // namespace detail
+}  // namespace core::detail
+
+namespace logging {
 
 /// Whether messages of level `l` are written.
 inline bool enabled(LogLevel l) noexcept {
-  return static_cast<int>(l) <= detail::state().level.load(std::memory_order_relaxed) && l != LogLevel::off;
+  return static_cast<int>(l) <= core::detail::log_state().level.load(std::memory_order_relaxed) && l != LogLevel::off;
 }
 /// The current level.
-inline LogLevel level() noexcept { return static_cast<LogLevel>(detail::state().level.load(std::memory_order_relaxed)); }
+inline LogLevel level() noexcept { return static_cast<LogLevel>(core::detail::log_state().level.load(std::memory_order_relaxed)); }
 /// Sets the level (overriding TILEBSP_LOG_LEVEL).
-inline void set_level(LogLevel l) noexcept { detail::state().level.store(static_cast<int>(l), std::memory_order_relaxed); }
+inline void set_level(LogLevel l) noexcept { core::detail::log_state().level.store(static_cast<int>(l), std::memory_order_relaxed); }
 /// Sends messages to "stdout", "stderr" or a file (appended to); throws option_error when it cannot be opened.
 inline void set_destination(std::string const& dest) {
-  auto& s = detail::state();
+  auto& s = core::detail::log_state();
   std::lock_guard lock(s.m);
   if (std::string const why = s.open(dest); !why.empty()) throw option_error(why);
 }
 /// Reads TILEBSP_LOG_LEVEL and TILEBSP_LOG_DEST again (they are read once, at the first message).
-inline void reload_environment() { detail::state().read_environment(); }
+inline void reload_environment() { core::detail::log_state().read_environment(); }
 /// Throws option_error when TILEBSP_LOG_LEVEL or TILEBSP_LOG_DEST is bad (compile() and Engine check it).
 inline void check_environment() {
-  auto& s = detail::state();
+  auto& s = core::detail::log_state();
   std::lock_guard lock(s.m);
   if (!s.problem.empty()) throw option_error(s.problem);
 }
 
-/// Writes "tilebsp <level> [seconds since start]: <text>" when `l` is enabled. Lines from several threads do
+/// Writes "[<seconds since the first message>] tilebsp <level>: <text>" when `l` is enabled (level warn prints
+/// "warning", err "error"). Lines from several threads do
 /// not interleave.
 inline void write(LogLevel l, std::string_view text) {
   if (!enabled(l)) return;
-  auto& s = detail::state();
+  auto& s = core::detail::log_state();
   double const t = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count();
   char head[64];
-  std::snprintf(head, sizeof head, "tilebsp %s [%.3f]: ", l == LogLevel::warn ? "warning" : l == LogLevel::err ? "error" : name_of(l).data(), t);
+  std::snprintf(head, sizeof head, "[%.3f] tilebsp %s: ", t,
+                l == LogLevel::warn ? "warning" : l == LogLevel::err ? "error" : name_of(l).data());
   std::lock_guard lock(s.m);
   std::fputs(head, s.out);
   std::fwrite(text.data(), 1, text.size(), s.out);

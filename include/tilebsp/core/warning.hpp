@@ -11,7 +11,7 @@
 
 namespace tilebsp {
 
-/// Receives each warning; the default writes it to the log at level warn ("tilebsp warning [s]: <text>", to
+/// Receives each warning; the default writes it to the log at level warn ("[s] tilebsp warning: <text>", to
 /// TILEBSP_LOG_DEST, standard error by default; nothing when TILEBSP_LOG_LEVEL is off or err).
 using WarningHandler = std::function<void(std::string_view)>;
 
