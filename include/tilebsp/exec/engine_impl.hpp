@@ -126,6 +126,16 @@ TILEBSP_INLINE exec::detail::EngineCore::EngineCore(Executable exe, EngineOption
     if (comm_) d /= "rank" + std::to_string(comm_->rank());
     if (k > 1) d /= "engine" + std::to_string(k);
     report_dir_ = d.string();
+    // Through a pointer: the destructor, which every file that includes the Engine compiles, does not reach the
+    // report's code; only a file that creates an Engine does.
+    write_report_ = [](EngineCore const& core) noexcept {
+      try {
+        core.profile().write_report(core.report_dir_);
+        logging::info("engine: wrote its report (profile.json, report.html, summary.txt) to " + core.report_dir_);
+      } catch (std::exception const& e) {
+        logging::error(std::string("engine: cannot write the report TILEBSP_ENGINE_OPTIONS asks for: ") + e.what());
+      }
+    };
   }
   if (logging::enabled(LogLevel::info))
     logging::info("engine: " + std::to_string(threads_) + " host thread(s), " + std::to_string(local_) + " of " +
@@ -196,7 +206,7 @@ TILEBSP_INLINE void exec::detail::EngineCore::run(std::size_t program) {
   }
 }
 
-TILEBSP_INLINE Profile exec::detail::EngineCore::profile() const {
+TILEBSP_COLD TILEBSP_INLINE Profile exec::detail::EngineCore::profile() const {
   Profile p;
   p.target = g_.target;
   p.host_threads = threads_;
@@ -249,7 +259,7 @@ TILEBSP_INLINE Profile exec::detail::EngineCore::profile() const {
   return p;
 }
 
-TILEBSP_INLINE void exec::detail::EngineCore::trace_step(std::size_t pi, std::size_t pc, std::uint64_t ns) const {
+TILEBSP_COLD TILEBSP_INLINE void exec::detail::EngineCore::trace_step(std::size_t pi, std::size_t pc, std::uint64_t ns) const {
   auto const op = s_.programs[pi].code[pc].op;
   if (op == program::detail::Op::repeat_begin || op == program::detail::Op::repeat_end || op == program::detail::Op::jump) return;
   StepProfile sp;
@@ -259,7 +269,7 @@ TILEBSP_INLINE void exec::detail::EngineCore::trace_step(std::size_t pi, std::si
                  (profiling_ ? ", host " + std::to_string(ns) + " ns)" : ")"));
 }
 
-TILEBSP_INLINE void exec::detail::EngineCore::describe_step(std::size_t pi, std::size_t pc, StepProfile& sp) const {
+TILEBSP_COLD TILEBSP_INLINE void exec::detail::EngineCore::describe_step(std::size_t pi, std::size_t pc, StepProfile& sp) const {
   Target const& t = g_.target;
   auto const& in = s_.programs[pi].code[pc];
   auto const add_ipus = [&](std::vector<std::uint32_t> const& ipus) {
@@ -769,14 +779,7 @@ TILEBSP_INLINE bool exec::detail::EngineCore::run_code(std::size_t program, std:
 }
 
 TILEBSP_INLINE exec::detail::EngineCore::~EngineCore() {
-  if (!report_dir_.empty()) {
-    try {
-      profile().write_report(report_dir_);
-      logging::info("engine: wrote its report (profile.json, report.html, summary.txt) to " + report_dir_);
-    } catch (std::exception const& e) {
-      logging::error(std::string("engine: cannot write the report TILEBSP_ENGINE_OPTIONS asks for: ") + e.what());
-    }
-  }
+  if (write_report_) write_report_(*this);
   for (auto& f : fifos_)
     for (auto& c : f) c.wait();
   for (auto const& [ops, p] : objects_) ops->destroy(p);

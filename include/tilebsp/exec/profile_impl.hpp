@@ -9,11 +9,14 @@
 #include <tilebsp/plan/cost.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <string>
 #include <vector>
@@ -59,7 +62,7 @@ TILEBSP_INLINE std::uint64_t Profile::max_tile_bytes() const {
   return m;
 }
 
-TILEBSP_INLINE std::string Profile::summary() const {
+TILEBSP_COLD TILEBSP_INLINE std::string Profile::summary() const {
   std::string out;
   char buf[256];
   std::snprintf(buf, sizeof buf, "target %s: %zu IPU(s) x %zu tiles x %zu KiB, %zu host thread(s)\n",
@@ -164,7 +167,7 @@ inline void write_file(char const* op, std::string const& path, std::string cons
 }
 }  // namespace exec::detail
 
-TILEBSP_INLINE ProfileDetail Profile::detail(std::size_t threads) const {
+TILEBSP_COLD TILEBSP_INLINE ProfileDetail Profile::detail(std::size_t threads) const {
   ProfileDetail d;
   if (executable.empty()) return d;
   auto const& s = executable.schedule();
@@ -225,109 +228,131 @@ TILEBSP_INLINE ProfileDetail Profile::detail(std::size_t threads) const {
   return d;
 }
 
-TILEBSP_INLINE std::string Profile::json(ProfileDetail const* detail) const {
-  using exec::detail::json_escape;
-  auto const num = [](auto v) { return std::to_string(v); };
-  auto const list = [&](auto const& v) {
-    std::string r = "[";
-    for (std::size_t i = 0; i < v.size(); ++i) r += (i ? "," : "") + std::to_string(v[i]);
-    return r + "]";
+TILEBSP_COLD TILEBSP_INLINE std::string Profile::json(ProfileDetail const* detail) const {
+  // Written piece by piece into one string (a chain of operator+ per field compiled to five times the code).
+  std::string o;
+  auto const put = [&o](auto const&... parts) {
+    auto const one = [&o](auto const& v) {
+      using V = std::decay_t<decltype(v)>;
+      if constexpr (std::is_integral_v<V> && !std::is_same_v<V, bool>) {
+        char b[24];
+        o.append(b, std::to_chars(b, b + sizeof b, v).ptr);
+      } else if constexpr (std::is_same_v<V, bool>) {
+        o += v ? "true" : "false";
+      } else if constexpr (std::is_floating_point_v<V>) {
+        o += std::to_string(v);
+      } else {
+        o += v;
+      }
+    };
+    (one(parts), ...);
   };
-  std::string o = "{\n  \"format\": \"tilebsp-profile\", \"version\": 2,\n  \"target\": {\"name\": \"" +
-                  json_escape(target.name) + "\", \"ipus\": " + num(target.ipus) + ", \"tiles_per_ipu\": " +
-                  num(target.tiles_per_ipu) + ", \"bytes_per_tile\": " + num(target.bytes_per_tile) +
-                  ", \"clock_hz\": " + num(target.clock_hz) + "},\n";
-  o += "  \"replicas\": " + num(replicas) + ", \"first_replica\": " + num(first_replica) +
-       ", \"local_replicas\": " + num(local_replicas) + ",\n";
-  o += "  \"host_threads\": " + num(host_threads) + ",\n  \"host_timing\": " + (host_timing ? "true" : "false") +
-       ",\n  \"estimated_cycles\": " + num(estimated_cycles()) + ",\n  \"host_ns\": " + num(host_ns()) +
-       ",\n  \"programs\": [";
+  auto const str = [&](std::string const& v) { put("\"", exec::detail::json_escape(v), "\""); };
+  auto const list = [&](auto const& v) {
+    o += '[';
+    for (std::size_t i = 0; i < v.size(); ++i) put(i ? "," : "", v[i]);
+    o += ']';
+  };
+  put("{\n  \"format\": \"tilebsp-profile\", \"version\": 2,\n  \"target\": {\"name\": ");
+  str(target.name);
+  put(", \"ipus\": ", target.ipus, ", \"tiles_per_ipu\": ", target.tiles_per_ipu, ", \"bytes_per_tile\": ",
+      target.bytes_per_tile, ", \"clock_hz\": ", target.clock_hz, "},\n  \"replicas\": ", replicas,
+      ", \"first_replica\": ", first_replica, ", \"local_replicas\": ", local_replicas, ",\n  \"host_threads\": ",
+      host_threads, ",\n  \"host_timing\": ", host_timing, ",\n  \"estimated_cycles\": ", estimated_cycles(),
+      ",\n  \"host_ns\": ", host_ns(), ",\n  \"programs\": [");
   for (std::size_t p = 0; p < programs.size(); ++p) {
-    o += p ? ",\n    [" : "\n    [";
+    put(p ? ",\n    [" : "\n    [");
     for (std::size_t i = 0; i < programs[p].size(); ++i) {
       auto const& s = programs[p][i];
-      o += (i ? ",\n      " : "\n      ") + std::string("{\"kind\": \"") + s.kind + "\", \"label\": \"" +
-           json_escape(s.label) + "\", \"est_cycles\": " + num(s.est_cycles) + ", \"executions\": " +
-           num(s.executions) + ", \"host_ns\": " + num(s.host_ns) + ", \"exchange_bytes\": " + num(s.exchange_bytes) +
-           ", \"inter_ipu_bytes\": " + num(s.inter_ipu_bytes) + ", \"collective_bytes\": " + num(s.collective_bytes) +
-           ", \"stage\": " + num(s.stage) + ", \"ipu\": " + num(s.ipu) + ", \"compute_cycles\": " +
-           num(s.compute_cycles) + ", \"exchange_cycles\": " + num(s.exchange_cycles) + ", \"compute_set\": \"" +
-           json_escape(s.compute_set) + "\", \"op\": " + num(s.op) + ", \"ipus\": " + list(s.ipus) + "}";
+      put(i ? ",\n      " : "\n      ", "{\"kind\": \"", s.kind, "\", \"label\": ");
+      str(s.label);
+      put(", \"est_cycles\": ", s.est_cycles, ", \"executions\": ", s.executions, ", \"host_ns\": ", s.host_ns,
+          ", \"exchange_bytes\": ", s.exchange_bytes, ", \"inter_ipu_bytes\": ", s.inter_ipu_bytes,
+          ", \"collective_bytes\": ", s.collective_bytes, ", \"stage\": ", s.stage, ", \"ipu\": ", s.ipu,
+          ", \"compute_cycles\": ", s.compute_cycles, ", \"exchange_cycles\": ", s.exchange_cycles,
+          ", \"compute_set\": ");
+      str(s.compute_set);
+      put(", \"op\": ", s.op, ", \"ipus\": ");
+      list(s.ipus);
+      o += '}';
     }
-    o += "]";
+    o += ']';
   }
-  o += "\n  ],\n  \"stages\": [";
+  put("\n  ],\n  \"stages\": [");
   for (std::size_t i = 0; i < stages.size(); ++i)
-    o += (i ? ", " : "") + std::string("{\"program\": ") + num(stages[i].program) + ", \"stage\": " +
-         num(stages[i].stage) + ", \"ipu\": " + num(stages[i].ipu) + ", \"est_cycles\": " + num(stages[i].est_cycles) +
-         ", \"runs\": " + num(stages[i].runs) + "}";
-  o += "],\n  \"operators\": [";
+    put(i ? ", " : "", "{\"program\": ", stages[i].program, ", \"stage\": ", stages[i].stage, ", \"ipu\": ",
+        stages[i].ipu, ", \"est_cycles\": ", stages[i].est_cycles, ", \"runs\": ", stages[i].runs, "}");
+  put("],\n  \"operators\": [");
   for (std::size_t i = 0; i < operators.size(); ++i) {
     auto const& op = operators[i];
-    o += (i ? ",\n    " : "\n    ") + std::string("{\"kind\": \"") + json_escape(op.kind) + "\", \"name\": \"" +
-         json_escape(op.name) + "\", \"compute_sets\": " + num(op.compute_sets) + ", \"est_cycles\": " +
-         num(op.est_cycles) + ", \"host_ns\": " + num(op.host_ns) + ", \"plans\": [";
-    for (std::size_t k = 0; k < op.plans.size(); ++k) o += (k ? ", \"" : "\"") + json_escape(op.plans[k]) + "\"";
-    o += "]}";
+    put(i ? ",\n    " : "\n    ", "{\"kind\": ");
+    str(op.kind);
+    put(", \"name\": ");
+    str(op.name);
+    put(", \"compute_sets\": ", op.compute_sets, ", \"est_cycles\": ", op.est_cycles, ", \"host_ns\": ", op.host_ns,
+        ", \"plans\": [");
+    for (std::size_t k = 0; k < op.plans.size(); ++k) put(k ? ", " : ""), str(op.plans[k]);
+    put("]}");
   }
-  o += "],\n  \"memory\": [";
+  put("],\n  \"memory\": [");
   for (std::size_t t = 0; t < memory.size(); ++t)
-    o += (t ? ", " : "") + std::string("[") + num(memory[t].always_live) + ", " + num(memory[t].peak_live) + ", " +
-         num(memory[t].peak_temporary) + "]";
-  o += "]";
+    put(t ? ", [" : "[", memory[t].always_live, ", ", memory[t].peak_live, ", ", memory[t].peak_temporary, "]");
+  o += ']';
   if (detail) {
     // Names once: tiles and liveness refer to them by index.
-    std::vector<std::string> names;
-    std::unordered_map<std::string, std::size_t> index;
+    std::vector<std::string const*> names;
+    std::unordered_map<std::string_view, std::size_t> index;
     auto const id = [&](std::string const& n) {
       auto [it, fresh] = index.try_emplace(n, names.size());
-      if (fresh) names.push_back(n);
+      if (fresh) names.push_back(&n);
       return it->second;
     };
-    std::string tiles, live;
+    put(",\n  \"detail\": {\"always_live_bytes\": ", detail->always_live_bytes, ",\n   \"tile_cycles\": ");
+    list(detail->tile_cycles);
+    put(",\n   \"tiles\": [");
     for (std::size_t t = 0; t < detail->tiles.size(); ++t) {
-      tiles += t ? ",[" : "[";
+      o += t ? ",[" : "[";
       for (std::size_t k = 0; k < detail->tiles[t].size(); ++k) {
         auto const& m = detail->tiles[t][k];
-        tiles += (k ? ",[" : "[") + num(id(m.name)) + "," + num(m.bytes) + "," + (m.always_live ? "1" : "0") + "]";
+        put(k ? ",[" : "[", id(m.name), ",", m.bytes, m.always_live ? ",1]" : ",0]");
       }
-      tiles += "]";
+      o += ']';
     }
+    put("],\n   \"liveness\": [");
     for (std::size_t p = 0; p < detail->liveness.size(); ++p) {
       auto const& l = detail->liveness[p];
-      live += (p ? ",\n    " : "\n    ") + std::string("{\"program\": ") + num(p) + ", \"peak_step\": " +
-              num(l.peak_step) + ", \"peak_buffers\": " + num(l.peak_buffers) + ", \"bytes\": " + list(l.bytes) +
-              ", \"peak_variables\": [";
+      put(p ? ",\n    " : "\n    ", "{\"program\": ", p, ", \"peak_step\": ", l.peak_step, ", \"peak_buffers\": ",
+          l.peak_buffers, ", \"bytes\": ");
+      list(l.bytes);
+      put(", \"peak_variables\": [");
       for (std::size_t k = 0; k < l.peak_variables.size(); ++k)
-        live += (k ? ",[" : "[") + num(id(l.peak_variables[k].name)) + "," + num(l.peak_variables[k].bytes) + "]";
-      live += "], \"ranges\": [";
+        put(k ? ",[" : "[", id(l.peak_variables[k].name), ",", l.peak_variables[k].bytes, "]");
+      put("], \"ranges\": [");
       for (std::size_t k = 0; k < l.ranges.size(); ++k)
-        live += (k ? ",[" : "[") + num(id(l.ranges[k].name)) + "," + num(l.ranges[k].bytes) + "," +
-                num(l.ranges[k].first) + "," + num(l.ranges[k].last) + "]";
-      live += "]}";
+        put(k ? ",[" : "[", id(l.ranges[k].name), ",", l.ranges[k].bytes, ",", l.ranges[k].first, ",",
+            l.ranges[k].last, "]");
+      put("]}");
     }
-    o += ",\n  \"detail\": {\"always_live_bytes\": " + num(detail->always_live_bytes) +
-         ",\n   \"tile_cycles\": " + list(detail->tile_cycles) + ",\n   \"tiles\": [" + tiles + "],\n   \"liveness\": [" +
-         live + "],\n   \"names\": [";
-    for (std::size_t i = 0; i < names.size(); ++i) o += (i ? ",\"" : "\"") + json_escape(names[i]) + "\"";
-    o += "]}";
+    put("],\n   \"names\": [");
+    for (std::size_t i = 0; i < names.size(); ++i) put(i ? "," : ""), str(*names[i]);
+    put("]}");
   }
-  o += "\n}\n";
+  put("\n}\n");
   return o;
 }
-TILEBSP_INLINE void Profile::write_json(std::string const& path, ProfileDetail const* detail) const {
+TILEBSP_COLD TILEBSP_INLINE void Profile::write_json(std::string const& path, ProfileDetail const* detail) const {
   exec::detail::write_file("write_json", path, json(detail));
 }
-TILEBSP_INLINE std::string Profile::html(ProfileDetail const& detail) const {
+TILEBSP_COLD TILEBSP_INLINE std::string Profile::html(ProfileDetail const& detail) const {
   std::string data = json(&detail);
   // Inside <script>: "</" would end the element.
   for (std::size_t at = 0; (at = data.find("</", at)) != std::string::npos; at += 3) data.replace(at, 2, "<\\/");
   return std::string(exec::detail::report_head) + data + exec::detail::report_tail;
 }
-TILEBSP_INLINE void Profile::write_html(std::string const& path) const {
+TILEBSP_COLD TILEBSP_INLINE void Profile::write_html(std::string const& path) const {
   exec::detail::write_file("write_html", path, html());
 }
-TILEBSP_INLINE void Profile::write_report(std::string const& dir) const {
+TILEBSP_COLD TILEBSP_INLINE void Profile::write_report(std::string const& dir) const {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw error("write_report: cannot create the directory '" + dir + "': " + ec.message());

@@ -172,6 +172,7 @@ class EngineCore {
   std::vector<ReplicaState> reps_;                    ///< local replicas
   AutoReport auto_;                                   ///< TILEBSP_ENGINE_OPTIONS
   std::string report_dir_;                            ///< where ~EngineCore writes the auto-report (empty: none)
+  void (*write_report_)(EngineCore const&) noexcept = nullptr;  ///< writes it (set with report_dir_), logs a failure
 
  private:
   /// Binds each host path's kernel to this engine's memory (host kernels on); an empty task runs the body.
