@@ -3,10 +3,10 @@
 #pragma once
 
 #include <tilebsp/config.hpp>
+#include <tilebsp/core/detail/json.hpp>
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/exec/detail/report_html.hpp>
 #include <tilebsp/exec/profile.hpp>
-#include <tilebsp/plan/cost.hpp>
 
 #include <algorithm>
 #include <charconv>
@@ -144,21 +144,6 @@ TILEBSP_COLD TILEBSP_INLINE std::string Profile::summary() const {
 }
 
 namespace exec::detail {
-/// `s` as the body of a JSON string (quotes and backslashes escaped, control characters dropped).
-inline std::string json_escape(std::string const& s) {
-  std::string r;
-  r.reserve(s.size());
-  for (char c : s) {
-    if (c == '"' || c == '\\') r += '\\';
-    if (c == '\n') {
-      r += "\\n";
-      continue;
-    }
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    r += c;
-  }
-  return r;
-}
 inline void write_file(char const* op, std::string const& path, std::string const& text) {
   std::ofstream f(path, std::ios::binary);
   if (!f) throw error(std::string(op) + ": cannot open '" + path + "' for writing");
@@ -211,20 +196,11 @@ TILEBSP_COLD TILEBSP_INLINE ProfileDetail Profile::detail(std::size_t threads) c
       if (auto const& in = s.programs[pi].code[pc]; in.op == program::detail::Op::superstep && in.a >= 0)
         weight[static_cast<std::size_t>(in.a)] += ran ? programs[pi][pc].executions : 1;
   d.tile_cycles.assign(target.num_tiles(), 0);
-  std::vector<std::uint64_t> per;
-  for (std::size_t c = 0; c < s.compute_sets.size(); ++c) {
-    if (weight[c] == 0) continue;
-    auto const& vs = s.compute_sets[c].vertices;
-    for (std::size_t i = 0; i < vs.size();) {
-      per.clear();
-      std::uint64_t supervisor = 0;
-      auto const tile = g.vertices[vs[i].record].tile;
-      for (; i < vs.size() && g.vertices[vs[i].record].tile == tile; ++i)
-        (vs[i].supervisor ? supervisor : per.emplace_back()) += vs[i].cycles;
-      d.tile_cycles[static_cast<std::size_t>(tile)] +=
-          weight[c] * plan::detail::tile_compute_cycles(per, target.workers_per_tile, supervisor);
-    }
-  }
+  for (std::size_t c = 0; c < s.compute_sets.size(); ++c)
+    if (weight[c] > 0)
+      program::detail::for_each_tile_cycles(g, s.compute_sets[c], [&](std::uint32_t tile, std::uint64_t cycles) {
+        d.tile_cycles[tile] += weight[c] * cycles;
+      });
   return d;
 }
 
@@ -247,7 +223,7 @@ TILEBSP_COLD TILEBSP_INLINE std::string Profile::json(ProfileDetail const* detai
     };
     (one(parts), ...);
   };
-  auto const str = [&](std::string const& v) { put("\"", exec::detail::json_escape(v), "\""); };
+  auto const str = [&](std::string const& v) { put("\"", core::detail::json_escape(v), "\""); };
   auto const list = [&](auto const& v) {
     o += '[';
     for (std::size_t i = 0; i < v.size(); ++i) put(i ? "," : "", v[i]);

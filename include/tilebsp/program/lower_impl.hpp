@@ -23,7 +23,6 @@ using core::detail::FieldBinding;
 using core::detail::Run;
 using plan::detail::default_vertex_cycles;
 using plan::detail::ExchangeLoad;
-using plan::detail::tile_compute_cycles;
 
 TILEBSP_INLINE void Lowering::execute(ComputeSet cs) {
   if (cs.graph != g_.id) throw error("execute: the compute set belongs to another graph");
@@ -472,19 +471,10 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
   if (!std::is_sorted(plan.vertices.begin(), plan.vertices.end(), by_tile))
     std::stable_sort(plan.vertices.begin(), plan.vertices.end(), by_tile);
   // Estimated cycles: the slowest tile.
-  std::vector<std::uint64_t> per;
-  for (std::size_t i = 0; i < plan.vertices.size();) {
-    per.clear();
-    std::uint64_t supervisor = 0;
-    auto const tile = g_.vertices[plan.vertices[i].record].tile;
-    ipu_seen[g_.target.ipu_of(static_cast<std::size_t>(tile))] = 1;
-    for (; i < plan.vertices.size() && g_.vertices[plan.vertices[i].record].tile == tile; ++i) {
-      auto const& pv = plan.vertices[i];
-      if (pv.supervisor) supervisor += pv.cycles;
-      else per.push_back(pv.cycles);
-    }
-    plan.cycles = std::max(plan.cycles, tile_compute_cycles(per, g_.target.workers_per_tile, supervisor));
-  }
+  for_each_tile_cycles(g_, plan, [&](std::uint32_t tile, std::uint64_t cycles) {
+    ipu_seen[g_.target.ipu_of(tile)] = 1;
+    plan.cycles = std::max(plan.cycles, cycles);
+  });
   plan.reads = read_vars.take();
   for (std::uint32_t v : summary.covered)  // not what the compute set reads too
     if (!std::binary_search(plan.reads.begin(), plan.reads.end(), v)) plan.full_writes.push_back(v);

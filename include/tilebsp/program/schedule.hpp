@@ -86,6 +86,22 @@ struct ComputeSetPlan {
   std::vector<std::uint32_t> ipus;
 };
 
+/// Calls f(tile, cycles) for each tile of `cs` in tile order, with the estimated cycles of its vertices there: the
+/// workers' vertices spread over the tile's workers, the supervisor's added (plan::detail::tile_compute_cycles).
+/// The compute set's estimate is the largest (the lowering); the profile sums them per tile.
+template <class F>
+void for_each_tile_cycles(GraphImpl const& g, ComputeSetPlan const& cs, F&& f) {
+  std::vector<std::uint64_t> per;
+  for (std::size_t i = 0; i < cs.vertices.size();) {
+    per.clear();
+    std::uint64_t supervisor = 0;
+    auto const tile = g.vertices[cs.vertices[i].record].tile;
+    for (; i < cs.vertices.size() && g.vertices[cs.vertices[i].record].tile == tile; ++i)
+      (cs.vertices[i].supervisor ? supervisor : per.emplace_back()) += cs.vertices[i].cycles;
+    f(static_cast<std::uint32_t>(tile), plan::detail::tile_compute_cycles(per, g.target.workers_per_tile, supervisor));
+  }
+}
+
 struct LoopRange {
   std::size_t begin = 0, end = 0;  ///< instruction indices, inclusive
 };

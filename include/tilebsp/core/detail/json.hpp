@@ -1,4 +1,5 @@
-// A small JSON reader for option strings (TILEBSP_ENGINE_OPTIONS): one object of keys and scalar values.
+// JSON for options and reports: a small reader for option strings (TILEBSP_ENGINE_OPTIONS: one object of keys
+// and scalar values) and the escaping of strings the profile writes.
 #pragma once
 
 #include <tilebsp/core/error.hpp>
@@ -11,6 +12,21 @@
 
 namespace tilebsp::core::detail {
 
+/// `s` as the body of a JSON string (quotes and backslashes escaped, control characters dropped).
+inline std::string json_escape(std::string const& s) {
+  std::string r;
+  r.reserve(s.size());
+  for (char c : s) {
+    if (c == '"' || c == '\\') r += '\\';
+    if (c == '\n') {
+      r += "\\n";
+      continue;
+    }
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    r += c;
+  }
+  return r;
+}
 /// A scalar value of a JSON object: its text (strings unescaped; numbers, true, false and null as written).
 struct JsonScalar {
   enum class Kind { string, number, boolean, null } kind = Kind::string;
