@@ -5,6 +5,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include "isa_context.hpp"
+
 #if TILEBSP_HAVE_DNNL
 #include <dnnl.hpp>
 #endif
@@ -147,6 +149,11 @@ int main(int argc, char** argv) {
       benchmark::RegisterBenchmark(("BM_Onednn_" + suffix).c_str(), BM_Onednn_Conv, l, pp.pass)->UseRealTime();
 #endif
     }
+#if TILEBSP_HAVE_DNNL
+  tilebsp_bench::add_isa_context(tilebsp_bench::onednn_isa());
+#else
+  tilebsp_bench::add_isa_context();
+#endif
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

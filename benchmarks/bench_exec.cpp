@@ -3,6 +3,8 @@
 #include <tilebsp/tilebsp.hpp>
 
 #include <benchmark/benchmark.h>
+
+#include "isa_context.hpp"
 #if TILEBSP_HAVE_OPENMP
 #include <omp.h>
 #endif
@@ -134,4 +136,11 @@ BENCHMARK(BM_Peer_Memcpy)->RangeMultiplier(4)->Range(64 << 10, 64 << 20)->UseRea
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  tilebsp_bench::add_isa_context();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -3,6 +3,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include "isa_context.hpp"
+
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -127,4 +129,11 @@ BENCHMARK(BM_Peer_HandReduce)->Arg(1 << 16)->Arg(1 << 20)->Arg(1 << 24)->UseReal
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  tilebsp_bench::add_isa_context();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

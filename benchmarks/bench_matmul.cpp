@@ -4,6 +4,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include "isa_context.hpp"
+
 #if TILEBSP_HAVE_DNNL
 #include <dnnl.h>
 #endif
@@ -101,6 +103,11 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("BM_Openblas_Matmul/" + name_of(s)).c_str(), BM_Openblas_Matmul, s)->UseRealTime();
 #endif
   }
+#if TILEBSP_HAVE_DNNL
+  tilebsp_bench::add_isa_context(tilebsp_bench::onednn_isa());
+#else
+  tilebsp_bench::add_isa_context();
+#endif
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

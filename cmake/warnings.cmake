@@ -8,9 +8,11 @@ if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_L
   target_compile_options(tilebsp_warnings INTERFACE -Wno-restrict -Wno-maybe-uninitialized -Wno-uninitialized)
 endif()
 
-# Native code generation for samples and benchmarks only.
+# Native code generation for samples and benchmarks only. TILEBSP_MARCH picks another target (x86-64-v3 builds
+# the AVX2 kernels, x86-64-v4 the AVX-512 ones), e.g. to measure AVX2 code on an AVX-512 host.
+set(TILEBSP_MARCH "native" CACHE STRING "-march of the samples and benchmarks (native, x86-64-v3, znver3, ...)")
 add_library(tilebsp_native INTERFACE)
-target_compile_options(tilebsp_native INTERFACE -march=native)
+target_compile_options(tilebsp_native INTERFACE -march=${TILEBSP_MARCH})
 
 # What our own samples, tests and benchmarks link for the operators: tilebsp::compiled when it is built, else the
 # header-only target. tilebsp_ops_native is the same for code built with -march=native (samples, benchmarks): its

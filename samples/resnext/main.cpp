@@ -247,6 +247,9 @@ int run(Options const& o) {
   std::printf("throughput img/s: min %.2f max %.2f mean %.2f std %.2f (over %zu iterations)\n", tp.min, tp.max, tp.mean,
               tp.std, throughput.size());
   std::printf("latency ms/batch: min %.2f max %.2f mean %.2f std %.2f\n", lt.min, lt.max, lt.mean, lt.std);
+  // Nominal rate: 2 x the network's multiply-adds (padding's products included) per image x images per second.
+  double const host_gflops = 2.0 * c.macs_per_image() * tp.mean / 1e9;
+  std::printf("host rate: %.1f GFLOP/s (2 x %.2f GMAC per image x mean img/s)\n", host_gflops, c.macs_per_image() / 1e9);
   double const ipu_s = static_cast<double>(profile.estimated_cycles()) / g.target().clock_hz / o.iterations;
   std::printf("estimated IPU: %.3f ms per batch, %.0f img/s (cost model, %.3g cycles per run)\n",
               ipu_s * 1e3 / static_cast<double>(o.batches_per_step), per_run / ipu_s, ipu_s * g.target().clock_hz);
@@ -282,8 +285,8 @@ int run(Options const& o) {
     std::printf("report written to %s (report.html, profile.json, summary.txt) in %.2f s\n", o.report.c_str(),
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
   }
-  std::printf("throughput_img_per_s: %.3f\nlatency_ms: %.3f\nestimated_img_per_s: %.1f\n", tp.mean, lt.mean,
-              per_run / ipu_s);
+  std::printf("throughput_img_per_s: %.3f\nlatency_ms: %.3f\nestimated_img_per_s: %.1f\nhost_gflop_per_s: %.1f\n", tp.mean, lt.mean,
+              per_run / ipu_s, host_gflops);
   return 0;
 }
 

@@ -431,3 +431,28 @@ TEST_CASE("profiling example") {
   CHECK(d.liveness[0].bytes[d.liveness[0].peak_step] > 0);
   std::filesystem::remove_all(dir);
 }
+
+// [isa-example]
+#include <tilebsp/simd/tuning.hpp>
+// The instruction set this translation unit's kernels were compiled for, and their register blocks there: the
+// same source gives SSE2 kernels by default, AVX2 ones with -march=x86-64-v3, AVX-512 ones with -march=x86-64-v4.
+std::string isa_example() {
+  namespace sd = tilebsp::simd;
+  return std::string(sd::isa_name()) + ": " + std::to_string(sd::lanes) + " lanes, " + std::to_string(sd::tuning.registers) +
+         " registers, gemm block " + std::to_string(sd::tuning.gemm_mr) + " x " + std::to_string(2 * sd::lanes);
+}
+// [isa-example]
+
+TEST_CASE("isa example") {
+  std::string const s = isa_example();
+  INFO(s);
+#if defined(__AVX512F__)
+  CHECK(s.find(": 16 lanes, 32 registers, gemm block 8 x 32") != std::string::npos);
+#elif defined(__AVX2__) && defined(__FMA__)
+  CHECK(s == "fma3+avx2: 8 lanes, 16 registers, gemm block 6 x 16");
+#elif defined(__x86_64__) && !defined(__AVX__)
+  CHECK(s == "sse2: 4 lanes, 16 registers, gemm block 6 x 8");
+#else
+  CHECK(s.find(" lanes, ") != std::string::npos);
+#endif
+}

@@ -1,6 +1,7 @@
 // simd::load_partial and simd::store_partial: the first n lanes move, nothing past them is read into the result
-// or written.
+// or written; simd::tuning: the overload for the most derived architecture tag is the one taken.
 #include <tilebsp/simd/arch.hpp>
+#include <tilebsp/simd/tuning.hpp>
 
 #include <doctest/doctest.h>
 
@@ -21,5 +22,37 @@ TEST_CASE("load_partial and store_partial move the first n lanes only") {
     CHECK(dst[0] == -7.0f);
     for (std::size_t i = 0; i < L; ++i) CHECK(dst[i + 1] == (i < n ? src[i] : -7.0f));
     CHECK(dst[L + 1] == -7.0f);
+  }
+}
+
+TEST_CASE("tuning: each instruction set takes its own overload, the build's is simd::tuning") {
+  namespace isa = sd::isa;
+  // Tags derive from the instruction sets below them: fma3<avx2> from avx2, avx512bw from avx512f, sse4.2 and avx
+  // from generic; the kernels' blocks follow the register count.
+  constexpr auto avx2 = isa::tuning<xsimd::fma3<xsimd::avx2>>(xsimd::fma3<xsimd::avx2>{});
+  constexpr auto avx512 = isa::tuning<xsimd::avx512bw>(xsimd::avx512bw{});
+  constexpr auto sse = isa::tuning<xsimd::sse4_2>(xsimd::sse4_2{});
+  CHECK(avx2.registers == 16);
+  CHECK(avx2.gemm_mr == 6);
+  CHECK(avx2.grad_kernel_vectors[1] == 1);  // two-vector weight-gradient columns one vector at a time
+  CHECK(avx2.grad_row_channels[0] == 4);
+  CHECK(avx512.registers == 32);
+  CHECK(avx512.gemm_mr == 8);
+  CHECK(avx512.grad_kernel_vectors[1] == 2);
+  CHECK(sse.registers == 16);
+  CHECK(sse.grad_kernel_vectors[1] == 2);
+  CHECK(sd::tuning.registers == (sd::lanes >= 16 ? 32u : 16u));
+  // Every block fits the registers: accumulators, the operands of a step and one broadcast input.
+  for (auto const& t : {avx2, avx512, sse}) {
+    CHECK(t.gemm_mr * 2 + 3 <= t.registers);
+    for (std::size_t v = 1; v <= 2; ++v) {
+      INFO("vectors " << v);
+      CHECK(t.conv_block_rows[v - 1] * v + v + 1 <= t.registers);
+      std::size_t const rv = t.row_kernel_vectors[v - 1];
+      CHECK(t.row_rows_max[rv - 1] * rv + 3 * rv + 1 <= t.registers);
+      std::size_t const kv = t.grad_kernel_vectors[v - 1];
+      CHECK(3 * t.grad_row_channels[kv - 1] * kv + 3 * kv + 1 <= t.registers);
+      CHECK(t.wino_rows[v - 1] * v + v + 1 <= t.registers);
+    }
   }
 }

@@ -29,6 +29,9 @@ using mask = xsimd::batch_bool<float, arch>;
 /// Lanes of a 32-bit batch.
 inline constexpr std::size_t lanes = batch<float>::size;
 
+/// The instruction set the kernels were compiled for, as xsimd names it ("avx512bw", "fma3+avx2", "sse2", ...).
+constexpr char const* isa_name() noexcept { return arch::name(); }
+
 /// x * y + z rounded once wherever the target has FMA instructions. xsimd 8.1 implements fma for AVX-512 as
 /// x * y + z, which GCC fuses only where it contracts (-O2 and above, -ffp-contract=fast): at -O1 the same code
 /// gave other bits than at -O2, and than a kernel's explicit FMA. Elsewhere (no FMA: SSE, AVX) xsimd::fma.

@@ -229,7 +229,7 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     // of (t0, t1) x channels [j, j + nj) x the three taps along the row, when there are enough reduction channels
     // for the chains to cover the multiply-add latency (with fewer, say 2 channels x 3 taps, the GEMM-style
     // block, which reads positions through poff, is faster).
-    auto const nj = static_cast<std::int64_t>(grad_row_channels(V));
+    auto const nj = static_cast<std::int64_t>(grad_row_channels(grad_kernel_vectors(V)));
     bool const row_blocks = row_kernel(L) && ow == D[2].out && r.lo[2] == 0 && ow >= 2 &&
                             std::min(cj, nj) >= std::min<std::int64_t>(nj, 4 / static_cast<std::int64_t>(V));
     // Without `load` the accumulators start from zero: row blocks start each from zero in registers the first
@@ -309,14 +309,18 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
                     for (std::int64_t j = 0; j < cj; j += nj) {
                       std::size_t const q0 = static_cast<std::size_t>(t01 * 3 * cj + j);
                       unsigned char& begun = started(t01, j);
-                      with_grad_channels<VV, XX>(static_cast<std::size_t>(std::min(nj, cj - j)), [&]<std::size_t RJ, std::size_t V2, std::size_t X2>() {
-                        gradient_row_block<RJ, V2, X2>(static_cast<std::size_t>(b - a), static_cast<std::size_t>(ow),
-                                                       yrow + (a - c0) * ow * static_cast<std::int64_t>(VL),
-                                                       x + t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + j * static_cast<std::ptrdiff_t>(XX) +
-                                                           (a - s) * D[1].a * xs1,
-                                                       D[1].a * xs1, xs2, acc + q0 * VL,
-                                                       static_cast<std::ptrdiff_t>(cj * VL), z0, z1, !begun);
-                      });
+                      // A column's vectors in kernels of KV vectors each (all of them, or one at a time where the
+                      // registers hold more reduction channels of one vector).
+                      constexpr std::size_t KV = grad_kernel_vectors(VV);
+                      for (std::size_t h = 0; h < VV; h += KV)
+                        with_grad_channels<KV, XX>(static_cast<std::size_t>(std::min(nj, cj - j)), [&]<std::size_t RJ, std::size_t V2, std::size_t X2>() {
+                          gradient_row_block<RJ, V2, X2, VV>(static_cast<std::size_t>(b - a), static_cast<std::size_t>(ow),
+                                                             yrow + (a - c0) * ow * static_cast<std::int64_t>(VL) + h * lanes,
+                                                             x + t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + j * static_cast<std::ptrdiff_t>(XX) +
+                                                                 (a - s) * D[1].a * xs1,
+                                                             D[1].a * xs1, xs2, acc + q0 * VL + h * lanes,
+                                                             static_cast<std::ptrdiff_t>(cj * VL), z0, z1, !begun);
+                        });
                       begun = 1;
                     }
                     a = b;

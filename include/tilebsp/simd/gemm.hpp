@@ -4,6 +4,7 @@
 
 #include <tilebsp/core/half.hpp>
 #include <tilebsp/simd/arch.hpp>
+#include <tilebsp/simd/tuning.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -14,8 +15,9 @@
 namespace tilebsp::simd {
 
 /// Register block of the micro-kernel: MR rows of A by NR columns of B (two vectors). With 32 vector registers
-/// (AVX-512) 8 x 2 accumulators, with 16 (AVX2, SSE) 6 x 2; the running sums over K segments live in memory.
-inline constexpr std::size_t gemm_mr = lanes >= 16 ? 8 : 6;
+/// (AVX-512) 8 x 2 accumulators, with 16 (AVX2, SSE) 6 x 2 (simd/tuning.hpp); the running sums over K segments
+/// live in memory.
+inline constexpr std::size_t gemm_mr = tuning.gemm_mr;
 inline constexpr std::size_t gemm_nr = 2 * lanes;
 /// Cache blocking: a KC x NR panel of B streams from L2 while an MR x KC micro-panel of A stays in L1; an MC x KC
 /// block of A stays in L2 across the panels.
@@ -171,7 +173,7 @@ __attribute__((always_inline)) inline void micro_kernel(std::size_t kc, std::siz
         for (std::size_t k = k0; k < k1; ++k, ak += acs, ak4 += acs, bk += brs) {
           if constexpr (Read != BRead::packed) {  // rows far apart: hardware prefetch does not see them coming
             TILEBSP_UNROLL
-            for (std::size_t v = 0; v < V; ++v) __builtin_prefetch(bk + 8 * brs + v * lanes);
+            for (std::size_t v = 0; v < V; ++v) __builtin_prefetch(bk + static_cast<std::ptrdiff_t>(tuning.gemm_prefetch_k) * brs + v * lanes);
           }
           B bv[V];
           TILEBSP_UNROLL
@@ -239,7 +241,7 @@ __attribute__((noinline)) void micro_kernel_call(std::size_t kc, std::size_t gro
 /// serial steps): 6 x 2 accumulators beside 6 x 2 running sums, all in registers with AVX-512's 32 (0: none, the
 /// sums stay in memory). Against 8 x 2 with the sums in memory, the group's epilogue is register adds instead of
 /// loads, adds and stores.
-inline constexpr std::size_t gemm_ksum_mr = lanes >= 16 ? 6 : 0;
+inline constexpr std::size_t gemm_ksum_mr = tuning.gemm_ksum_mr;
 
 /// One register block of such a gemm_ksum: R rows of A (A(r, k) at a[r * ars + k * acs]) by two vectors of B
 /// (B(k, c) at b[k * brs + c]), kc columns in groups of `group`; tot = g_0 + g_1 + ..., each group's products
@@ -265,8 +267,8 @@ __attribute__((noinline)) void ksum_kernel(std::size_t kc, std::size_t group, fl
       ((acc[I] = B(0.0f)), ...);
       for (; len > 0; --len, ak += acs, ak4 += acs, bk += brs) {
         if constexpr (Read != BRead::packed) {
-          __builtin_prefetch(bk + 8 * brs);
-          __builtin_prefetch(bk + 8 * brs + lanes);
+          __builtin_prefetch(bk + static_cast<std::ptrdiff_t>(tuning.gemm_prefetch_k) * brs);
+          __builtin_prefetch(bk + static_cast<std::ptrdiff_t>(tuning.gemm_prefetch_k) * brs + lanes);
         }
         B const b0 = B::load_unaligned(bk), b1 = B::load_unaligned(bk + lanes);
         (fma_in_registers(acc[I], B((I / V < 4 ? ak : ak4)[static_cast<std::ptrdiff_t>(I / V % 4) * ars]), I % V ? b1 : b0), ...);

@@ -21,6 +21,7 @@
 #include <tilebsp/simd/arch.hpp>
 #include <tilebsp/simd/conv_loop.hpp>
 #include <tilebsp/simd/gemm.hpp>
+#include <tilebsp/simd/tuning.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -42,7 +43,7 @@ inline constexpr std::size_t wino_tile_stride = (wino_points + 1) * lanes;
 
 /// Tiles of one GEMM register block with CV vectors of output channels: R x CV accumulators, CV weight vectors
 /// and one broadcast input in the registers (32 with AVX-512, 16 otherwise).
-constexpr std::size_t wino_rows(std::size_t CV) noexcept { return lanes >= 16 ? 14 : (CV == 1 ? 12 : 6); }
+constexpr std::size_t wino_rows(std::size_t CV) noexcept { return tuning.wino_rows[CV - 1]; }
 
 /// m[t * wino_tile_stride + c * mb] (CV vectors) = sum over j < J (one FMA chain from zero, j in order) of
 /// v[t * wino_tile_stride + (j / lanes) * vb + j % lanes] * u[j * us + c * lanes], for R tiles t.

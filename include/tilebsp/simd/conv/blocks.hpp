@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tilebsp/simd/conv/box.hpp>
+#include <tilebsp/simd/tuning.hpp>
 
 #include <algorithm>
 #include <array>
@@ -205,11 +206,12 @@ void gradient_block(std::size_t P, float const* yrow, float const* x, std::ptrdi
 /// accumulator still takes its positions in row-major order, so the sums are gradient_block's bitwise.
 /// `zero_first` and `zero_last`: a row's first and last inputs are zeros (padding), whose steps are skipped.
 /// With `from_zero` the chains start from zero, not from the values at acc_io.
-template <std::size_t RJ, std::size_t V, std::size_t XL>
+template <std::size_t RJ, std::size_t V, std::size_t XL, std::size_t VS = V>
 void gradient_row_block(std::size_t rows, std::size_t ow, float const* y, float const* x, std::ptrdiff_t xrow,
                         std::ptrdiff_t xs, float* acc_io, std::ptrdiff_t ks, bool zero_first, bool zero_last, bool from_zero) noexcept {
+  static_assert(V <= VS);
   using B = batch<float>;
-  constexpr std::size_t K = row_taps, VL = V * lanes;
+  constexpr std::size_t K = row_taps, VL = VS * lanes;
   B acc[K][RJ][V];
   TILEBSP_UNROLL
   for (std::size_t k = 0; k < K; ++k)
@@ -217,7 +219,7 @@ void gradient_row_block(std::size_t rows, std::size_t ow, float const* y, float 
     for (std::size_t r = 0; r < RJ; ++r)
       TILEBSP_UNROLL
       for (std::size_t v = 0; v < V; ++v)
-        acc[k][r][v] = from_zero ? B(0.0f) : B::load_unaligned(acc_io + static_cast<std::ptrdiff_t>(k) * ks + (r * V + v) * lanes);
+        acc[k][r][v] = from_zero ? B(0.0f) : B::load_unaligned(acc_io + static_cast<std::ptrdiff_t>(k) * ks + (r * VS + v) * lanes);
   // Input i with the taps in mask M (bit k: position i - k exists); the first two and last two inputs of a row
   // have two or one tap, the others all three (ow >= 2).
   auto const step = [&]<unsigned M>(float const* yr, float const* xi, std::size_t i) __attribute__((always_inline)) {
@@ -252,11 +254,13 @@ void gradient_row_block(std::size_t rows, std::size_t ow, float const* y, float 
     TILEBSP_UNROLL
     for (std::size_t r = 0; r < RJ; ++r)
       TILEBSP_UNROLL
-      for (std::size_t v = 0; v < V; ++v) acc[k][r][v].store_unaligned(acc_io + static_cast<std::ptrdiff_t>(k) * ks + (r * V + v) * lanes);
+      for (std::size_t v = 0; v < V; ++v) acc[k][r][v].store_unaligned(acc_io + static_cast<std::ptrdiff_t>(k) * ks + (r * VS + v) * lanes);
 }
 /// Reduction channels of a gradient_row_block: 3 RJ V accumulators, 3 V output gradients and an input in the
 /// registers (32 with AVX-512, 16 otherwise).
-constexpr std::size_t grad_row_channels(std::size_t V) noexcept { return lanes >= 16 ? 8 / V : (V == 1 ? 3 : 1); }
+constexpr std::size_t grad_row_channels(std::size_t V) noexcept { return tuning.grad_row_channels[V - 1]; }
+/// Vectors per gradient_row_block of a column of V vectors: all V, or one at a time (AVX2, simd/tuning.hpp).
+constexpr std::size_t grad_kernel_vectors(std::size_t V) noexcept { return tuning.grad_kernel_vectors[V - 1]; }
 /// Calls f.template operator()<RJ, V, XL>() for `n` (1 to grad_row_channels(V)) reduction channels.
 template <std::size_t V, std::size_t XL, std::size_t RJ = 1, class F>
 void with_grad_channels(std::size_t n, F&& f) {
@@ -267,8 +271,8 @@ void with_grad_channels(std::size_t n, F&& f) {
 }
 
 /// Largest register block: 12 rows with AVX-512's 32 registers, 6 (or 8 one-vector rows) otherwise.
-inline constexpr std::size_t max_block_rows = lanes >= 16 ? 12 : 8;
-constexpr std::size_t block_rows(std::size_t V) noexcept { return lanes >= 16 ? 12 : (V == 2 ? 6 : 8); }
+inline constexpr std::size_t max_block_rows = std::max(tuning.conv_block_rows[0], tuning.conv_block_rows[1]);
+constexpr std::size_t block_rows(std::size_t V) noexcept { return tuning.conv_block_rows[V - 1]; }
 
 /// Calls f.template operator()<R, V, XL>() for a block of `rows` (1 to block_rows(V)) rows.
 template <std::size_t V, std::size_t XL, std::size_t R = 1, class F>
@@ -281,8 +285,10 @@ void with_rows(std::size_t rows, F&& f) {
 /// Rows of a row_block: up to row_rows_max(V) (R accumulators, 3 V weights and an input in registers; 0 where
 /// none fits: two-vector columns with 16 registers), at least row_rows_min(V) (enough chains to cover the
 /// latency of the three back-to-back multiply-adds of a position; fewer rows run faster in forward_block).
-constexpr std::size_t row_rows_max(std::size_t V) noexcept { return lanes >= 16 ? (V == 1 ? 14 : 12) : (V == 1 ? 12 : 0); }
-constexpr std::size_t row_rows_min(std::size_t V) noexcept { return lanes >= 16 ? (V == 1 ? 9 : 6) : (V == 1 ? 8 : 0); }
+constexpr std::size_t row_rows_max(std::size_t V) noexcept { return tuning.row_rows_max[V - 1]; }
+constexpr std::size_t row_rows_min(std::size_t V) noexcept { return tuning.row_rows_min[V - 1]; }
+/// Vectors per row_block of a column of V vectors: all V, or one at a time (AVX2: none of two fits).
+constexpr std::size_t row_kernel_vectors(std::size_t V) noexcept { return tuning.row_kernel_vectors[V - 1]; }
 /// Calls f.template operator()<R, V, XL>() for a row block of `rows` rows (in the range above).
 template <std::size_t V, std::size_t XL, std::size_t R = row_rows_min(V), class F>
 void with_row_rows(std::size_t rows, F&& f) {
