@@ -48,8 +48,7 @@ TEST_CASE("tuning: each instruction set takes its own overload, the build's is s
     for (std::size_t v = 1; v <= 2; ++v) {
       INFO("vectors " << v);
       CHECK(t.conv_block_rows[v - 1] * v + v + 1 <= t.registers);
-      std::size_t const rv = t.row_kernel_vectors[v - 1];
-      CHECK(t.row_rows_max[rv - 1] * rv + 3 * rv + 1 <= t.registers);
+      CHECK(t.row_rows_max[v - 1] * v + 3 * v + 1 <= t.registers);
       std::size_t const kv = t.grad_kernel_vectors[v - 1];
       CHECK(3 * t.grad_row_channels[kv - 1] * kv + 3 * kv + 1 <= t.registers);
       CHECK(t.wino_rows[v - 1] * v + v + 1 <= t.registers);

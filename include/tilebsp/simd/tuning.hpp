@@ -23,7 +23,6 @@ struct Tuning {
   std::size_t conv_block_rows[2];   ///< output positions of the convolutions' forward_block
   std::size_t row_rows_min[2];      ///< output positions of a row_block (3-wide rows), at least ...
   std::size_t row_rows_max[2];      ///< ... and at most (0: no row blocks for that width)
-  std::size_t row_kernel_vectors[2];   ///< vectors per row_block of a column of V vectors
   std::size_t grad_kernel_vectors[2];  ///< vectors per weight-gradient row kernel of a column of V vectors
   std::size_t grad_row_channels[2];    ///< reduction channels per weight-gradient row kernel of V vectors
   std::size_t wino_rows[2];         ///< Winograd tiles per GEMM block
@@ -36,7 +35,7 @@ namespace isa {
 /// them), none on two; weight-gradient rows of 3 channels x 3 taps on one vector.
 template <class A>
 constexpr Tuning tuning(requires_arch<xsimd::generic>) noexcept {
-  return {16, 6, 0, 8, {8, 6}, {8, 0}, {12, 0}, {1, 2}, {1, 2}, {3, 1}, {12, 6}};
+  return {16, 6, 0, 8, {8, 6}, {8, 0}, {12, 0}, {1, 2}, {3, 1}, {12, 6}};
 }
 
 /// AVX2 (16 registers of 8 lanes): as above, but a two-vector column's weight gradients run one vector at a time,
@@ -44,7 +43,7 @@ constexpr Tuning tuning(requires_arch<xsimd::generic>) noexcept {
 /// 7² ResNeXt weight update ran at half oneDNN's rate).
 template <class A>
 constexpr Tuning tuning(requires_arch<xsimd::avx2>) noexcept {
-  return {16, 6, 0, 8, {8, 6}, {7, 0}, {12, 0}, {1, 1}, {1, 1}, {4, 1}, {12, 6}};
+  return {16, 6, 0, 8, {8, 6}, {8, 0}, {12, 0}, {1, 1}, {4, 1}, {12, 6}};
 }
 
 /// AVX-512 (32 registers of 16 lanes): 8 x 2 gemm accumulators, gemm_ksum's 6 x 2 beside 6 x 2 sums; conv blocks
@@ -52,7 +51,7 @@ constexpr Tuning tuning(requires_arch<xsimd::avx2>) noexcept {
 /// channels on all of a column's vectors.
 template <class A>
 constexpr Tuning tuning(requires_arch<xsimd::avx512f>) noexcept {
-  return {32, 8, 6, 8, {12, 12}, {9, 6}, {14, 12}, {1, 2}, {1, 2}, {8, 4}, {14, 14}};
+  return {32, 8, 6, 8, {12, 12}, {9, 6}, {14, 12}, {1, 2}, {8, 4}, {14, 14}};
 }
 
 }  // namespace isa

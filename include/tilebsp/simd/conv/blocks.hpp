@@ -287,8 +287,6 @@ void with_rows(std::size_t rows, F&& f) {
 /// latency of the three back-to-back multiply-adds of a position; fewer rows run faster in forward_block).
 constexpr std::size_t row_rows_max(std::size_t V) noexcept { return tuning.row_rows_max[V - 1]; }
 constexpr std::size_t row_rows_min(std::size_t V) noexcept { return tuning.row_rows_min[V - 1]; }
-/// Vectors per row_block of a column of V vectors: all V, or one at a time (AVX2: none of two fits).
-constexpr std::size_t row_kernel_vectors(std::size_t V) noexcept { return tuning.row_kernel_vectors[V - 1]; }
 /// Calls f.template operator()<R, V, XL>() for a row block of `rows` rows (in the range above).
 template <std::size_t V, std::size_t XL, std::size_t R = row_rows_min(V), class F>
 void with_row_rows(std::size_t rows, F&& f) {

@@ -80,8 +80,7 @@ inline bool row_source_in_place(ConvLoop const& L, ConvColumn const& col, std::i
 /// contiguous or a permutation of a vector, and rows that split into blocks of the kernel's range.
 template <class TD>
 bool row_column(ConvColumn const& col, Operand6<TD> const& dst, std::int64_t ow) {
-  std::size_t const kv = row_kernel_vectors(col.vectors), VL = col.vectors * lanes;
-  std::size_t const rmax = row_rows_max(kv), rmin = row_rows_min(kv);
+  std::size_t const rmax = row_rows_max(col.vectors), rmin = row_rows_min(col.vectors), VL = col.vectors * lanes;
   if (!std::is_same_v<TD, float> || rmax == 0 || ow <= 0) return false;
   auto const w2 = static_cast<std::size_t>(ow);
   if (w2 / ((w2 + rmax - 1) / rmax) < rmin) return false;
@@ -238,9 +237,7 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
             bool const permuted = !lane_offsets(dst, col, off, used) && lane_permutation(off, lanes, store);
             for (std::size_t l = 0; permuted && l < lanes; ++l) gather[l] = static_cast<std::int32_t>(off[l]);
             with_column<true>(col, [&]<std::size_t VV, std::size_t XX>() {
-              // The column's vectors in row blocks of KV vectors each (all, or one at a time: AVX2).
-              constexpr std::size_t KV = row_kernel_vectors(VV);
-              constexpr std::size_t RMAX = row_rows_max(KV);
+              constexpr std::size_t RMAX = row_rows_max(VV);
               if constexpr (RMAX > 0) {
                 auto const w2 = static_cast<std::size_t>(ow);
                 std::size_t const nb = (w2 + RMAX - 1) / RMAX;
@@ -297,11 +294,10 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
                     auto const i0 = static_cast<std::ptrdiff_t>(w2 * b / nb), i1 = static_cast<std::ptrdiff_t>(w2 * (b + 1) / nb);
                     std::int64_t const v2 = r.lo[2] + D[2].c + i0;  // the block's first input
                     bool const z0 = D[2].source(v2) < 0, z1 = D[2].source(v2 + (i1 - i0) + 1) < 0;
-                    for (std::size_t h = 0; h < VV; h += KV)
-                      with_row_rows<KV, XX>(static_cast<std::size_t>(i1 - i0), [&]<std::size_t RR, std::size_t V2, std::size_t X2>() {
-                        row_block<RR, V2, X2>(tr, to, xs2, wt.base + h * lanes, wo, wt.wk, xr + i0 * xs2, d + i0 * ds + h * lanes, ds,
-                                              permuted ? store : nullptr, permuted ? gather : nullptr, load, z0, z1, sl);
-                      });
+                    with_row_rows<VV, XX>(static_cast<std::size_t>(i1 - i0), [&]<std::size_t RR, std::size_t V2, std::size_t X2>() {
+                      row_block<RR, V2, X2>(tr, to, xs2, wt.base, wo, wt.wk, xr + i0 * xs2, d + i0 * ds, ds, permuted ? store : nullptr,
+                                            permuted ? gather : nullptr, load, z0, z1, sl);
+                    });
                   }
                 }
               }
