@@ -136,11 +136,4 @@ BENCHMARK(BM_Peer_Memcpy)->RangeMultiplier(4)->Range(64 << 10, 64 << 20)->UseRea
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  tilebsp_bench::add_isa_context();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return tilebsp_bench::run_main(argc, argv); }

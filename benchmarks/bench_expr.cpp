@@ -129,11 +129,4 @@ BENCHMARK(BM_Peer_HandReduce)->Arg(1 << 16)->Arg(1 << 20)->Arg(1 << 24)->UseReal
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  tilebsp_bench::add_isa_context();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return tilebsp_bench::run_main(argc, argv); }

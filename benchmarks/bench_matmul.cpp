@@ -104,13 +104,8 @@ int main(int argc, char** argv) {
 #endif
   }
 #if TILEBSP_HAVE_DNNL
-  tilebsp_bench::add_isa_context(tilebsp_bench::onednn_isa());
+  return tilebsp_bench::run_main(argc, argv, tilebsp_bench::onednn_isa());
 #else
-  tilebsp_bench::add_isa_context();
+  return tilebsp_bench::run_main(argc, argv);
 #endif
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
 }

@@ -63,4 +63,14 @@ inline void add_isa_context(std::string const& peer_isa = {}) {
   if (!peer_isa.empty()) benchmark::AddCustomContext("peer_isa", peer_isa);
 }
 
+/// A benchmark's main(): the instruction sets into the context, then Google Benchmark's usual run.
+inline int run_main(int argc, char** argv, std::string const& peer_isa = {}) {
+  add_isa_context(peer_isa);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
+
 }  // namespace tilebsp_bench
