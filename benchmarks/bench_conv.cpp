@@ -1,6 +1,9 @@
 // Convolutions on tiles (ipu_mk2(1) plan, 2 host threads, batch 4, f32, channels-last) on the ResNeXt-101 32x4d
 // layers, beside oneDNN's convolution primitives on the same problems (NHWC activations, weights in oneDNN's
 // preferred layout, prepared outside the timed loop) when oneDNN was found. Counters: GFLOP/s (2 x MACs).
+// Passes: forward, backward input, weight gradient (ours: conv_weight_gradients, a new tensor; oneDNN's backward
+// weights), weight update (ours: conv_weight_update, the gradient fused into the SGD step on the weights; oneDNN's
+// backward weights, then its sum primitive for the step).
 #include <tilebsp/tilebsp.hpp>
 
 #include <benchmark/benchmark.h>
@@ -47,7 +50,7 @@ constexpr Layer kLayers[] = {
     {"grouped3x3_1024_g32_7", 7, 1024, 1024, 3, 1, 32},
 };
 
-enum class Pass { forward, backward_input, weight_update };
+enum class Pass { forward, backward_input, weight_gradient, weight_update };
 
 void set_rate(benchmark::State& state, tb::ConvParams const& p) {
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(p.macs()) * 1e-9 *
@@ -64,6 +67,7 @@ void BM_Conv(benchmark::State& state, Layer l, Pass pass) {
   tb::Sequence prog;
   if (pass == Pass::forward) tb::ops::conv(g, prog, x, w, p, {.available_memory_proportion = 0.3});
   if (pass == Pass::backward_input) tb::ops::conv_backward_input(g, prog, dy, w, p, {.available_memory_proportion = 0.3});
+  if (pass == Pass::weight_gradient) tb::ops::conv_weight_gradients(g, prog, dy, x, p, {.available_memory_proportion = 0.3});
   if (pass == Pass::weight_update) tb::ops::conv_weight_update(g, prog, dy, x, w, -0.01f, p, {.available_memory_proportion = 0.3});
   tb::Engine engine{tb::compile(g, {.allow_out_of_memory = true}, prog), {.host_threads = kThreads}};
   engine.write(x, std::vector<float>(x.num_elements(), 0.5f));
@@ -118,10 +122,17 @@ void BM_Onednn_Conv(benchmark::State& state, Layer l, Pass pass) {
     convolution_backward_weights::primitive_desc const bwd(
         convolution_backward_weights::desc(algorithm::convolution_direct, src_md, w_any, dst_md, strides, dilates, pad, pad),
         eng, fwd);
-    memory dw(bwd.diff_weights_desc(), eng);
+    // The weight update does the work of ours (conv_weight_update): the gradient, then the SGD step w += -0.01 dw on
+    // weights kept in the gradient's layout, in place by oneDNN's sum primitive (its first source may be its
+    // destination).
+    memory dw(bwd.diff_weights_desc(), eng), wt(bwd.diff_weights_desc(), eng);
+    std::fill_n(static_cast<float*>(wt.get_data_handle()), bwd.diff_weights_desc().get_size() / 4, 0.25f);
     convolution_backward_weights conv(bwd);
+    sum update(sum::primitive_desc({1.0f, -0.01f}, {bwd.diff_weights_desc(), bwd.diff_weights_desc()}, eng));
     for (auto _ : state) {
       conv.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, dst}, {DNNL_ARG_DIFF_WEIGHTS, dw}});
+      if (pass == Pass::weight_update)
+        update.execute(s, {{DNNL_ARG_MULTIPLE_SRC, wt}, {DNNL_ARG_MULTIPLE_SRC + 1, dw}, {DNNL_ARG_DST, wt}});
       s.wait();
     }
   }
@@ -140,7 +151,8 @@ int main(int argc, char** argv) {
     Pass pass;
     char const* prefix;
   };
-  for (P const pp : {P{Pass::forward, "Conv"}, P{Pass::backward_input, "ConvBackwardInput"}, P{Pass::weight_update, "ConvWeightUpdate"}})
+  for (P const pp : {P{Pass::forward, "Conv"}, P{Pass::backward_input, "ConvBackwardInput"},
+                     P{Pass::weight_gradient, "ConvWeightGradient"}, P{Pass::weight_update, "ConvWeightUpdate"}})
     for (Layer const& l : kLayers) {
       if (pp.pass != Pass::forward && l.groups == 1) continue;  // the backward passes: grouped layers
       std::string const suffix = std::string(pp.prefix) + "/" + l.name;
