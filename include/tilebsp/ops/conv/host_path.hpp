@@ -221,8 +221,11 @@ class ConvHostKernel {
       std::size_t const inner = static_cast<std::size_t>(shape[5]);
       std::size_t const elems = static_cast<std::size_t>(shape[0] * shape[1] * shape[2] * shape[3] * shape[4] * shape[5]);
       float* sum = simd::detail::conv_scratch(3).get(elems);
+      // An f32 partial goes straight into the sum when it is the first: one pass less over the block (a
+      // one-partial plan, like the 7² weight update's, then needs no buffer at all).
+      constexpr bool first_in_sum = std::is_same_v<TP, float>;
       thread_local std::vector<TP> buf;
-      buf.assign(elems, TP(0.0f));
+      if (!first_in_sum || parts > 1) buf.assign(elems, TP(0.0f));
       auto op = Block6{origin, shape}.operand(buf.data());
       auto const L = static_cast<std::int64_t>(simd::lanes);
       if (interleave && shape[0] > 1 && shape[0] * shape[5] == L) {
@@ -231,6 +234,12 @@ class ConvHostKernel {
       }
       bool first = true;
       for (std::size_t i = 0; i < parts; ++i) {
+        if (first_in_sum && first) {
+          auto into_sum = op;
+          into_sum.data = reinterpret_cast<TP*>(sum);
+          first = !part(i, into_sum);
+          continue;
+        }
         if (!part(i, op)) continue;
         if (first)
           for (std::size_t e = 0; e < elems; ++e) sum[e] = static_cast<float>(buf[e]);
