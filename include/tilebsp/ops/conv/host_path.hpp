@@ -234,11 +234,13 @@ class ConvHostKernel {
       }
       bool first = true;
       for (std::size_t i = 0; i < parts; ++i) {
-        if (first_in_sum && first) {
-          auto into_sum = op;
-          into_sum.data = reinterpret_cast<TP*>(sum);
-          first = !part(i, into_sum);
-          continue;
+        if constexpr (first_in_sum) {
+          if (first) {
+            auto into_sum = op;
+            into_sum.data = sum;
+            first = !part(i, into_sum);
+            continue;
+          }
         }
         if (!part(i, op)) continue;
         if (first)
