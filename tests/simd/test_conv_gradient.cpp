@@ -139,4 +139,9 @@ TEST_CASE("conv_weight_gradient: each gradient is its chain of multiply-adds in 
       check_gradient(1, J, C, 5, 12);
     }
   check_gradient(32, 4, 4, 6, 6);
+  // 1,024 input channels per position (4 KiB apart: one L1 set), which the kernels read from a box, not in place.
+  CHECK(sd::detail::one_l1_set(32 * 32));
+  CHECK_FALSE(sd::detail::one_l1_set(16 * 32));
+  check_gradient(32, 32, 32, 4, 7);
+  check_gradient(64, 16, 8, 3, 5);
 }

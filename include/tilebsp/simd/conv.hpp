@@ -248,8 +248,12 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     std::array<std::int64_t, 3> const ext{(D[0].taps - 1) * D[0].b + 1, 0, (ow - 1) * D[2].a + (D[2].taps - 1) * D[2].b + 1};
     std::int64_t const strip = strip_rows(L, ext, static_cast<std::size_t>(cj) * XL);
     // Broadcast columns of an f32 source with no input dilation read it in place when a row's padding is at most
-    // its first and last input (as forward_rows does): the row blocks skip padded rows and those inputs.
-    bool const direct = std::is_same_v<TS, float> && row_blocks && src.stride[5] == 1 && row_source_in_place(L, col, r.lo[2], r.hi[2]);
+    // its first and last input (as forward_rows does): the row blocks skip padded rows and those inputs. Not where
+    // the positions fall into one L1 set: the row kernels pass over a row once per kernel row, vector (AVX2 runs a
+    // column's vectors one at a time) and chunk of reduction channels, and 8 ways cannot keep it between passes;
+    // the box holds the same values contiguously (docs/04: AVX2 7² weight gradient +40%).
+    bool const direct = std::is_same_v<TS, float> && row_blocks && src.stride[5] == 1 && !one_l1_set(src.stride[3]) &&
+                        row_source_in_place(L, col, r.lo[2], r.hi[2]);
     // A strip's positions in row-major order, in chunks of whole output rows that pass through the accumulators
     // once: up to about 128 positions whose rows of the input box stay within about 32 KiB (L1).
     std::int64_t const box_row = ext[2] * cj * static_cast<std::int64_t>(XL) * 4;

@@ -76,6 +76,13 @@ inline bool row_source_in_place(ConvLoop const& L, ConvColumn const& col, std::i
   return (col.xl == 1 || col.xl == xl_source) && row_in_place(L, lo2, hi2);
 }
 
+/// Whether source positions `stride` floats apart all fall into one set of the L1 data cache: a multiple of 4 KiB
+/// (64 sets of 64-byte lines on the x86 cores we target, AMD's and Intel's), e.g. 1,024 f32 channels per position.
+/// A row of them then competes for that set's 8 to 12 ways.
+inline bool one_l1_set(std::ptrdiff_t stride) noexcept {
+  return stride != 0 && static_cast<std::size_t>(std::abs(stride)) * sizeof(float) % 4096 == 0;
+}
+
 /// Whether conv_forward runs column `col` as row blocks (forward_rows): f32 results whose lanes are
 /// contiguous or a permutation of a vector, and rows that split into blocks of the kernel's range.
 template <class TD>
