@@ -140,8 +140,10 @@ TEST_CASE("conv_weight_gradient: each gradient is its chain of multiply-adds in 
     }
   check_gradient(32, 4, 4, 6, 6);
   // 1,024 input channels per position (4 KiB apart: one L1 set), which the kernels read from a box, not in place.
-  CHECK(sd::detail::one_l1_set(32 * 32));
-  CHECK_FALSE(sd::detail::one_l1_set(16 * 32));
+  CHECK(sd::detail::l1_sets(32 * 32) == 1);
+  CHECK(sd::detail::l1_sets(16 * 32) == 2);
+  CHECK(sd::detail::l1_sets(256) == 4);
+  CHECK(sd::detail::l1_sets(24) == 64);
   check_gradient(32, 32, 32, 4, 7);
   check_gradient(64, 16, 8, 3, 5);
 }

@@ -205,10 +205,12 @@ void gradient_block(std::size_t P, float const* yrow, float const* x, std::ptrdi
 /// i - k of tap k: one load for three multiply-adds, where gradient_block loads an input per multiply-add. Each
 /// accumulator still takes its positions in row-major order, so the sums are gradient_block's bitwise.
 /// `zero_first` and `zero_last`: a row's first and last inputs are zeros (padding), whose steps are skipped.
-/// With `from_zero` the chains start from zero, not from the values at acc_io.
+/// With `from_zero` the chains start from zero, not from the values at acc_io. With `prefetch_rows` each step
+/// prefetches its input's position in the next row (xrow further on) into L1.
 template <std::size_t RJ, std::size_t V, std::size_t XL, std::size_t VS = V>
 void gradient_row_block(std::size_t rows, std::size_t ow, float const* y, float const* x, std::ptrdiff_t xrow,
-                        std::ptrdiff_t xs, float* acc_io, std::ptrdiff_t ks, bool zero_first, bool zero_last, bool from_zero) noexcept {
+                        std::ptrdiff_t xs, float* acc_io, std::ptrdiff_t ks, bool zero_first, bool zero_last, bool from_zero,
+                        bool prefetch_rows = false) noexcept {
   static_assert(V <= VS);
   using B = batch<float>;
   constexpr std::size_t K = row_taps, VL = VS * lanes;
@@ -245,7 +247,13 @@ void gradient_row_block(std::size_t rows, std::size_t ow, float const* y, float 
     auto const at = [&](std::size_t i) { return xr + static_cast<std::ptrdiff_t>(i) * xs; };
     if (!zero_first) step.template operator()<1>(yr, at(0), 0);
     step.template operator()<3>(yr, at(1), 1);
-    for (std::size_t i = 2; i < ow; ++i) step.template operator()<7>(yr, at(i), i);
+    if (prefetch_rows)
+      for (std::size_t i = 2; i < ow; ++i) {
+        __builtin_prefetch(at(i) + xrow);
+        step.template operator()<7>(yr, at(i), i);
+      }
+    else
+      for (std::size_t i = 2; i < ow; ++i) step.template operator()<7>(yr, at(i), i);
     step.template operator()<6>(yr, at(ow), ow);
     if (!zero_last) step.template operator()<4>(yr, at(ow + 1), ow + 1);
   }

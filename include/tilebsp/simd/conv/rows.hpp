@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -76,11 +77,13 @@ inline bool row_source_in_place(ConvLoop const& L, ConvColumn const& col, std::i
   return (col.xl == 1 || col.xl == xl_source) && row_in_place(L, lo2, hi2);
 }
 
-/// Whether source positions `stride` floats apart all fall into one set of the L1 data cache: a multiple of 4 KiB
-/// (64 sets of 64-byte lines on the x86 cores we target, AMD's and Intel's), e.g. 1,024 f32 channels per position.
-/// A row of them then competes for that set's 8 to 12 ways.
-inline bool one_l1_set(std::ptrdiff_t stride) noexcept {
-  return stride != 0 && static_cast<std::size_t>(std::abs(stride)) * sizeof(float) % 4096 == 0;
+/// The sets of the L1 data cache that f32 source positions `stride` floats apart fall into, a row of them competing
+/// for those sets' 8 to 12 ways: 64 sets of 64-byte lines on the x86 cores we target (AMD's and Intel's), so 1 set
+/// where positions are a multiple of 4 KiB apart (1,024 channels), 2 at 2 KiB, 4 at 1 KiB; 64 when they are not a
+/// whole number of lines apart.
+inline std::size_t l1_sets(std::ptrdiff_t stride) noexcept {
+  std::size_t const bytes = static_cast<std::size_t>(std::abs(stride)) * sizeof(float);
+  return bytes == 0 || bytes % 64 ? 64 : 64 / std::gcd<std::size_t>(bytes / 64, 64);
 }
 
 /// Whether conv_forward runs column `col` as row blocks (forward_rows): f32 results whose lanes are
