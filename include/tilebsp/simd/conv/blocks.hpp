@@ -249,7 +249,9 @@ void gradient_row_block(std::size_t rows, std::size_t ow, float const* y, float 
     step.template operator()<3>(yr, at(1), 1);
     if (prefetch_rows)
       for (std::size_t i = 2; i < ow; ++i) {
-        __builtin_prefetch(at(i) + xrow);
+        // As an address, not a pointer: past the last row it lies outside the source (a prefetch never faults).
+        __builtin_prefetch(reinterpret_cast<void const*>(reinterpret_cast<std::uintptr_t>(at(i)) +
+                                                         static_cast<std::uintptr_t>(xrow * static_cast<std::ptrdiff_t>(sizeof(float)))));
         step.template operator()<7>(yr, at(i), i);
       }
     else
