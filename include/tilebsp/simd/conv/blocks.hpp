@@ -241,17 +241,18 @@ void gradient_row_block(std::size_t rows, std::size_t ow, float const* y, float 
           if (M >> k & 1) acc[k][r][v] = simd::fma(xb, yk[k][v], acc[k][r][v]);
     }
   };
+  auto const next_row = static_cast<std::uintptr_t>(xrow) * sizeof(float);
   for (std::size_t row = 0; row < rows; ++row) {
     float const* yr = y + row * ow * VL;
     float const* xr = x + static_cast<std::ptrdiff_t>(row) * xrow;
     auto const at = [&](std::size_t i) { return xr + static_cast<std::ptrdiff_t>(i) * xs; };
     if (!zero_first) step.template operator()<1>(yr, at(0), 0);
     step.template operator()<3>(yr, at(1), 1);
+    // Two loops, not a test per step: a branch in the step measured 4% slower (AVX2 7² weight gradient). The prefetch
+    // takes an address, not a pointer: past the last row it lies outside the source (a prefetch never faults).
     if (prefetch_rows)
       for (std::size_t i = 2; i < ow; ++i) {
-        // As an address, not a pointer: past the last row it lies outside the source (a prefetch never faults).
-        __builtin_prefetch(reinterpret_cast<void const*>(reinterpret_cast<std::uintptr_t>(at(i)) +
-                                                         static_cast<std::uintptr_t>(xrow * static_cast<std::ptrdiff_t>(sizeof(float)))));
+        __builtin_prefetch(reinterpret_cast<void const*>(reinterpret_cast<std::uintptr_t>(at(i)) + next_row));
         step.template operator()<7>(yr, at(i), i);
       }
     else
