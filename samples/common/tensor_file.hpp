@@ -5,12 +5,15 @@
 // name length, the name, a u32 rank, u64 dimensions and the f32 values.
 #pragma once
 
+#include <tilebsp/core/checked.hpp>
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/shape.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <istream>
 #include <string>
 #include <vector>
 
@@ -51,12 +54,12 @@ inline void save_tensors(TensorFileFormat const& fmt, std::string const& path, s
   if (!f) throw tb::error("save_weights: failed writing '" + path + "'");
 }
 
-/// Reads `tensors` (names and shapes as listed, values resized and filled) from `path`. Throws tilebsp::error
-/// ("load_weights: ...") naming the file and the first problem: another kind of file, a wrong tensor count, a
-/// missing or differently named tensor, a shape that differs, a truncated file, or trailing bytes.
-inline void load_tensors(TensorFileFormat const& fmt, std::string const& path, std::vector<NamedTensor<>> const& tensors) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw tb::error("load_weights: cannot open '" + path + "'");
+/// Reads `tensors` (names and shapes as listed, values resized and filled) from the stream `f`, which `path` names
+/// in messages. Throws tilebsp::error ("load_weights: ...") naming the file and the first problem: another kind of
+/// file, a wrong tensor count, a missing or differently named tensor, a shape that differs, a truncated file, or
+/// trailing bytes. Every number the file holds is checked against what the network expects before it is used.
+inline void read_tensors(TensorFileFormat const& fmt, std::istream& f, std::string const& path,
+                         std::vector<NamedTensor<>> const& tensors) {
   auto fail = [&](std::string const& why) { throw tb::error("load_weights: '" + path + "': " + why); };
   auto get = [&](auto& v, char const* what) {
     if (!f.read(reinterpret_cast<char*>(&v), sizeof v)) fail(std::string("truncated while reading ") + what);
@@ -85,11 +88,23 @@ inline void load_tensors(TensorFileFormat const& fmt, std::string const& path, s
       d = static_cast<std::size_t>(x);
     }
     if (s != t.shape) fail("'" + t.name + "' has shape " + tb::to_string(s) + ", expected " + tb::to_string(t.shape));
-    t.values->resize(tb::product(t.shape));
-    if (!f.read(reinterpret_cast<char*>(t.values->data()), static_cast<std::streamsize>(t.values->size() * sizeof(float))))
+    auto const elements = tb::checked::product(t.shape);
+    if (!elements || !tb::checked::bytes_fit(*elements, sizeof(float), PTRDIFF_MAX))
+      fail("'" + t.name + "' has more values than this host can hold");
+    t.values->resize(*elements);
+    if (!t.values->empty() &&
+        !f.read(reinterpret_cast<char*>(t.values->data()), static_cast<std::streamsize>(t.values->size() * sizeof(float))))
       fail("truncated in the values of '" + t.name + "'");
   }
   if (f.peek() != std::char_traits<char>::eof()) fail("trailing bytes after the last tensor");
+}
+
+/// read_tensors from the file at `path`; throws tilebsp::error ("load_weights: ...") when it cannot be opened, and
+/// as read_tensors.
+inline void load_tensors(TensorFileFormat const& fmt, std::string const& path, std::vector<NamedTensor<>> const& tensors) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw tb::error("load_weights: cannot open '" + path + "'");
+  read_tensors(fmt, f, path, tensors);
 }
 
 }  // namespace samples

@@ -6,6 +6,8 @@
 // MNIST DATABASE of handwritten digits"; Fashion-MNIST uses the same files, H. Xiao et al. 2017).
 #pragma once
 
+#include <tilebsp/core/checked.hpp>
+
 #include <zlib.h>
 
 #include <array>
@@ -61,11 +63,10 @@ inline std::string dims_text(std::vector<std::size_t> const& d) {
 }
 }  // namespace detail
 
-/// Reads an IDX file of unsigned bytes, gzip-compressed or not. Throws idx_error for a file that cannot be
-/// opened, bad gzip data, a bad magic number, another element type, a header or data shorter than it says, or
-/// bytes past the data.
-inline IdxArray read_idx(std::string const& path) {
-  auto const bytes = detail::read_all(path);
+/// The IDX array in `bytes` (a file's decompressed content; `path` names it in messages). Throws idx_error for a
+/// bad magic number, another element type, dimensions whose product overflows, a header or data shorter than it
+/// says, or bytes past the data.
+inline IdxArray parse_idx(std::vector<std::uint8_t> const& bytes, std::string const& path) {
   if (bytes.size() < 4)
     throw idx_error("idx: '" + path + "' is truncated: " + std::to_string(bytes.size()) +
                     " bytes, not even the 4-byte magic number");
@@ -86,12 +87,15 @@ inline IdxArray read_idx(std::string const& path) {
                     " dimensions (" + std::to_string(header) + " bytes) but the file has " +
                     std::to_string(bytes.size()) + " bytes");
   IdxArray a;
-  std::size_t count = 1;
   for (std::size_t d = 0; d < rank; ++d) {
     std::uint8_t const* p = bytes.data() + 4 + 4 * d;
     a.dims.push_back(std::size_t{p[0]} << 24 | std::size_t{p[1]} << 16 | std::size_t{p[2]} << 8 | std::size_t{p[3]});
-    count *= a.dims.back();
   }
+  auto const product = tilebsp::checked::product(a.dims);  // 4 x 2^31 x 2^31 would wrap to 0 bytes
+  if (!product)
+    throw idx_error("idx: '" + path + "' is corrupt: dimensions " + detail::dims_text(a.dims) +
+                    " hold more elements than a size can count");
+  std::size_t const count = *product;
   std::size_t const have = bytes.size() - header;
   if (have < count)
     throw idx_error("idx: '" + path + "' is truncated: dimensions " + detail::dims_text(a.dims) + " need " +
@@ -102,6 +106,10 @@ inline IdxArray read_idx(std::string const& path) {
   a.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(header), bytes.end());
   return a;
 }
+
+/// Reads an IDX file of unsigned bytes, gzip-compressed or not. Throws idx_error for a file that cannot be opened,
+/// bad gzip data, and whatever parse_idx refuses.
+inline IdxArray read_idx(std::string const& path) { return parse_idx(detail::read_all(path), path); }
 
 /// Labelled images: `count` images of rows x cols bytes, one label in [0, classes) each.
 struct Dataset {

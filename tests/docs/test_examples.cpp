@@ -3,7 +3,9 @@
 
 #include <filesystem>
 #include <iostream>
+#include <cstdint>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -400,6 +402,58 @@ TEST_CASE("executable cache example") {
   CHECK_FALSE(compile_cached(g1, p1, dir.string()).loaded_from_cache());
   CHECK(compile_cached(g2, p2, dir.string()).loaded_from_cache());
   std::filesystem::remove_all(dir);
+}
+
+// [shared-cache-example]
+// A cache shared on purpose (a team's build directory, writable by its group): trusted by name, since tilebsp
+// otherwise refuses a directory that anyone but its owner may write (docs/01).
+tb::Executable compile_with_shared_cache(tb::Graph const& g, tb::Sequence const& prog, std::string const& dir) {
+  return tb::compile(g, {.cache_dir = dir, .trust_cache_dir = true}, prog);  // or TILEBSP_EXECUTABLE_CACHE_TRUST=1
+}
+// [shared-cache-example]
+
+TEST_CASE("shared cache example") {
+  auto const dir = std::filesystem::temp_directory_path() / ("tilebsp_docs_shared_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::filesystem::permissions(dir, std::filesystem::perms::all);  // 0777
+  auto const build = [](tb::Graph& g) {
+    auto a = g.add_variable<float>({64}, "a");
+    tb::map_linearly(g, a);
+    tb::Sequence prog;
+    using namespace tb::expr;
+    static_cast<void>(tb::ops::map(g, prog, _1 * 2.0f, a));
+    return prog;
+  };
+  tb::Graph g1{tb::targets::tiny(8)}, g2{tb::targets::tiny(8)};
+  auto const p1 = build(g1), p2 = build(g2);
+  std::vector<std::string> warnings;
+  auto const previous = tb::set_warning_handler([&](std::string_view w) { warnings.emplace_back(w); });
+  CHECK(tb::compile(g1, {.cache_dir = dir.string()}, p1).cache_entry().empty());  // refused, with a warning
+  CHECK(warnings.size() == 1);
+  CHECK_FALSE(compile_with_shared_cache(g1, p1, dir.string()).loaded_from_cache());
+  CHECK(compile_with_shared_cache(g2, p2, dir.string()).loaded_from_cache());
+  tb::set_warning_handler(previous);
+  std::filesystem::remove_all(dir);
+}
+
+// [checked-example]
+// A reader of an untrusted file checks a strided run it was given, and a product of dimensions, before using
+// them: tilebsp::checked never lets a wrapped result pass (5 + 4 * 2^62 wraps to 5 in int64).
+bool copy_from_file_fits(std::int64_t start, std::int64_t stride, std::int64_t count, std::vector<float> const& buffer) {
+  return tb::checked::run_fits(start, stride, count, static_cast<std::int64_t>(buffer.size()));
+}
+std::optional<std::size_t> elements_of(std::vector<std::uint32_t> const& dims_from_file) {
+  return tb::checked::product(dims_from_file);  // nothing when the product does not fit a size_t
+}
+// [checked-example]
+
+TEST_CASE("checked example") {
+  std::vector<float> const buffer(100);
+  CHECK(copy_from_file_fits(5, 3, 10, buffer));
+  CHECK_FALSE(copy_from_file_fits(5, std::int64_t{1} << 62, 5, buffer));
+  CHECK(elements_of({60000, 28, 28}) == std::size_t{47040000});
+  CHECK_FALSE(elements_of({4, 1u << 31, 1u << 31}).has_value());
 }
 
 // [profiling-example]

@@ -3,18 +3,26 @@
 #include "helpers.hpp"
 #include "program/same_executable.hpp"
 
+#include <tilebsp/program/executable_cache.hpp>
+
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace tb = tilebsp;
 namespace fs = std::filesystem;
@@ -111,6 +119,41 @@ std::size_t files_in(fs::path const& dir) {
   std::size_t n = 0;
   for (auto const& e : fs::directory_iterator(dir)) n += e.is_regular_file();
   return n;
+}
+
+/// Rewrites the entry of `exe` (compiled with a cache) as `mutate` changes its schedule: a valid header and
+/// checksum around planted contents, as anyone who can write the directory could make it.
+template <class F>
+void plant_entry(tb::Executable const& exe, F mutate) {
+  std::string const data = contents(exe.cache_entry());
+  std::size_t const at = 8 + 4 + 8 + std::string_view(tb::version).size();
+  REQUIRE(data.size() > at + 16);
+  tb::program::detail::CacheKey key;
+  std::memcpy(&key.name, data.data() + at, 8);
+  std::memcpy(&key.check, data.data() + at + 8, 8);
+  tb::program::detail::Schedule s = exe.schedule();
+  mutate(s);
+  REQUIRE(tb::program::detail::save_executable(exe.cache_entry(), key, s, exe.memory()).empty());
+}
+
+/// What a compile warned about the entry it could not use, and that it compiled afresh and computes as before.
+void check_refused(fs::path const& dir, std::string const& why) {
+  Warnings warnings;
+  Net net;
+  auto const exe = net.compile({.cache_dir = dir.string()});
+  CHECK_FALSE(exe.loaded_from_cache());
+  REQUIRE(warnings.seen.size() == 1);
+  CHECK(warnings.seen[0] == "executable cache: " + exe.cache_entry() + " is unusable (" + why +
+                                "); compiling afresh and replacing it");
+  Net reference;
+  CHECK(net.run(exe) == reference.run(reference.compile({})));
+}
+
+/// Mode bits of `p`.
+unsigned mode_of(fs::path const& p) {
+  struct stat st {};
+  REQUIRE(::stat(p.c_str(), &st) == 0);
+  return st.st_mode & 07777u;
 }
 
 }  // namespace
@@ -328,8 +371,10 @@ TEST_CASE("executable cache: an unwritable directory is warned about; the compil
   Net net;
   auto const exe = net.compile({.cache_dir = file.string()});
   CHECK_FALSE(exe.loaded_from_cache());
+  CHECK(exe.cache_entry().empty());
   REQUIRE(warnings.seen.size() == 1);
-  CHECK(warnings.seen[0].starts_with("executable cache: cannot store " + (file / "").string()));
+  CHECK(warnings.seen[0].starts_with("executable cache: not using '" + file.string() + "': it is not a directory; "
+                                     "compiling without the cache"));
   Net reference;
   CHECK(net.run(exe) == reference.run(reference.compile({})));
 }
@@ -394,4 +439,127 @@ TEST_CASE("executable cache: a hit still checks memory unless allow_out_of_memor
   CHECK_THROWS_AS(tb::compile(g2, {.cache_dir = dir.path.string()}, p2), tb::out_of_memory);
   auto const loaded = tb::compile(g2, {.allow_out_of_memory = true, .cache_dir = dir.path.string()}, p2);
   CHECK(loaded.loaded_from_cache());
+}
+
+TEST_CASE("executable cache: a planted entry cannot steer a copy outside its variables") {
+  TempDir dir("planted");
+  Net first;
+  auto const exe = first.compile({.cache_dir = dir.path.string()});
+  REQUIRE_FALSE(exe.schedule().exchanges.empty());
+  using tb::program::detail::Schedule;
+  auto first_transfer = [](Schedule& s) -> tb::plan::detail::Transfer& {
+    for (auto& ex : s.exchanges)
+      if (!ex.transfers.empty()) return ex.transfers.front();
+    FAIL("no transfer");
+    return s.exchanges.front().transfers.front();
+  };
+  SUBCASE("a stride whose last element wraps back into range: 5 + 4 * 2^62") {
+    plant_entry(exe, [&](Schedule& s) {
+      auto& x = first_transfer(s);
+      x.src_start = 5, x.src_stride = std::int64_t{1} << 62, x.count = 5;
+    });
+    check_refused(dir.path, "a copy does not fit its variables");
+  }
+  SUBCASE("a negative start, a negative count, a stride past the variable") {
+    for (int k = 0; k < 3; ++k) {
+      plant_entry(exe, [&](Schedule& s) {
+        auto& x = first_transfer(s);
+        if (k == 0) x.dst_start = -1;
+        if (k == 1) x.count = -3;
+        if (k == 2) x.count = 1, x.dst_stride = std::numeric_limits<std::int64_t>::max();
+      });
+      check_refused(dir.path, "a copy does not fit its variables");
+    }
+  }
+  SUBCASE("an exchange whose byte count is not its copies' (a staging buffer sized by it would overflow)") {
+    plant_entry(exe, [&](Schedule& s) {
+      for (auto& ex : s.exchanges) ex.bytes = ex.bytes / 2;
+    });
+    check_refused(dir.path, "an exchange's byte count does not match its copies");
+  }
+  SUBCASE("a tile or variable index out of range") {
+    plant_entry(exe, [&](Schedule& s) { first_transfer(s).dst_tile = 8; });
+    check_refused(dir.path, "a tile index is out of range");
+    plant_entry(exe, [&](Schedule& s) { first_transfer(s).src_var = 1u << 30; });
+    check_refused(dir.path, "a variable index is out of range");
+  }
+}
+
+TEST_CASE("executable cache: empty variable lists load (a zero-length read never copies to a null pointer)") {
+  // Regression (fuzzing): Reader::u32s copied 0 bytes to an empty vector's data(), null, which UBSan reports.
+  TempDir dir("empty_lists");
+  Net first;
+  auto const exe = first.compile({.cache_dir = dir.path.string()});
+  plant_entry(exe, [](tb::program::detail::Schedule& s) {
+    for (auto& cs : s.compute_sets) cs.vars.clear(), cs.reads.clear(), cs.writes.clear(), cs.full_writes.clear();
+  });
+  Warnings warnings;
+  Net again;
+  CHECK(again.compile({.cache_dir = dir.path.string()}).loaded_from_cache());
+  CHECK(warnings.seen.empty());
+}
+
+TEST_CASE("executable cache: an entry is never read through a symbolic link") {
+  TempDir dir("symlink");
+  Net first;
+  fs::path const entry = first.compile({.cache_dir = dir.path.string()}).cache_entry();
+  fs::path const elsewhere = dir.path.string() + "_target";
+  fs::remove(elsewhere);
+  fs::rename(entry, elsewhere);
+  std::string const good = contents(elsewhere);
+  fs::create_symlink(elsewhere, entry);
+  check_refused(dir.path, "it is a symbolic link, which the cache never follows");
+  CHECK_FALSE(fs::is_symlink(entry));        // replaced by the fresh compile's entry
+  CHECK(contents(elsewhere) == good);        // and the link's target untouched
+  fs::remove(elsewhere);
+}
+
+TEST_CASE("executable cache: only an owner-only directory is used, unless trusted") {
+  TempDir dir("trust");
+  Net first;
+  CHECK_FALSE(first.compile({.cache_dir = (dir.path / "made").string()}).cache_entry().empty());
+  CHECK(mode_of(dir.path / "made") == 0700);  // created owner-only
+  fs::path const loose = dir.path / "loose";
+  fs::create_directories(loose);
+  for (unsigned mode : {0777u, 0775u, 0722u}) {
+    CAPTURE(mode);
+    REQUIRE(::chmod(loose.c_str(), mode) == 0);
+    char octal[8];
+    std::snprintf(octal, sizeof octal, "%04o", mode);
+    Warnings warnings;
+    Net net;
+    auto const exe = net.compile({.cache_dir = loose.string()});
+    CHECK(exe.cache_entry().empty());
+    CHECK(files_in(loose) == 0);
+    REQUIRE(warnings.seen.size() == 1);
+    CHECK(warnings.seen[0] == "executable cache: not using '" + loose.string() + "': it is writable by " +
+                                  ((mode & 02) ? "others" : "its group") + " (mode " + octal +
+                                  "); compiling without the cache (make it this user's and owner-only, chmod 700, or "
+                                  "trust it with CompileOptions::trust_cache_dir or TILEBSP_EXECUTABLE_CACHE_TRUST=1)");
+    Net reference;
+    CHECK(net.run(exe) == reference.run(reference.compile({})));
+  }
+  // Trusted on purpose: by the option, or by the environment
+  Warnings warnings;
+  Net a, b;
+  auto const stored = a.compile({.cache_dir = loose.string(), .trust_cache_dir = true});
+  CHECK(files_in(loose) == 1);
+  ::setenv("TILEBSP_EXECUTABLE_CACHE_TRUST", "1", 1);
+  auto const loaded = b.compile({.cache_dir = loose.string()});
+  ::unsetenv("TILEBSP_EXECUTABLE_CACHE_TRUST");
+  CHECK(loaded.loaded_from_cache());
+  CHECK(warnings.seen.empty());
+  // Another user's directory (root can make one; the CI runs as root)
+  if (::geteuid() == 0) {
+    fs::path const theirs = dir.path / "theirs";
+    fs::create_directories(theirs);
+    REQUIRE(::chmod(theirs.c_str(), 0700) == 0);
+    REQUIRE(::chown(theirs.c_str(), 65534, 65534) == 0);
+    Warnings w;
+    Net net;
+    CHECK(net.compile({.cache_dir = theirs.string()}).cache_entry().empty());
+    REQUIRE(w.seen.size() == 1);
+    CHECK(w.seen[0].starts_with("executable cache: not using '" + theirs.string() +
+                                "': it is owned by uid 65534, not by this user (uid 0), mode 0700; compiling without"));
+  }
 }

@@ -235,6 +235,14 @@ TEST_CASE("mnist: malformed IDX files each give their own error") {
       CHECK(std::string(e.what()).rfind("idx: '" + p + "' is not valid gzip data (", 0) == 0);
     }
   }
+  SUBCASE("dimensions whose product wraps to the data's length") {
+    // 4 x 2^31 x 2^31 = 2^64 elements, 0 once wrapped: an empty data section would have matched (a fuzzing find)
+    write_raw(p, idx_bytes({4, 1u << 31, 1u << 31}, {}));
+    CHECK_THROWS_WITH_AS(mnist::read_idx(p),
+                         ("idx: '" + p + "' is corrupt: dimensions 4x2147483648x2147483648 hold more elements than a "
+                          "size can count").c_str(),
+                         mnist::idx_error);
+  }
   SUBCASE("trailing bytes") {
     auto more = good;
     more.push_back(0);

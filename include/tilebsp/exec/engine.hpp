@@ -68,6 +68,7 @@ class Engine : public HostContext {
   /// values) writes every replica this engine runs.)
   HostContext& replica(std::size_t r);
   HostContext const& replica(std::size_t r) const;
+  using HostContext::replica;  // engine.replica() without an index: 0, as any context that is not one replica's
   using HostContext::read;
   using HostContext::write;
   template <ElementLike T>

@@ -36,6 +36,11 @@ struct CompileOptions {
   /// Directory of the executable cache (created when missing). Empty: the environment variable
   /// TILEBSP_EXECUTABLE_CACHE, when set and not empty; else no cache. See docs/01, "Compiling".
   std::string cache_dir{};
+  /// Use the cache directory even when another user owns it or its group or others may write it (a cache shared
+  /// on purpose). Without this, such a directory is warned about and not used, as ssh treats a key file others can
+  /// read: an entry is checked for consistency, not authenticity (docs/01). The environment variable
+  /// TILEBSP_EXECUTABLE_CACHE_TRUST=1 does the same.
+  bool trust_cache_dir = false;
   /// Receives compile's phases and progress (none when empty).
   CompileProgress progress{};
   /// Replicas of the program (data parallelism, Poplar's replication factor): each runs on its own copy of the

@@ -20,6 +20,7 @@
 #include <optional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -520,7 +521,17 @@ TILEBSP_INLINE Executable compile_programs(Graph const& g, CompileOptions const&
   if (options.replicas == 0) throw option_error("compile: replicas must be at least 1");
   check_mapped(g.impl(), threads);
   auto const graph = g.snapshot();
-  std::string const dir = cache_directory(options);
+  std::string dir = cache_directory(options);
+  if (!dir.empty()) {
+    char const* trust = std::getenv("TILEBSP_EXECUTABLE_CACHE_TRUST");
+    if (std::string const why = use_cache_directory(dir, options.trust_cache_dir || (trust && std::string_view(trust) == "1"));
+        !why.empty()) {
+      warn("executable cache: not using '" + dir + "': it " + why +
+           "; compiling without the cache (make it this user's and owner-only, chmod 700, or trust it with "
+           "CompileOptions::trust_cache_dir or TILEBSP_EXECUTABLE_CACHE_TRUST=1)");
+      dir.clear();
+    }
+  }
   std::string entry;
   std::optional<CacheKey> key;
   if (!dir.empty()) {

@@ -22,6 +22,13 @@ struct CacheKey {
   std::string file_name() const;
 };
 
+/// Whether the executable cache may use the directory `dir` (docs/01, "What a cache entry is trusted for"): an
+/// empty string when it may, else why not. A missing directory is created owner-only (0700; its missing parents
+/// as usual). An existing one is used when it is this user's and writable by no one else, or whatever it is when
+/// `trust` (CompileOptions::trust_cache_dir): its entries direct the executor's copies, so only its owner may write
+/// them.
+TILEBSP_INLINE std::string use_cache_directory(std::string const& dir, bool trust);
+
 /// The key of a compile: the library and format versions, the target, the graph (variables and their mappings,
 /// vertices with their types, tiles, connections and cycle estimates, FIFOs) and the recorded programs (`walked`:
 /// their instructions and slots; `copies`: every copy's tensors), hashed on up to `threads` threads. Not the values

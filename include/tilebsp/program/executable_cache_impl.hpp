@@ -2,6 +2,7 @@
 #pragma once
 
 #include <tilebsp/config.hpp>
+#include <tilebsp/core/checked.hpp>
 #include <tilebsp/program/detail/team.hpp>
 #include <tilebsp/program/executable_cache.hpp>
 #include <tilebsp/program/lower.hpp>
@@ -9,19 +10,22 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace tilebsp::program::detail {
@@ -128,6 +132,7 @@ class Reader {
   }
   std::vector<std::uint32_t> u32s(std::size_t limit) {
     std::vector<std::uint32_t> v(count(4));
+    if (v.empty()) return v;  // no copy: an empty vector's data() may be null
     std::memcpy(v.data(), p_, v.size() * 4);
     p_ += v.size() * 4;
     for (auto x : v)
@@ -159,27 +164,100 @@ class Reader {
   char const* end_;
 };
 
-/// The last element a strided run of `count` from `start` reaches lies in [0, size).
-inline bool in_range(std::int64_t start, std::int64_t stride, std::int64_t count, std::int64_t size) {
-  if (count <= 0) return count == 0;
-  std::int64_t const last = start + (count - 1) * stride;
-  return start >= 0 && start < size && last >= 0 && last < size;
-}
-
-inline void check_transfers(GraphImpl const& g, std::vector<Transfer> const& v) {
+/// Every copy of an exchange stays within its variables (checked::run_fits, the one check of a run), and the
+/// exchange's byte count is their sum: a staged exchange stages them in a buffer of that many bytes.
+inline void check_transfers(GraphImpl const& g, std::vector<Transfer> const& v, std::uint64_t bytes) {
   std::size_t const tiles = g.target.num_tiles();
+  std::uint64_t sum = 0;
   for (auto const& x : v) {
     if (x.src_tile >= tiles || x.dst_tile >= tiles) throw Bad{"a tile index is out of range"};
     if (x.src_var >= g.variables.size() || x.dst_var >= g.variables.size()) throw Bad{"a variable index is out of range"};
     auto const& s = g.variables[x.src_var];
     auto const& d = g.variables[x.dst_var];
-    if (x.elem_bytes != size_of(s.type) || s.type != d.type || !in_range(x.src_start, x.src_stride, x.count, s.size) ||
-        !in_range(x.dst_start, x.dst_stride, x.count, d.size))
+    if (x.elem_bytes != size_of(s.type) || s.type != d.type || !checked::run_fits(x.src_start, x.src_stride, x.count, s.size) ||
+        !checked::run_fits(x.dst_start, x.dst_stride, x.count, d.size))
       throw Bad{"a copy does not fit its variables"};
+    // count < size and elem_bytes <= 8 here; the sum of many may still wrap
+    auto const next = checked::add(sum, static_cast<std::uint64_t>(x.count) * x.elem_bytes);
+    if (!next) throw Bad{"an exchange's byte count does not match its copies"};
+    sum = *next;
   }
+  if (sum != bytes) throw Bad{"an exchange's byte count does not match its copies"};
+}
+
+/// The header of an entry whose contents are `payload`: magic, format, version, key, length and checksum.
+inline std::string entry_header(CacheKey key, std::string_view payload) {
+  Hasher sum;
+  sum.bytes(payload.data(), payload.size());
+  Writer head;
+  head.str().append(cache_magic, sizeof cache_magic);
+  head.put(cache_format);
+  head.count(std::string_view(version).size());
+  head.str().append(version);
+  head.put(key.name), head.put(key.check);
+  head.count(payload.size());
+  head.put(sum.first()), head.put(sum.second());
+  return std::move(head.str());
+}
+
+/// Reads the whole entry at `path` into `data` (hit), or says it is absent, or why it is bad: an entry is never
+/// followed through a symbolic link (O_NOFOLLOW) and must be a regular file (a FIFO or device is not read).
+inline CacheLoad read_entry(std::string const& path, std::string& data, std::string& why) {
+  int const fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return CacheLoad::absent;
+    why = errno == ELOOP ? "it is a symbolic link, which the cache never follows" : "cannot be read";
+    return CacheLoad::bad;
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } const closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    why = "not a regular file";
+    return CacheLoad::bad;
+  }
+  data.resize(static_cast<std::size_t>(st.st_size));
+  std::size_t got = 0;
+  while (got < data.size()) {  // one read for the whole file, unless the kernel returns less
+    ssize_t const n = ::read(fd, data.data() + got, data.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      why = "cannot be read";
+      return CacheLoad::bad;
+    }
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  data.resize(got);  // a file that shrank while it was read fails its length check
+  return CacheLoad::hit;
 }
 
 }  // namespace cache
+
+TILEBSP_INLINE std::string use_cache_directory(std::string const& dir, bool trust) {
+  namespace fs = std::filesystem;
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    if (errno != ENOENT) return "cannot be inspected: " + std::string(std::strerror(errno));
+    // Created owner-only: entries steer the executor, so no one else may write them.
+    std::error_code ec;
+    if (fs::path const parent = fs::path(dir).parent_path(); !parent.empty()) fs::create_directories(parent, ec);
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return "cannot be created: " + std::string(std::strerror(errno));
+    if (::stat(dir.c_str(), &st) != 0) return "cannot be inspected: " + std::string(std::strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) return "is not a directory";
+  if (trust) return {};
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  if (st.st_uid != ::geteuid())
+    return "is owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " + std::to_string(::geteuid()) +
+           "), mode " + mode;
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    return std::string("is writable by ") + ((st.st_mode & S_IWOTH) ? "others" : "its group") + " (mode " + mode + ")";
+  return {};
+}
 
 TILEBSP_INLINE CacheKey executable_key(GraphImpl const& g, Schedule const& walked, Hasher const& copies,
                                                       std::size_t threads) {
@@ -303,16 +381,7 @@ TILEBSP_INLINE std::string save_executable(std::string const& path, CacheKey key
   w.count(s.branches.size());
   for (auto const& b : s.branches) w.put(b.cycles);
 
-  Hasher sum;
-  sum.bytes(w.str().data(), w.str().size());
-  cache::Writer head;
-  head.str().append(cache_magic, sizeof cache_magic);
-  head.put(cache_format);
-  head.count(std::string_view(version).size());
-  head.str().append(version);
-  head.put(key.name), head.put(key.check);
-  head.count(w.str().size());
-  head.put(sum.first()), head.put(sum.second());
+  std::string head = cache::entry_header(key, w.str());
 
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -326,11 +395,20 @@ TILEBSP_INLINE std::string save_executable(std::string const& path, CacheKey key
                                std::hash<std::thread::id>{}(std::this_thread::get_id());
   fs::path const tmp = to.string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(unique);
   {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f.write(head.str().data(), static_cast<std::streamsize>(head.str().size()));
-    f.write(w.str().data(), static_cast<std::streamsize>(w.str().size()));
-    f.close();
-    if (!f) {
+    // A new file (O_EXCL: never an existing one, nor a link planted under the name), readable by its owner only.
+    int const fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return "cannot create " + tmp.string() + ": " + std::strerror(errno);
+    bool ok = true;
+    for (std::string const* part : {&head, &w.str()}) {
+      for (std::size_t done = 0; ok && done < part->size();) {
+        ssize_t const n = ::write(fd, part->data() + done, part->size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) ok = false;
+        else done += static_cast<std::size_t>(n);
+      }
+    }
+    if (::close(fd) != 0) ok = false;
+    if (!ok) {
       fs::remove(tmp, ec);
       return "cannot write " + tmp.string();
     }
@@ -346,27 +424,8 @@ TILEBSP_INLINE std::string save_executable(std::string const& path, CacheKey key
 
 TILEBSP_INLINE CacheLoad load_executable(std::string const& path, CacheKey key, Schedule& walked,
                                          std::vector<TileMemory>& memory, std::string& why, std::size_t threads) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) return CacheLoad::absent;
-    why = "cannot be read";
-    return CacheLoad::bad;
-  }
   std::string data;
-  {
-    std::error_code ec;
-    auto const bytes = std::filesystem::file_size(path, ec);
-    if (!ec) {  // one read, not a character at a time
-      data.resize(static_cast<std::size_t>(bytes));
-      f.read(data.data(), static_cast<std::streamsize>(data.size()));
-      data.resize(static_cast<std::size_t>(f.gcount()));
-    }
-    if (ec || f.bad()) {
-      why = "cannot be read";
-      return CacheLoad::bad;
-    }
-  }
+  if (CacheLoad const read = cache::read_entry(path, data, why); read != CacheLoad::hit) return read;
   GraphImpl const& g = *walked.graph;
   try {
     cache::Reader head(data.data(), data.size());
@@ -428,7 +487,9 @@ TILEBSP_INLINE CacheLoad load_executable(std::string const& path, CacheKey key, 
         throw cache::Bad{"a compute set's vertices differ from the graph's"};
       std::int64_t record = 0;
       for (auto& pv : cs.vertices) {
-        record += c.zigzag();
+        auto const moved = checked::add(record, c.zigzag());
+        if (!moved) throw cache::Bad{"a compute set's vertices differ from the graph's"};
+        record = *moved;
         if (record < 0 || static_cast<std::size_t>(record) >= g.vertices.size() ||
             g.vertices[static_cast<std::size_t>(record)].compute_set != cs.id || seen[static_cast<std::size_t>(record)]++)
           throw cache::Bad{"a compute set's vertices differ from the graph's"};
@@ -473,7 +534,7 @@ TILEBSP_INLINE CacheLoad load_executable(std::string const& path, CacheKey key, 
       if (staged != ex.staged) throw cache::Bad{"its exchanges differ from these"};
       ex.cycles = r.get<std::uint64_t>(), ex.bytes = r.get<std::uint64_t>();
       ex.transfers = r.transfers();
-      cache::check_transfers(g, ex.transfers);
+      cache::check_transfers(g, ex.transfers, ex.bytes);
     }
     if (r.count(24) != tiles) throw cache::Bad{"its memory report is for another number of tiles"};
     memory.resize(tiles);

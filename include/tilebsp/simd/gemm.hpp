@@ -112,8 +112,10 @@ enum class BRead { packed, direct, masked };
 /// for the R x n valid corner.
 // grp is read only for a segment after the first of its group, which the previous segment wrote: GCC cannot see
 // that at some -O levels and instruction sets (-O2 -march=znver4) and warns.
+#if defined(__GNUC__) && !defined(__clang__)  // clang has no such warning (and would warn about the unknown name)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 template <std::size_t R, std::size_t V, BRead Read, bool Sum, class TC>
 __attribute__((always_inline)) inline void micro_kernel(std::size_t kc, std::size_t group, std::size_t kb, float const* a, std::ptrdiff_t ars,
                                                        std::ptrdiff_t acs, float const* b, std::ptrdiff_t brs, MatrixOut<TC> c, std::size_t n,
@@ -367,7 +369,9 @@ void panel_rows(std::size_t mc, std::size_t nr, std::size_t kc, std::size_t grou
   }
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 /// Packs rows [0, m) x columns [0, kc) of A into MR-row panels (element (r, k) of a panel at k * MR + r),
 /// converting to f32; rows past m are zero.
