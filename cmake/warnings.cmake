@@ -7,6 +7,7 @@ target_compile_options(tilebsp_warnings INTERFACE -Wall -Wextra -Wpedantic -Wsha
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
   target_compile_options(tilebsp_warnings INTERFACE -Wno-restrict -Wno-maybe-uninitialized -Wno-uninitialized)
 endif()
+
 # clang with GCC 12's libstdc++ warns inside libstdc++'s own std::stable_sort (its get_temporary_buffer is marked
 # deprecated in C++17 and later, and libstdc++ 13 stopped calling it): any stable_sort in a C++20 file warns, ours
 # or not. Only with that library; our own code has nothing deprecated.
@@ -28,15 +29,24 @@ set(TILEBSP_MARCH "native" CACHE STRING "-march of the samples and benchmarks (n
 add_library(tilebsp_native INTERFACE)
 target_compile_options(tilebsp_native INTERFACE -march=${TILEBSP_MARCH})
 
-# What our own samples, tests and benchmarks link for the operators: one build of the library, for TILEBSP_MARCH
-# (tilebsp::compiled when it is built, else the header-only target), so that the tests run the kernels the samples
-# and benchmarks measure, and no kernel is linked from a build for another instruction set. The baseline kernels
-# every user gets by default are tested apart (test_simd, header-only; tests/CMakeLists.txt).
+# What our own samples, tests and benchmarks link for the operators: tilebsp::compiled when it is built, else the
+# header-only target. tilebsp_ops_native is the same for code built with -march=native (samples, benchmarks): its
+# own copy of the library, so that no kernel is linked from a build for another instruction set.
 add_library(tilebsp_ops INTERFACE)
-target_link_libraries(tilebsp_ops INTERFACE tilebsp_native)
+add_library(tilebsp_ops_native INTERFACE)
+target_link_libraries(tilebsp_ops_native INTERFACE tilebsp_native)
 if(TILEBSP_COMPILED_LIBRARY)
-  target_link_libraries(tilebsp_compiled PUBLIC tilebsp_native PRIVATE tilebsp_warnings)
   target_link_libraries(tilebsp_ops INTERFACE tilebsp_compiled)
+  # Built only when a target links it (not in the sanitizer presets, which build neither samples nor benchmarks).
+  add_library(tilebsp_compiled_native STATIC EXCLUDE_FROM_ALL ${_tilebsp_compiled_sources})
+  target_link_libraries(tilebsp_compiled_native PUBLIC tilebsp::tilebsp PRIVATE tilebsp_native)
+  target_compile_definitions(tilebsp_compiled_native PUBLIC TILEBSP_COMPILED)
+  target_link_libraries(tilebsp_ops_native INTERFACE tilebsp_compiled_native)
 else()
   target_link_libraries(tilebsp_ops INTERFACE tilebsp::tilebsp)
+  target_link_libraries(tilebsp_ops_native INTERFACE tilebsp::tilebsp)
+endif()
+if(TILEBSP_COMPILED_LIBRARY)
+  target_link_libraries(tilebsp_compiled PRIVATE tilebsp_warnings)
+  target_link_libraries(tilebsp_compiled_native PRIVATE tilebsp_warnings)
 endif()
