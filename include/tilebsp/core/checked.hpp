@@ -43,10 +43,10 @@ constexpr std::optional<std::size_t> product(Range const& dims) noexcept {
 
 /// Whether a strided run lies in a buffer of `size` elements: `count` elements at `start`, `start + stride`, ...,
 /// `start + (count - 1) * stride`, each in [0, size), with |stride| <= size when count > 0 (so that the stride in
-/// bytes, and a cursor advanced past the run's last element, stay as small as the buffer). Any value of the int64 range is
-/// handled without overflow: a run whose last element cannot even be computed does not fit. An empty run (count 0)
-/// fits where its start is in [0, size], so that a pointer formed from it stays within the buffer; a negative count
-/// never fits.
+/// bytes, and a cursor advanced past the run's last element, stay as small as the buffer). Any value of the int64
+/// range is handled without overflow: a run whose last element cannot even be computed does not fit. An empty run
+/// (count 0) fits where its start is in [0, size], so that a pointer formed from it stays within the buffer; a
+/// negative count never fits.
 constexpr bool run_fits(std::int64_t start, std::int64_t stride, std::int64_t count, std::int64_t size) noexcept {
   if (count < 0 || size < 0 || start < 0) return false;
   if (count == 0) return start <= size;

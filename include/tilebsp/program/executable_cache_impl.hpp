@@ -171,10 +171,12 @@ inline void check_transfers(GraphImpl const& g, std::vector<Transfer> const& v, 
   std::uint64_t sum = 0;
   for (auto const& x : v) {
     if (x.src_tile >= tiles || x.dst_tile >= tiles) throw Bad{"a tile index is out of range"};
-    if (x.src_var >= g.variables.size() || x.dst_var >= g.variables.size()) throw Bad{"a variable index is out of range"};
+    if (x.src_var >= g.variables.size() || x.dst_var >= g.variables.size())
+      throw Bad{"a variable index is out of range"};
     auto const& s = g.variables[x.src_var];
     auto const& d = g.variables[x.dst_var];
-    if (x.elem_bytes != size_of(s.type) || s.type != d.type || !checked::run_fits(x.src_start, x.src_stride, x.count, s.size) ||
+    if (x.elem_bytes != size_of(s.type) || s.type != d.type ||
+        !checked::run_fits(x.src_start, x.src_stride, x.count, s.size) ||
         !checked::run_fits(x.dst_start, x.dst_stride, x.count, d.size))
       throw Bad{"a copy does not fit its variables"};
     // count < size and elem_bytes <= 8 here; the sum of many may still wrap
