@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 
 namespace tb = tilebsp;
@@ -123,6 +124,43 @@ TEST_CASE("map errors: shapes, placeholders, mixed types, in-place broadcast, un
                        "map_with_output: the expression gives bool but the output holds f32 (use cast<T>)", tb::type_error);
   CHECK_THROWS_AS(tb::ops::map(g, prog, _1 + 1, u), tb::type_error);
   CHECK_THROWS_AS(tb::ops::cast(g, prog, a, tb::u8), tb::type_error);
+}
+
+TEST_CASE("map with named operand types: the same results, and an operand of another type is a type_error") {
+  tb::Graph g{tb::targets::tiny(2)};
+  auto a = g.add_variable<float>({5}, "a"), b = g.add_variable<float>({5}, "b");
+  auto i = g.add_variable<std::int32_t>({5}, "i");
+  for (auto const& t : {a, b, i}) tb::map_linearly(g, t);
+  tb::Sequence prog;
+  auto named = tb::ops::map<float, float>(g, prog, _1 * _2 + 1, a, b);
+  auto dispatched = tb::ops::map(g, prog, _1 * _2 + 1, a, b);
+  auto mixed = tb::ops::map<float, std::int32_t>(g, prog, _1 - cast<float>(_2), a, i);
+  auto c = g.add_variable<float>({5}, "c");
+  tb::map_linearly(g, c);
+  tb::ops::map_with_output<float>(g, prog, sqrt(_1), c, b);
+  tb::ops::map_in_place<float, float>(g, prog, _1 + _2, b, a);
+  CHECK_THROWS_WITH_AS((tb::ops::map<float, float>(g, prog, _1 + _2, a, i)),
+                       "map: operand _2 is i32 but the call names f32 for it (map<T...>)", tb::type_error);
+  CHECK_THROWS_WITH_AS((tb::ops::map_in_place<float, float>(g, prog, _1 + cast<float>(_2), a, i)),
+                       "map_in_place: operand _2 is i32 but the call names f32 for it (map_in_place<T...>)",
+                       tb::type_error);
+  CHECK_THROWS_WITH_AS(tb::ops::map<std::int32_t>(g, prog, exp(_1), i), "map: operator 'exp' does not accept a i32 operand",
+                       tb::type_error);
+  tb::Engine e{tb::compile(g, prog), {.host_threads = 2}};
+  std::vector<float> const av{1.5f, -2, 0.25f, 3, -0.5f}, bv{2, 4, 9, 0.5f, 16};
+  e.write(a, av);
+  e.write(b, bv);
+  e.write(i, std::vector<std::int32_t>{1, -2, 3, -4, 5});
+  e.run();
+  auto const n = e.read<float>(named), d = e.read<float>(dispatched), m = e.read<float>(mixed);
+  auto const r = e.read<float>(c), sum = e.read<float>(b);
+  for (std::size_t k = 0; k < 5; ++k) {
+    CHECK(n[k] == d[k]);
+    CHECK(n[k] == av[k] * bv[k] + 1);
+    CHECK(r[k] == std::sqrt(bv[k]));
+    CHECK(sum[k] == av[k] + bv[k]);
+  }
+  CHECK(m == std::vector<float>{0.5f, 0, -2.75f, 7, -5.5f});
 }
 
 TEST_CASE("map and reduce results are bitwise identical for 1, 2, 3 and 7 host threads") {

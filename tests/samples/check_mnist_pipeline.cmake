@@ -1,12 +1,21 @@
 # Trains ${MODEL} for one epoch on Fashion-MNIST twice: on one IPU with batches of 32, and as a 2-IPU pipeline of 4
 # accumulated micro-batches of 8 (the same effective batch); the test accuracies must agree within 0.5 points.
+# With REPORT=DIR the pipeline also writes its report there (the browser and schema checks read it).
 include(${CMAKE_CURRENT_LIST_DIR}/run_sample.cmake)
 function(train out_var)
   run_sample(accuracy ${SAMPLE} --model ${MODEL} --epochs 1 --host-threads 2 ${ARGN})
   set(${out_var} ${accuracy} PARENT_SCOPE)
+  set(output "${output}" PARENT_SCOPE)
 endfunction()
 train(one --batch-size 32)
-train(piped --batch-size 8 --gradient-accumulation 4 --num-ipus 2)
+if(REPORT)
+  train(piped --batch-size 8 --gradient-accumulation 4 --num-ipus 2 --report ${REPORT})
+  if(NOT output MATCHES "report written to ${REPORT}")
+    message(FATAL_ERROR "${MODEL}: the pipeline did not say 'report written to ${REPORT}'")
+  endif()
+else()
+  train(piped --batch-size 8 --gradient-accumulation 4 --num-ipus 2)
+endif()
 string(REPLACE "." "" one_i "${one}")
 string(REPLACE "." "" piped_i "${piped}")
 math(EXPR diff "${one_i} - ${piped_i}")

@@ -378,10 +378,17 @@ inline bool overlaps_elsewhere(Tensor const& t, Tensor const& out) {
   return shared;
 }
 
-template <class E, std::size_t N>
+/// The value type of an operand type named by the caller (map<float, half>(...)).
+template <class T>
+inline constexpr VT named_type = expr::detail::vt_of(element_type_v<T>);
+
+template <class E, std::size_t N, VT... Named>
 Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& ins, Tensor out, Mode mode,
            char const* op) {
   static_assert(N <= expr::max_operands, "map: at most 8 tensor operands");
+  static_assert(sizeof...(Named) == 0 || sizeof...(Named) == N,
+                "map<T...>: name the element type of every tensor operand, or of none");
+  static_assert(((Named != VT::error) && ...), "map<T...>: operand types are float, half, int32_t, uint32_t or bool");
   if (E::max_index > N)
     throw index_error(std::string(op) + ": the expression uses _" + std::to_string(E::max_index) + " but only " +
                       std::to_string(N) + " tensor" + (N == 1 ? " was" : "s were") + " given");
@@ -396,6 +403,12 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
     if (rt[k] == VT::error)
       throw type_error(std::string(op) + ": operand _" + std::to_string(k + 1) + " is u8, which expressions do not "
                        "support (use an i32 or u32 tensor)");
+    if constexpr (sizeof...(Named) > 0) {
+      constexpr std::array<VT, N> named{Named...};
+      if (rt[k] != named[k])
+        throw type_error(std::string(op) + ": operand _" + std::to_string(k + 1) + " is " + expr::detail::name_of(rt[k]) +
+                         " but the call names " + expr::detail::name_of(named[k]) + " for it (" + op + "<T...>)");
+    }
   }
   if (mode != Mode::new_output) {
     g.check_tensor(op, out);
@@ -534,7 +547,13 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
       leaf_out.template operator()<In, R>();
     }
   };
-  if constexpr (E::max_index <= N) dispatch<E>(rt, leaf);  // otherwise the index_error above was thrown
+  if constexpr (sizeof...(Named) > 0) {
+    // Only the named types' kernels: the checks above threw for other operands, or when E does not type-check.
+    if constexpr (E::max_index <= N && E::infer(make_types<Named...>()).type != VT::error)
+      leaf.template operator()<make_types<Named...>()>();
+  } else if constexpr (E::max_index <= N) {
+    dispatch<E>(rt, leaf);  // otherwise the index_error above was thrown
+  }
   if (exchange.size() > 0) prog.add(std::move(exchange));
   prog.add(host_path(std::string(op), std::move(host), execute(cs)));
   return out;
@@ -549,24 +568,28 @@ concept Tensors = (std::same_as<std::remove_cvref_t<T>, Tensor> && ...);
 /// operand of the output's shape. Appends any exchanges and one compute set to `prog`.
 /// Throws index_error (placeholder beyond the operands), shape_error (shapes that do not broadcast) and
 /// type_error (element types mixed without a cast, or an operator that does not take a type).
-template <expr::ExprLike E, class... T>
+/// A tensor's element type is known when the program runs, so a map compiles its kernels for every combination
+/// of operand types under which the expression type-checks. Naming the types, `map<float, float>(g, prog, e, a, b)`,
+/// compiles only theirs (a fraction of the compile time); an operand of another type is then a type_error.
+template <class... Named, expr::ExprLike E, class... T>
   requires detail::Tensors<T...>
 Tensor map(Graph& g, Sequence& prog, E const& e, T const&... operands) {
-  return detail::map(g, prog, e, std::array<Tensor, sizeof...(T)>{operands...}, Tensor{}, detail::Mode::new_output, "map");
+  return detail::map<E, sizeof...(T), detail::named_type<Named>...>(g, prog, e, {operands...}, Tensor{},
+                                                                           detail::Mode::new_output, "map");
 }
 /// Writes expr into the first operand, which must already have the broadcast shape.
-template <expr::ExprLike E, class... T>
+template <class... Named, expr::ExprLike E, class... T>
   requires detail::Tensors<T...>
 void map_in_place(Graph& g, Sequence& prog, E const& e, Tensor const& first, T const&... operands) {
-  detail::map(g, prog, e, std::array<Tensor, sizeof...(T) + 1>{first, operands...}, first, detail::Mode::in_place,
-              "map_in_place");
+  detail::map<E, sizeof...(T) + 1, detail::named_type<Named>...>(g, prog, e, {first, operands...}, first,
+                                                                        detail::Mode::in_place, "map_in_place");
 }
 /// Writes expr into `out`, whose shape must be the operands' broadcast shape and whose type the expression's.
-template <expr::ExprLike E, class... T>
+template <class... Named, expr::ExprLike E, class... T>
   requires detail::Tensors<T...>
 void map_with_output(Graph& g, Sequence& prog, E const& e, Tensor const& out, T const&... operands) {
-  detail::map(g, prog, e, std::array<Tensor, sizeof...(T)>{operands...}, out, detail::Mode::given_output,
-              "map_with_output");
+  detail::map<E, sizeof...(T), detail::named_type<Named>...>(g, prog, e, {operands...}, out,
+                                                                    detail::Mode::given_output, "map_with_output");
 }
 
 /// a + b. (The helpers are templates so that only the ones a program uses are instantiated.)
