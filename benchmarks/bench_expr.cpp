@@ -32,7 +32,7 @@ void run_map(benchmark::State& state, E const& e) {
   tb::map_linearly(g, x);
   tb::map_linearly(g, y);
   tb::Sequence prog;
-  tb::ops::map(g, prog, e, x, y);
+  tb::ops::map<float, float>(g, prog, e, x, y);  // the f32 kernels only
   tb::Engine engine{tb::compile(g, prog), {.host_threads = kThreads}};
   engine.write(x, std::vector<float>(n, 1.5f));
   engine.write(y, std::vector<float>(n, -2.0f));

@@ -33,6 +33,7 @@ struct Options {
   std::string save, load, report, executable_cache;
   bool evaluate_only = false, compile_only = false;
   std::size_t replicas = 0;  ///< 0: one, or one per MPI rank under mpirun
+  std::size_t train_examples = 0;  ///< 0: the whole training set
 };
 
 constexpr char const* usage = R"(usage: mnist [options]
@@ -41,6 +42,7 @@ backward, SGD) -> outfeed, then evaluates the test set with an inference program
   --model logreg|mlp|cnn  logistic regression (784->10), MLP (784->256->10, ReLU) or CNN (conv 3x3 32, pool,
                           conv 3x3 64, pool, FC 128, FC 10) (default mlp)
   --epochs N              passes over the training set (default 5)
+  --train-examples N      train on the first N images of the training set (default: all of them)
   --batch-size N          examples per SGD step (default 32)
   --lr X                  learning rate of plain SGD on the mean loss (default 0.05)
   --lr-schedule S         cosine (anneal to 0 over the epochs, per batch) or constant (default cosine)
@@ -81,6 +83,7 @@ Options parse(int argc, char** argv) {
       if (v != "cosine" && v != "constant") cli.bad("--lr-schedule must be cosine or constant, got '" + v + "'");
       o.model.schedule = v == "cosine" ? mnist::Schedule::cosine : mnist::Schedule::constant;
     } else if (a == "--epochs") o.model.epochs = static_cast<std::size_t>(cli.integer(a, v, 1));
+    else if (a == "--train-examples") o.train_examples = static_cast<std::size_t>(cli.integer(a, v, 1));
     else if (a == "--batch-size") o.model.batch = static_cast<std::size_t>(cli.integer(a, v, 1));
     else if (a == "--lr")
       o.model.learning_rate = static_cast<float>(
@@ -136,7 +139,15 @@ class Progress {
 
 int run(Options const& o, std::shared_ptr<tb::Communicator> const& comm) {
   auto t0 = std::chrono::steady_clock::now();
-  mnist::Data const data = mnist::load_data(o.data);
+  mnist::Data data = mnist::load_data(o.data);
+  if (o.train_examples > data.train.count)
+    throw tb::option_error("--train-examples " + std::to_string(o.train_examples) + " is more than the " +
+                           std::to_string(data.train.count) + " training images in " + o.data);
+  if (o.train_examples > 0) {  // the first N: images and labels are in the same order
+    data.train.count = o.train_examples;
+    data.train.images.resize(o.train_examples * data.train.rows * data.train.cols);
+    data.train.labels.resize(o.train_examples);
+  }
   mnist::Config c = o.model;
   c.replicas = o.replicas ? o.replicas : comm ? comm->size() : 1;
   bool const lead = !comm || comm->rank() == 0;  // writes the files (the replicas' weights agree)

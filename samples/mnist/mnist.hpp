@@ -473,7 +473,7 @@ class Trainer {
   tb::ops::SoftmaxCrossEntropy loss(tb::Sequence& step, tb::Tensor const& logits, Io const& train, tb::Tensor const& lr_factor) {
     float const scale = 1.0f / static_cast<float>(c_.batch * c_.gradient_accumulation * c_.replicas);
     auto ce = tb::ops::softmax_cross_entropy(last_graph(), step, logits, train.labels, scale, "train/loss");
-    tb::ops::map_in_place(last_graph(), step, tb::expr::_1 * tb::expr::_2, ce.grad, lr_factor);
+    tb::ops::map_in_place<float, float>(last_graph(), step, tb::expr::_1 * tb::expr::_2, ce.grad, lr_factor);
     return ce;
   }
 
@@ -599,8 +599,8 @@ class Trainer {
           break;
       }
       if (l.has_weights()) {
-        if (l.relu) tb::ops::map_in_place(g, prog, relu(_1 + _2), y, biases_[i]);
-        else tb::ops::map_in_place(g, prog, _1 + _2, y, biases_[i]);
+        if (l.relu) tb::ops::map_in_place<float, float>(g, prog, relu(_1 + _2), y, biases_[i]);
+        else tb::ops::map_in_place<float, float>(g, prog, _1 + _2, y, biases_[i]);
       }
       acts.push_back(y);
     }
@@ -627,7 +627,7 @@ class Trainer {
         continue;
       }
       // Through the ReLU (y > 0 where it passed its input), then the bias gradient: the sum over all but channels.
-      if (l.relu) tb::ops::map_in_place(g, prog, select(_2 > 0.0f, _1, 0.0f), grad, y);
+      if (l.relu) tb::ops::map_in_place<float, float>(g, prog, select(_2 > 0.0f, _1, 0.0f), grad, y);
       std::vector<std::size_t> batch_dims(grad.rank() - 1);
       std::iota(batch_dims.begin(), batch_dims.end(), std::size_t{0});
       tb::Tensor const db = tb::ops::reduce(g, prog, grad, batch_dims, tb::ops::ReduceOp::add, name + "/bias");

@@ -379,6 +379,10 @@ inline void check_split(Config const& c, std::vector<int> const& split, std::siz
                              std::to_string(blocks - 1) + ", got " + std::to_string(split[i]));
 }
 
+/// T, once per element of a pack (naming one element type per operand).
+template <class T, class>
+using as = T;
+
 /// Builds one inference step of the network: stem conv + BN + ReLU, max pool, the bottleneck blocks, global mean,
 /// fully connected. Batch norms are folded into the convolutions; each bias, residual add and ReLU is one fused
 /// elementwise map. The parameter tensors come without values (Model::set_values with fold_parameters): the graph
@@ -410,6 +414,14 @@ inline Model build(tb::Graph& g, std::vector<tb::Sequence>& progs, Config const&
   auto channels = [](ConvLayer const& l) {
     return static_cast<std::size_t>(l.params.output_channels * l.params.groups);
   };
+  // The biases, residual adds and ReLUs, in the model's element type: naming it (map_in_place<T...>) compiles
+  // the f16 and f32 kernels only, not those of every type the expression takes.
+  auto add_in_place = [&](auto const& e, tb::Tensor const& y, auto const&... operands) {
+    if (c.dtype == tb::ElementType::f16)
+      tb::ops::map_in_place<tb::half, as<tb::half, decltype(operands)>...>(sg, progs[stage], e, y, operands...);
+    else
+      tb::ops::map_in_place<float, as<float, decltype(operands)>...>(sg, progs[stage], e, y, operands...);
+  };
   auto conv = [&](tb::Tensor const& x, ConvLayer const& l) {
     tb::Tensor wt = tb::ops::create_conv_weights(sg, l.params, c.dtype, co, l.name + ".weights");
     parameter(wt);
@@ -417,7 +429,7 @@ inline Model build(tb::Graph& g, std::vector<tb::Sequence>& progs, Config const&
   };
   auto conv_relu = [&](tb::Tensor const& x, ConvLayer const& l) {
     tb::Tensor y = conv(x, l);
-    tb::ops::map_in_place(sg, progs[stage], relu(_1 + _2), y, bias_of(l.name, channels(l)));
+    add_in_place(relu(_1 + _2), y, bias_of(l.name, channels(l)));
     return y;
   };
 
@@ -442,7 +454,7 @@ inline Model build(tb::Graph& g, std::vector<tb::Sequence>& progs, Config const&
     tb::Tensor const y = conv(h, b.expand);
     // A projection block's two biases are added before the ReLU: one bias tensor serves the pair.
     tb::Tensor const shortcut = b.shortcut ? conv(x, *b.shortcut) : x;
-    tb::ops::map_in_place(sg, progs[stage], relu(_1 + _2 + _3), y, bias_of(b.expand.name, channels(b.expand)), shortcut);
+    add_in_place(relu(_1 + _2 + _3), y, bias_of(b.expand.name, channels(b.expand)), shortcut);
     x = y;
     m.stage_layers[stage].push_back(b.reduce.name.substr(0, b.reduce.name.size() - std::string("reduce").size() - 1));
   }

@@ -208,7 +208,7 @@ TEST_CASE("loss example") {
 tb::Tensor dense_relu_backward(tb::Graph& g, tb::Sequence& prog, tb::Tensor const& x, tb::Tensor const& y,
                                tb::Tensor const& w, tb::Tensor const& b, tb::Tensor const& dy, float lr) {
   using namespace tb::expr;
-  tb::ops::map_in_place(g, prog, select(_2 > 0.0f, _1, 0.0f), dy, y);  // dz: through the ReLU
+  tb::ops::map_in_place<float, float>(g, prog, select(_2 > 0.0f, _1, 0.0f), dy, y);  // dz: through the ReLU
   tb::Tensor const db = tb::ops::reduce(g, prog, dy, {0}, tb::ops::ReduceOp::add);
   tb::Tensor const dx = tb::ops::matmul(g, prog, dy, w.transpose());  // before w changes
   tb::ops::matmul_acc(g, prog, w, -lr, x.transpose(), dy);
@@ -228,7 +228,7 @@ TEST_CASE("sgd example") {
   };
   auto x = var({2, 3}, "x"), w = var({3, 2}, "w"), b = var({2}, "b"), dy = var({2, 2}, "dy");
   auto y = tb::ops::matmul(g, prog, x, w);
-  tb::ops::map_in_place(g, prog, relu(_1 + _2), y, b);
+  tb::ops::map_in_place<float, float>(g, prog, relu(_1 + _2), y, b);
   auto dx = dense_relu_backward(g, prog, x, y, w, b, dy, 0.5f);
   tb::Engine e{tb::compile(g, prog), {.host_threads = 2}};
   e.write(x, std::vector<float>{1, 2, 3, -1, 0, 1});
@@ -422,7 +422,7 @@ TEST_CASE("shared cache example") {
     tb::map_linearly(g, a);
     tb::Sequence prog;
     using namespace tb::expr;
-    static_cast<void>(tb::ops::map(g, prog, _1 * 2.0f, a));
+    static_cast<void>(tb::ops::map<float>(g, prog, _1 * 2.0f, a));
     return prog;
   };
   tb::Graph g1{tb::targets::tiny(8)}, g2{tb::targets::tiny(8)};

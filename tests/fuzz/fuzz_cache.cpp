@@ -50,7 +50,7 @@ struct Program {
       g.add_vertex<Twice>(cs, t, x.slice(2 * t, 2 * t + 2, 0).reverse(1));
     body.add(tb::execute(cs));
     using namespace tb::expr;
-    tb::Tensor const z = tb::ops::map(g, body, _1 * 2.0f + _2, x, y);
+    tb::Tensor const z = tb::ops::map<float, float>(g, body, _1 * 2.0f + _2, x, y);
     body.add(tb::copy(z.transpose(), out));
     in = g.add_host_to_device_fifo<float>("in", x.num_elements());
     result = g.add_device_to_host_fifo<float>("result", out.num_elements());

@@ -152,7 +152,7 @@ TEST_CASE("gradients: bias (a reduction over the batch) and ReLU") {
     fd_check({6}, uniform(6, 5),
              [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const& b, Fixed& f) {
                in = fixed_var(g, f, {4, 6}, "in", 6);
-               return tb::ops::map(g, p, _1 + _2, in, b);
+               return tb::ops::map<float, float>(g, p, _1 + _2, in, b);
              },
              [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const&, tb::Tensor const&, tb::Tensor const& dy) {
                return tb::ops::reduce(g, p, dy, {0}, tb::ops::ReduceOp::add);
@@ -164,7 +164,7 @@ TEST_CASE("gradients: bias (a reduction over the batch) and ReLU") {
     fd_check({40}, xs,
              [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const& x, Fixed&) { return tb::ops::relu(g, p, x); },
              [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const& x, tb::Tensor const&, tb::Tensor const& dy) {
-               return tb::ops::map(g, p, select(_1 > 0.0f, _2, 0.0f), x, dy);
+               return tb::ops::map<float, float>(g, p, select(_1 > 0.0f, _2, 0.0f), x, dy);
              });
   }
 }
@@ -252,7 +252,7 @@ TEST_CASE("softmax_cross_entropy: loss, accuracy, gradient and errors") {
              },
              [&](tb::Graph& g, tb::Sequence& p, tb::Tensor const&, tb::Tensor const&, tb::Tensor const& dy) {
                // dL/dx = sum_b dy_b * dloss_b/dx: the forward program's gradient rows scaled by dy.
-               return tb::ops::map(g, p, _1 * _2, grad, dy.reshape({B, 1}));
+               return tb::ops::map<float, float>(g, p, _1 * _2, grad, dy.reshape({B, 1}));
              });
   }
   SUBCASE("values, accuracy and the scaled gradient against a double reference") {

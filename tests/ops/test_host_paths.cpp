@@ -39,7 +39,7 @@ TEST_CASE("host paths write their bodies' bits, for any number of threads") {
   auto dw = tb::ops::conv_weight_gradients(g, prog, y, x, p, o);
 
   using namespace tb::expr;
-  auto m = tb::ops::map(g, prog, relu(_1 * 2.0f + _2), y, dx);
+  auto m = tb::ops::map<float, float>(g, prog, relu(_1 * 2.0f + _2), y, dx);
   tb::PoolParams const pp{.kernel_shape = {3, 3}, .stride = {2, 2}, .padding_lower = {1, 1}, .padding_upper = {1, 1}};
   auto pooled = tb::ops::max_pool(g, prog, m, pp);
   auto dm = tb::ops::max_pool_backward(g, prog, m, pooled, pooled, pp);

@@ -170,7 +170,7 @@ TEST_CASE("map and reduce results are bitwise identical for 1, 2, 3 and 7 host t
     tb::map_linearly(g, x);
     tb::map_linearly(g, y, {.grain = 7});
     tb::Sequence prog;
-    auto z = tb::ops::map(g, prog, tanh(_1 * 0.37f + _2) * exp(-square(_2)) / (abs(_1) + 1), x, y);
+    auto z = tb::ops::map<float, float>(g, prog, tanh(_1 * 0.37f + _2) * exp(-square(_2)) / (abs(_1) + 1), x, y);
     auto s = tb::ops::reduce(g, prog, z.reshape({100, 500}), {1}, tb::ops::ReduceOp::add);
     auto l = tb::ops::reduce(g, prog, z, {0}, tb::ops::ReduceOp::log_add);
     tb::Engine e{tb::compile(g, prog), {.host_threads = threads}};
@@ -205,13 +205,14 @@ TEST_CASE("maps: host kernels and vertices agree on broadcast, scalar, strided a
       auto h = g.add_variable<tb::half>({4, 6, 24}, "h"), v = g.add_variable<float>({24, 6}, "v");
       for (auto const& t : {x, bias, col, s, h, v}) tb::map_linearly(g, t);
       tb::Sequence prog;
-      auto y = tb::ops::map(g, prog, relu(_1 + _2) * _3, x, bias, s);           // bias over the last dimension
-      auto z = tb::ops::map(g, prog, _1 * _2 + cast<float>(_3), x, col, h);     // a column: constant segments
-      auto t = tb::ops::map(g, prog, _1 - _2, x[0], v.transpose());             // a transposed operand
+      // bias over the last dimension; a column (constant segments); a transposed operand; in place with a broadcast
+      auto y = tb::ops::map<float, float, float>(g, prog, relu(_1 + _2) * _3, x, bias, s);
+      auto z = tb::ops::map<float, float, tb::half>(g, prog, _1 * _2 + cast<float>(_3), x, col, h);
+      auto t = tb::ops::map<float, float>(g, prog, _1 - _2, x[0], v.transpose());
       auto shifted = g.add_variable<float>({48}, "shifted");
       tb::map_linearly(g, shifted);
-      tb::ops::map_in_place(g, prog, _1 + _2, shifted.slice(0, 24), shifted.slice(24, 48));
-      tb::ops::map_in_place(g, prog, _1 * 2.0f + _2, x, bias);                  // in place with a broadcast
+      tb::ops::map_in_place<float, float>(g, prog, _1 + _2, shifted.slice(0, 24), shifted.slice(24, 48));
+      tb::ops::map_in_place<float, float>(g, prog, _1 * 2.0f + _2, x, bias);
       tb::Engine e{tb::compile(g, prog), {.host_threads = threads, .host_kernels = host}};
       auto const xv = tbt::values<float>(4 * 6 * 24, false, 1), bv = tbt::values<float>(24, false, 2), cv = tbt::values<float>(6, false, 3), vv = tbt::values<float>(144, false, 4);
       auto const sv = std::vector<float>{1.5f}, sh = tbt::values<float>(48, false, 5);
@@ -236,6 +237,25 @@ TEST_CASE("maps: host kernels and vertices agree on broadcast, scalar, strided a
     }
 }
 
+TEST_CASE("an operand that overlaps the output elsewhere is read before any of it is written") {
+  // v[0:47] = v[0:47] + v[1:48] over 4 tiles: the second operand is copied to the pieces' tiles first (an exchange),
+  // so every element sums the values from before the map, whatever the order the vertices run in.
+  for (std::size_t threads : {1u, 3u}) {
+    tb::Graph g{tb::targets::tiny(4)};
+    auto v = g.add_variable<float>({48}, "v");
+    tb::map_linearly(g, v);
+    tb::Sequence prog;
+    tb::ops::map_in_place(g, prog, _1 + _2 * 2.0f, v.slice(0, 47), v.slice(1, 48));
+    tb::Engine e{tb::compile(g, prog), {.host_threads = threads}};
+    auto const in = tbt::values<float>(48, false, 7);
+    e.write(v, in);
+    e.run();
+    auto const out = e.read<float>(v);
+    for (std::size_t i = 0; i < 47; ++i) CHECK(out[i] == in[i] + in[i + 1] * 2.0f);
+    CHECK(out[47] == in[47]);
+  }
+}
+
 /// Maps the first `positions` rows of x [rows, 12] with tile t holding channels 3t..3t+2 of every position, as a
 /// conv output mapped in blocks of channels: a run of 3 per position and tile, 12 apart.
 namespace {
@@ -258,10 +278,11 @@ TEST_CASE("maps over runs of one length at one stride: a row vertex per tile, th
       tb::map_linearly(g, bias);
       tb::map_linearly(g, u);
       tb::Sequence relu_prog, sum_prog;
-      tb::ops::map_in_place(g, relu_prog, relu(_1 + _2), x, bias);
+      tb::ops::map_in_place<float, float>(g, relu_prog, relu(_1 + _2), x, bias);
       // An operand read in place at a stride (every other element of u): its rows are not contiguous, so
       // those pieces become single runs again.
-      tb::Tensor const y = tb::ops::map(g, sum_prog, _1 * 2.0f - _2, x, u.transpose()[0].reshape({60, 12}));
+      tb::Tensor const y =
+          tb::ops::map<float, float>(g, sum_prog, _1 * 2.0f - _2, x, u.transpose()[0].reshape({60, 12}));
       CHECK(g.tile_mapping(y).regions_on(0).size() == 60);  // mapped like x
       std::size_t const relu_vertices = tb::compile(g, relu_prog).schedule().compute_sets.at(0).vertices.size();
       std::size_t const sum_vertices = tb::compile(g, sum_prog).schedule().compute_sets.at(0).vertices.size();
@@ -316,7 +337,7 @@ TEST_CASE("map pieces: a whole variable's series from its mapping's repeats, a v
   tb::Tensor const zv = z.slice(0, 60);
   auto const shapes = [&](tb::Tensor const& t) {
     tb::Sequence prog;
-    tb::ops::map_in_place(g, prog, _1 * _2, t, bias);
+    tb::ops::map_in_place<float, float>(g, prog, _1 * _2, t, bias);
     auto const exe = tb::compile(g, prog);
     std::vector<std::pair<std::size_t, std::vector<std::size_t>>> r;  // (tile, output shape) per vertex
     auto const& graph = *exe.schedule().graph;
@@ -330,8 +351,8 @@ TEST_CASE("map pieces: a whole variable's series from its mapping's repeats, a v
   CHECK(whole.size() == 6);
   CHECK(whole == view);
   tb::Sequence prog;
-  tb::ops::map_in_place(g, prog, _1 * _2, x, bias);
-  tb::ops::map_in_place(g, prog, _1 * _2, zv, bias);
+  tb::ops::map_in_place<float, float>(g, prog, _1 * _2, x, bias);
+  tb::ops::map_in_place<float, float>(g, prog, _1 * _2, zv, bias);
   tb::Engine e{tb::compile(g, prog), {.host_threads = 2, .host_kernels = false}};
   auto const xv = tbt::values<float>(720, false, 31), zv0 = tbt::values<float>(732, false, 32);
   auto const bv = tbt::values<float>(12, false, 33);
@@ -354,7 +375,7 @@ TEST_CASE("map rows: a series of runs that spans the whole tensor keeps its last
   map_blocks_of_channels(g, x, 4);
   tb::map_linearly(g, bias);
   tb::Sequence prog;
-  tb::ops::map_in_place(g, prog, _1 * _2, x, bias);
+  tb::ops::map_in_place<float, float>(g, prog, _1 * _2, x, bias);
   auto exe = tb::compile(g, prog);
   auto const& vertices = exe.schedule().compute_sets.at(0).vertices;
   CHECK(vertices.size() == 6);

@@ -1,9 +1,14 @@
 # Trains ${MODEL} for one epoch on Fashion-MNIST twice: on one IPU with batches of 32, and as a 2-IPU pipeline of 4
 # accumulated micro-batches of 8 (the same effective batch); the test accuracies must agree within 0.5 points.
-# With REPORT=DIR the pipeline also writes its report there (the browser and schema checks read it).
+# With EXAMPLES=N both train on the first N training images only. With REPORT=DIR the pipeline also writes its
+# report there (the browser and schema checks read it).
 include(${CMAKE_CURRENT_LIST_DIR}/run_sample.cmake)
+set(examples_arg)
+if(EXAMPLES)
+  set(examples_arg --train-examples ${EXAMPLES})
+endif()
 function(train out_var)
-  run_sample(accuracy ${SAMPLE} --model ${MODEL} --epochs 1 --host-threads 2 ${ARGN})
+  run_sample(accuracy ${SAMPLE} --model ${MODEL} --epochs 1 --host-threads 2 ${examples_arg} ${ARGN})
   set(${out_var} ${accuracy} PARENT_SCOPE)
   set(output "${output}" PARENT_SCOPE)
 endfunction()

@@ -492,51 +492,37 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
     for (std::size_t i = 1; i < p.rows; ++i) work.push_back({p.tile, p.begin + i * p.stride, p.length, 0, 1});
   }
 
-  HostKernel host;  // empty where an operand is copied to its tile first (the vertices run)
+  // Operands that overlap the output elsewhere are copied to each piece's tile first (the same for every type,
+  // so outside the kernels' instantiations); every vertex is then made the same way, on the build threads.
   bool const any_copied = std::find(copied.begin(), copied.end(), true) != copied.end();
+  auto const view_of = [&](std::size_t k, MapPiece const& p) {
+    return !(scalar_mask >> k & 1u) ? piece_of(flat[k], p) : p.rows == 1 ? flat[k] : flat[k].reshape({1, 1});
+  };
+  std::vector<std::array<Tensor, N>> copies(any_copied ? work.size() : 0);
+  for (std::size_t w = 0; w < copies.size(); ++w)
+    for (std::size_t k = 0; k < N; ++k) {
+      if (!copied[k]) continue;
+      Tensor const view = view_of(k, work[w]);
+      copies[w][k] = g.add_variable(view.element_type(), view.shape(), std::string(op) + "/operand", {.temporary = true});
+      g.set_tile_mapping(copies[w][k], work[w].tile);
+      exchange.add(tilebsp::copy(view, copies[w][k]));
+    }
+  HostKernel host;  // empty where an operand is copied to its tile first (the vertices run)
   auto leaf_out = [&]<Types In, VT Out>() {
-    if (!any_copied) {  // the vertices only read the graph: made on the build threads
-      vertex::add_vertices(g, work.size(), [&](std::size_t w) {
-        MapPiece const& p = work[w];
-        return [&]<std::size_t... I>(std::index_sequence<I...>) {
-          [[maybe_unused]] auto const in = [&](std::size_t k) {
-            return fetch(!(scalar_mask >> k & 1u) ? piece_of(flat[k], p) : p.rows == 1 ? flat[k] : flat[k].reshape({1, 1}));
-          };
-          if (p.rows == 1)
-            return vertex::record<MapVertex<E, In, Out, N, false>>(g, cs, p.tile, in(I)..., piece_of(out_flat, p),
-                                                                   scalar_mask, stream, workers, e);
-          return vertex::record<MapVertex<E, In, Out, N, true>>(g, cs, p.tile, in(I)..., piece_of(out_flat, p),
-                                                                scalar_mask, stream, workers, e);
-        }(std::make_index_sequence<N>{});
-      });
-      host = MapHostKernel<In, Out, E, N>(e, ins, out, shape, scalar_mask, stream).kernel();
-      return;
-    }
-    for (MapPiece const& p : work) {
-      std::array<Fetch, N> conn;
-      if constexpr (N > 0) {
-        for (std::size_t k = 0; k < N; ++k) {
-          bool const scalar = scalar_mask >> k & 1u;
-          Tensor view = !scalar ? piece_of(flat[k], p) : p.rows == 1 ? flat[k] : flat[k].reshape({1, 1});
-          if (copied[k]) {
-            Tensor copy =
-                g.add_variable(view.element_type(), view.shape(), std::string(op) + "/operand", {.temporary = true});
-            g.set_tile_mapping(copy, p.tile);
-            exchange.add(tilebsp::copy(view, copy));
-            view = copy;
-          }
-          conn[k] = fetch(view);
-        }
-      }
-      auto const add = [&]<bool Rows>() {
-        [&]<std::size_t... I>(std::index_sequence<I...>) {
-          g.add_vertex<MapVertex<E, In, Out, N, Rows>>(cs, p.tile, conn[I]..., piece_of(out_flat, p), scalar_mask,
-                                                       stream, workers, e);
-        }(std::make_index_sequence<N>{});
-      };
-      if (p.rows == 1) add.template operator()<false>();
-      else add.template operator()<true>();
-    }
+    vertex::add_vertices(g, work.size(), [&](std::size_t w) {
+      MapPiece const& p = work[w];
+      return [&]<std::size_t... I>(std::index_sequence<I...>) {
+        [[maybe_unused]] auto const in = [&](std::size_t k) {
+          return fetch(any_copied && copied[k] ? copies[w][k] : view_of(k, p));
+        };
+        if (p.rows == 1)
+          return vertex::record<MapVertex<E, In, Out, N, false>>(g, cs, p.tile, in(I)..., piece_of(out_flat, p),
+                                                                 scalar_mask, stream, workers, e);
+        return vertex::record<MapVertex<E, In, Out, N, true>>(g, cs, p.tile, in(I)..., piece_of(out_flat, p),
+                                                              scalar_mask, stream, workers, e);
+      }(std::make_index_sequence<N>{});
+    });
+    if (!any_copied) host = MapHostKernel<In, Out, E, N>(e, ins, out, shape, scalar_mask, stream).kernel();
   };
   auto leaf = [&]<Types In>() {
     constexpr VT R = E::infer(In).type;

@@ -213,6 +213,52 @@ constexpr void check_vertex() {
                 "add_vertex: fetch() connects only input fields (input<T>, input_view<T, R>): fetched data is read-only");
 }
 
+/// add_vertices without its template: the records made by make(context, i). One copy of the build team and of
+/// the error handling serves every vertex type and every caller's lambda (a map instantiates add_vertices once
+/// per combination of operand types).
+inline void add_records(Graph& g, std::size_t count, VertexRecord (*make)(void*, std::size_t), void* context) {
+  constexpr std::size_t block = 256;
+  std::size_t const blocks = (count + block - 1) / block;
+  std::size_t const threads = std::min(g.build_threads(), blocks);
+  // Made in place at the end of the graph's vertices (no record moved), taken back if one throws.
+  auto& impl = g.impl();
+  auto& vertices = impl.vertices;
+  std::size_t const base = vertices.size();
+  if (vertices.capacity() < base + count)  // grown geometrically, as push_back would
+    vertices.reserve(std::max(base + count, 2 * vertices.capacity()));
+  vertices.resize(base + count);
+  std::vector<Digest> digests(count);
+  std::vector<std::exception_ptr> errors(blocks);
+  std::atomic<std::size_t> next{0};
+  auto const work = [&] {
+    for (std::size_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
+      try {
+        for (std::size_t i = b * block; i < std::min(count, (b + 1) * block); ++i) {
+          vertices[base + i] = make(context, i);
+          digests[i] = digest_of(vertices[base + i]);
+        }
+      } catch (...) {
+        errors[b] = std::current_exception();
+      }
+    }
+  };
+  if (threads > 1) {
+    std::vector<std::thread> team;
+    team.reserve(threads - 1);
+    for (std::size_t t = 1; t < threads; ++t) team.emplace_back(work);
+    work();
+    for (auto& t : team) t.join();
+  } else {
+    work();
+  }
+  for (auto const& e : errors)
+    if (e) {
+      vertices.resize(base);
+      std::rethrow_exception(e);
+    }
+  for (auto const& [a, b] : digests) impl.vertex_hash.add2(a, b);
+}
+
 }  // namespace vertex::detail
 
 template <class V, class... Args>
@@ -241,46 +287,10 @@ core::detail::VertexRecord record(Graph const& g, ComputeSet cs, std::size_t til
 /// the one of the lowest i that throws, so the graph and its errors are the same for any number of threads.
 template <class F>
 void add_vertices(Graph& g, std::size_t count, F&& make) {
-  constexpr std::size_t block = 256;
-  std::size_t const blocks = (count + block - 1) / block;
-  std::size_t const threads = std::min(g.build_threads(), blocks);
-  // Made in place at the end of the graph's vertices (no record moved), taken back if one throws.
-  auto& impl = g.impl();
-  auto& vertices = impl.vertices;
-  std::size_t const base = vertices.size();
-  if (vertices.capacity() < base + count)  // grown geometrically, as push_back would
-    vertices.reserve(std::max(base + count, 2 * vertices.capacity()));
-  vertices.resize(base + count);
-  std::vector<detail::Digest> digests(count);
-  std::vector<std::exception_ptr> errors(blocks);
-  std::atomic<std::size_t> next{0};
-  auto const work = [&] {
-    for (std::size_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
-      try {
-        for (std::size_t i = b * block; i < std::min(count, (b + 1) * block); ++i) {
-          vertices[base + i] = make(i);
-          digests[i] = detail::digest_of(vertices[base + i]);
-        }
-      } catch (...) {
-        errors[b] = std::current_exception();
-      }
-    }
-  };
-  if (threads > 1) {
-    std::vector<std::thread> team;
-    team.reserve(threads - 1);
-    for (std::size_t t = 1; t < threads; ++t) team.emplace_back(work);
-    work();
-    for (auto& t : team) t.join();
-  } else {
-    work();
-  }
-  for (auto const& e : errors)
-    if (e) {
-      vertices.resize(base);
-      std::rethrow_exception(e);
-    }
-  for (auto const& [a, b] : digests) impl.vertex_hash.add2(a, b);
+  using Make = std::remove_reference_t<F>;
+  detail::add_records(
+      g, count, [](void* f, std::size_t i) -> core::detail::VertexRecord { return (*static_cast<Make*>(f))(i); },
+      const_cast<void*>(static_cast<void const*>(std::addressof(make))));
 }
 
 }  // namespace vertex
