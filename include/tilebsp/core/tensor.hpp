@@ -42,8 +42,8 @@ struct Affine {
   std::vector<std::int64_t> strides;
 };
 
-/// An immutable sequence of variable elements; tensors are strided views over one.
-struct Sequence {
+/// The runs of variable elements a tensor views, immutable and shared: tensors are strided views over one.
+struct ElementRuns {
   std::vector<Run> runs;
   std::vector<std::int64_t> first;  ///< sequence position of each run's first element
   std::int64_t size = 0;
@@ -51,7 +51,7 @@ struct Sequence {
   /// taken once here rather than by every tensor that views it.
   std::uint64_t hash[2] = {0, 0};
 
-  explicit Sequence(std::vector<Run> r) : runs(std::move(r)) {
+  explicit ElementRuns(std::vector<Run> r) : runs(std::move(r)) {
     first.reserve(runs.size());
     Hasher h;
     for (auto const& run : runs) {
@@ -131,7 +131,7 @@ class Tensor {
   std::uint32_t graph_id() const noexcept { return graph_; }
   /// Internal: the view's description — the sequence of variable elements it reads, its offset there and its
   /// element strides per dimension — which determines its runs. Cheaper to hash than the runs (executable cache).
-  core::detail::Sequence const* sequence() const noexcept { return seq_.get(); }
+  core::detail::ElementRuns const* element_runs() const noexcept { return seq_.get(); }
   std::int64_t offset() const noexcept { return offset_; }
   std::span<std::int64_t const> strides() const noexcept { return {strides_.data(), strides_.size()}; }
 
@@ -321,7 +321,7 @@ class Tensor {
   static std::string to_string(std::vector<std::size_t> const& v) { return tilebsp::to_string(v); }
   static std::string to_string(Dims const& v) { return tilebsp::to_string(Shape(v.begin(), v.end())); }
 
-  std::shared_ptr<core::detail::Sequence const> seq_;
+  std::shared_ptr<core::detail::ElementRuns const> seq_;
   std::uint32_t graph_ = 0;
   ElementType type_ = ElementType::f32;
   Dims shape_;

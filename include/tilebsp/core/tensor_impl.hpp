@@ -18,7 +18,7 @@ namespace tilebsp {
 TILEBSP_INLINE Tensor::Tensor(std::uint32_t graph, std::uint32_t var, ElementType type, Shape shape)
     : graph_(graph), type_(type), shape_(shape.begin(), shape.end()) {
   auto const n = static_cast<std::int64_t>(num_elements());
-  seq_ = std::make_shared<core::detail::Sequence const>(std::vector<core::detail::Run>{{var, 0, 1, n}});
+  seq_ = std::make_shared<core::detail::ElementRuns const>(std::vector<core::detail::Run>{{var, 0, 1, n}});
   strides_ = contiguous_strides(shape_);
 }
 
@@ -170,7 +170,7 @@ TILEBSP_INLINE bool Tensor::is_contiguous() const {
 
 TILEBSP_INLINE Tensor Tensor::materialised() const {
   Tensor r = *this;
-  r.seq_ = std::make_shared<core::detail::Sequence const>(runs());
+  r.seq_ = std::make_shared<core::detail::ElementRuns const>(runs());
   r.offset_ = 0;
   r.strides_ = contiguous_strides(shape_);
   return r;
@@ -206,7 +206,7 @@ TILEBSP_INLINE Tensor concat(std::vector<Tensor> const& ts, std::size_t dim) {
     all.insert(all.end(), r.begin(), r.end());
   }
   Tensor out = a.dimshuffle(perm);
-  out.seq_ = std::make_shared<core::detail::Sequence const>(std::move(all));
+  out.seq_ = std::make_shared<core::detail::ElementRuns const>(std::move(all));
   out.offset_ = 0;
   out.shape_[0] = total;
   out.strides_ = Tensor::contiguous_strides(out.shape_);

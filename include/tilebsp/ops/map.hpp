@@ -250,15 +250,6 @@ inline Tensor piece_of(Tensor const& flat, MapPiece const& p) {
   return flat.slice(end - span, end).reshape({p.rows, p.stride}).slice({0, p.stride - p.length}, {p.rows, p.stride});
 }
 
-/// True when every element of `t` lives on `tile` (a tile of g's view).
-inline bool all_on(Graph const& g, Tensor const& t, std::size_t tile) {
-  bool ok = true;
-  tilebsp::core::detail::for_each_mapped(g.impl(), t, [&](std::int64_t, std::int64_t, std::uint32_t gt) {
-    ok = ok && gt == g.first_tile() + tile;
-  });
-  return ok;
-}
-
 enum class Mode { new_output, in_place, given_output };
 
 /// The host kernel of a map: the expression over the output's elements, reading every operand where it lives

@@ -73,8 +73,6 @@ class ExchangeLoad {
                                     static_cast<double>(t_->inter_ipu_latency_cycles));
     return static_cast<std::uint64_t>(std::ceil(worst));
   }
-  /// Bytes sent from IPU a to IPU b.
-  std::uint64_t link_bytes(std::size_t a, std::size_t b) const { return link_[a * t_->ipus + b]; }
 
  private:
   Target const* t_;

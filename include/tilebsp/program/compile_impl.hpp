@@ -3,20 +3,18 @@
 #pragma once
 
 #include <tilebsp/config.hpp>
+#include <tilebsp/core/detail/parallel.hpp>
 #include <tilebsp/core/log.hpp>
 #include <tilebsp/core/warning.hpp>
 #include <tilebsp/program/compile.hpp>
-#include <tilebsp/program/detail/team.hpp>
 #include <tilebsp/program/executable_cache_impl.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
-#include <mutex>
 #include <optional>
 #include <memory>
 #include <string>
@@ -34,30 +32,19 @@ using plan::detail::sync_cycles;
 TILEBSP_INLINE void check_mapped(GraphImpl const& g, std::size_t threads) {
   // Each variable's queued assignments are resolved here, on up to `threads` threads (variables are independent),
   // before anything reads the mappings from several threads; the error names the first unmapped variable.
-  std::size_t const n = g.variables.size();
-  std::atomic<std::size_t> next{0}, first_bad{n};
-  constexpr std::size_t chunk = 64;
-  on_team(std::min(threads, (n + chunk - 1) / chunk), [&](bool) {
-    for (std::size_t c; (c = next.fetch_add(chunk, std::memory_order_relaxed)) < n;)
-      for (std::size_t i = c; i < std::min(n, c + chunk); ++i) {
-        auto const& v = g.variables[i];
-        if (v.mapping.mapped() < v.size) {
-          for (std::size_t f = first_bad.load(); i < f && !first_bad.compare_exchange_weak(f, i);) {}
-          break;
-        }
-      }
+  core::detail::parallel_for(threads, g.variables.size(), 64, [&](std::size_t i, std::size_t) {
+    auto const& v = g.variables[i];
+    if (v.mapping.mapped() >= v.size) return;
+    std::int64_t first = -1, at = 0;
+    auto const unmapped = v.mapping.for_each(0, v.size, [&](std::int64_t b, std::int64_t e, std::uint32_t) {
+      if (first < 0 && b > at) first = at;
+      at = e;
+    });
+    if (first < 0 && at < v.size) first = at;
+    throw mapping_error("compile: " + std::string(v.constant ? "constant" : "variable") + " '" + v.name + "' has " +
+                        std::to_string(unmapped) + " of " + std::to_string(v.size) +
+                        " elements not mapped to any tile (first unmapped element: " + std::to_string(first) + ")");
   });
-  if (first_bad.load() == n) return;
-  auto const& v = g.variables[first_bad.load()];
-  std::int64_t first = -1, at = 0;
-  auto const unmapped = v.mapping.for_each(0, v.size, [&](std::int64_t b, std::int64_t e, std::uint32_t) {
-    if (first < 0 && b > at) first = at;
-    at = e;
-  });
-  if (first < 0 && at < v.size) first = at;
-  throw mapping_error("compile: " + std::string(v.constant ? "constant" : "variable") + " '" + v.name + "' has " +
-                      std::to_string(unmapped) + " of " + std::to_string(v.size) +
-                      " elements not mapped to any tile (first unmapped element: " + std::to_string(first) + ")");
 }
 
 TILEBSP_INLINE std::vector<std::pair<std::uint32_t, std::uint64_t>> bytes_per_tile(GraphImpl const& g, std::uint32_t var) {
@@ -282,22 +269,18 @@ TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s, std::si
   // Each variable's bytes per tile, and the vertices' state per tile (summed per thread, then added: integers,
   // so the same for any number of threads), on the compile threads; the mappings are resolved by now.
   std::vector<std::vector<std::pair<std::uint32_t, std::uint64_t>>> var_bytes(g.variables.size());
-  std::vector<std::vector<std::uint64_t>> state;
-  std::mutex state_lock;
-  std::atomic<std::size_t> next_var{0}, next_cs{0};
-  on_team(threads, [&](bool) {
-    for (std::size_t v; (v = next_var.fetch_add(16, std::memory_order_relaxed)) < var_bytes.size();)
-      for (std::size_t e = std::min(var_bytes.size(), v + 16); v < e; ++v)
-        var_bytes[v] = bytes_per_tile(g, static_cast<std::uint32_t>(v));
-    std::vector<std::uint64_t> mine(tiles, 0);
-    for (std::size_t c; (c = next_cs.fetch_add(1, std::memory_order_relaxed)) < s.compute_sets.size();)
-      for (auto const& pv : s.compute_sets[c].vertices)
-        mine[g.vertices[pv.record].tile] += vertex_state_bytes(g.vertices[pv.record]);
-    std::lock_guard<std::mutex> hold(state_lock);
-    state.push_back(std::move(mine));
+  core::detail::parallel_for(threads, var_bytes.size(), 16, [&](std::size_t v, std::size_t) {
+    var_bytes[v] = bytes_per_tile(g, static_cast<std::uint32_t>(v));
+  });
+  std::vector<std::vector<std::uint64_t>> state(std::max<std::size_t>(threads, 1));
+  core::detail::parallel_for(threads, s.compute_sets.size(), 1, [&](std::size_t c, std::size_t thread) {
+    auto& mine = state[thread];
+    if (mine.empty()) mine.assign(tiles, 0);
+    for (auto const& pv : s.compute_sets[c].vertices)
+      mine[g.vertices[pv.record].tile] += vertex_state_bytes(g.vertices[pv.record]);
   });
   for (auto const& part : state)
-    for (std::size_t t = 0; t < tiles; ++t) mem[t].always_live += part[t];
+    for (std::size_t t = 0; t < part.size(); ++t) mem[t].always_live += part[t];
   if (detail) {
     // Each tile's largest occupants: the vertices' state and every variable's bytes there, the largest kept.
     std::size_t const k = MemoryDetail::occupants_per_tile;
@@ -405,21 +388,17 @@ TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s, std::si
       }
     }
     // Each tile's peaks from its events, on the compile threads (tiles are independent), 64 tiles at a time.
-    std::atomic<std::size_t> next_tile{0};
-    on_team(std::min(threads, (tiles + 63) / 64), [&](bool) {
-      for (std::size_t t0; (t0 = next_tile.fetch_add(64, std::memory_order_relaxed)) < tiles;)
-        for (std::size_t tile = t0; tile < std::min(tiles, t0 + 64); ++tile) {
-          auto& ev = events[tile];
-          std::sort(ev.begin(), ev.end(), [](Event const& a, Event const& b) { return std::tie(a.step, a.bytes) < std::tie(b.step, b.bytes); });
-          std::int64_t all = 0, temp = 0;
-          for (auto const& x : ev) {
-            all += x.bytes;
-            if (x.temporary) temp += x.bytes;
-            mem[tile].peak_live = std::max(mem[tile].peak_live, static_cast<std::uint64_t>(std::max<std::int64_t>(all, 0)));
-            mem[tile].peak_temporary = std::max(mem[tile].peak_temporary, static_cast<std::uint64_t>(std::max<std::int64_t>(temp, 0)));
-          }
-          decltype(events)::value_type().swap(ev);
-        }
+    core::detail::parallel_for(threads, tiles, 64, [&](std::size_t tile, std::size_t) {
+      auto& ev = events[tile];
+      std::sort(ev.begin(), ev.end(), [](Event const& a, Event const& b) { return std::tie(a.step, a.bytes) < std::tie(b.step, b.bytes); });
+      std::int64_t all = 0, temp = 0;
+      for (auto const& x : ev) {
+        all += x.bytes;
+        if (x.temporary) temp += x.bytes;
+        mem[tile].peak_live = std::max(mem[tile].peak_live, static_cast<std::uint64_t>(std::max<std::int64_t>(all, 0)));
+        mem[tile].peak_temporary = std::max(mem[tile].peak_temporary, static_cast<std::uint64_t>(std::max<std::int64_t>(temp, 0)));
+      }
+      decltype(events)::value_type().swap(ev);
     });
   }
   return mem;

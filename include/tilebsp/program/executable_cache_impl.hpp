@@ -3,7 +3,7 @@
 
 #include <tilebsp/config.hpp>
 #include <tilebsp/core/checked.hpp>
-#include <tilebsp/program/detail/team.hpp>
+#include <tilebsp/core/detail/parallel.hpp>
 #include <tilebsp/program/executable_cache.hpp>
 #include <tilebsp/program/lower.hpp>
 
@@ -49,10 +49,8 @@ template <class F>
 void hash_chunks(Hasher& into, std::size_t n, std::size_t chunk, std::size_t threads, F const& item) {
   std::size_t const chunks = (n + chunk - 1) / chunk;
   std::vector<Hasher> part(chunks);
-  std::atomic<std::size_t> next{0};
-  on_team(std::min(threads, chunks), [&](bool) {
-    for (std::size_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;)
-      for (std::size_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i) item(part[c], i);
+  core::detail::parallel_for(threads, chunks, 1, [&](std::size_t c, std::size_t) {
+    for (std::size_t i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i) item(part[c], i);
   });
   into.add(n);
   for (auto const& h : part) into.combine(h);
@@ -475,8 +473,6 @@ TILEBSP_INLINE CacheLoad load_executable(std::string const& path, CacheKey key, 
     for (auto& b : blocks) b.second = r.count();
     for (auto& b : blocks) b.first = r.skip(b.second);
     // Compute sets decoded on up to `threads` threads; the first bad one (in entry order) is reported.
-    std::vector<std::optional<cache::Bad>> bad(sets.size());
-    std::atomic<std::size_t> next{0};
     auto const decode = [&](std::size_t i) {
       cache::Reader c(blocks[i].first, blocks[i].second);
       auto& cs = sets[i];
@@ -519,17 +515,7 @@ TILEBSP_INLINE CacheLoad load_executable(std::string const& path, CacheKey key, 
       }
       if (!c.done()) throw cache::Bad{"a compute set is longer than its contents"};
     };
-    on_team(std::min(threads, sets.size()), [&](bool) {
-      for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < sets.size();) {
-        try {
-          decode(i);
-        } catch (cache::Bad const& b) {
-          bad[i] = b;
-        }
-      }
-    });
-    for (auto const& b : bad)
-      if (b) throw *b;
+    core::detail::parallel_for(threads, sets.size(), 1, [&](std::size_t i, std::size_t) { decode(i); });
     if (r.count() != walked.exchanges.size()) throw cache::Bad{"its exchanges differ from these"};
     for (auto& ex : walked.exchanges) {
       bool const staged = r.get<std::uint8_t>() != 0;

@@ -3,7 +3,7 @@
 #pragma once
 
 #include <tilebsp/config.hpp>
-#include <tilebsp/program/detail/team.hpp>
+#include <tilebsp/core/detail/parallel.hpp>
 #include <tilebsp/program/lower.hpp>
 
 #include <algorithm>
@@ -669,21 +669,18 @@ TILEBSP_INLINE void Lowering::plan_compute_sets(std::size_t threads,
   for (std::size_t cs = 0; cs < n; ++cs) order[cs] = static_cast<std::uint32_t>(cs);
   std::stable_sort(order.begin(), order.end(),
                    [&](std::uint32_t a, std::uint32_t b) { return by_cs_[a].size() > by_cs_[b].size(); });
-  std::atomic<std::size_t> next{0};
-  auto const work = [&](bool report) {
-    for (std::size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < n;) {
-      if (report) progress(k, n);
-      std::uint32_t const cs = order[k];
-      if (by_cs_[cs].empty()) continue;  // nothing to plan ahead: planned when executed
-      try {
-        planned_[cs] = plan_compute_set(cs);
-      } catch (...) {
-        plan_errors_[cs] = std::current_exception();
-      }
+  // The calling thread (thread 0) plans too, and reports how many compute sets were taken. A compute set's error
+  // is kept for when it is executed.
+  core::detail::parallel_for(threads, n, 1, [&](std::size_t k, std::size_t thread) {
+    if (thread == 0 && progress) progress(k, n);
+    std::uint32_t const cs = order[k];
+    if (by_cs_[cs].empty()) return;  // nothing to plan ahead: planned when executed
+    try {
+      planned_[cs] = plan_compute_set(cs);
+    } catch (...) {
+      plan_errors_[cs] = std::current_exception();
     }
-  };
-  // The calling thread plans too, and reports how many compute sets were taken.
-  on_team(threads, [&](bool caller) { work(caller && static_cast<bool>(progress)); });
+  });
   if (progress) progress(n, n);
 }
 

@@ -39,6 +39,17 @@ inline batch<float> fma(batch<float> const& x, batch<float> const& y, batch<floa
   return isa::fma<arch>(x, y, z, arch{});
 }
 
+/// acc += a * b with all three in vector registers where the target has a form that guarantees it (AVX-512: GCC
+/// 12 otherwise keeps b in memory in large register blocks); elsewhere simd::fma.
+[[gnu::always_inline]] inline void fma_in_registers(batch<float>& acc, batch<float> const& a,
+                                                    batch<float> const& b) noexcept {
+  if (!isa::fma_in_registers<arch>(acc, a, b, arch{})) acc = fma(a, b, acc);
+}
+
+/// Keeps v's value in a vector register at this point: the compiler then loads it once instead of folding the load
+/// into each use (a compiler barrier on it; nothing without SSE2).
+[[gnu::always_inline]] inline void in_register(batch<float>& v) noexcept { isa::in_register<arch>(v, arch{}); }
+
 /// Loads `lanes` halves as floats (F16C when the target has it).
 inline batch<float> load_f16(half const* p) noexcept { return isa::load_f16<arch>(p, arch{}); }
 

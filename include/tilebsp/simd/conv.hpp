@@ -251,14 +251,14 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     // its first and last input (as forward_rows does): the row blocks skip padded rows and those inputs. Not where
     // the positions fall into one L1 set: the row kernels pass over a row once per kernel row, vector (AVX2 runs a
     // column's vectors one at a time) and chunk of reduction channels, and 8 ways cannot keep it between passes;
-    // the box holds the same values contiguously (docs/04: AVX2 7² weight gradient +47%).
+    // the box holds the same values contiguously (docs/04; the measurements are in benchmarks/RESULTS.md).
     std::size_t const sets = l1_sets(src.stride[3]);
     bool const direct = std::is_same_v<TS, float> && row_blocks && src.stride[5] == 1 && sets > 1 &&
                         row_source_in_place(L, col, r.lo[2], r.hi[2]);
     // In place, positions a line or more apart over 4 sets or more (1 KiB apart at 28²) come from L2 on every pass
-    // over their rows: the row kernel prefetches each position's next row a row ahead (AVX2 28² weight gradient
-    // +8%). Over 2 sets (2 KiB) the prefetched row evicts the one still being passed over (-10%); positions less
-    // than a line apart, hardware prefetchers follow.
+    // over their rows: the row kernel prefetches each position's next row a row ahead. Over 2 sets (2 KiB) the
+    // prefetched row evicts the one still being passed over; positions less than a line apart, hardware
+    // prefetchers follow.
     bool const prefetch_rows = direct && static_cast<std::size_t>(std::abs(src.stride[3])) * sizeof(float) >= 64 && sets >= 4;
     // A strip's positions in row-major order, in chunks of whole output rows that pass through the accumulators
     // once: up to about 128 positions whose rows of the input box stay within about 32 KiB (L1).

@@ -76,29 +76,6 @@ constexpr bool gemm_reads_b_in_place(std::size_t m, Matrix<TB> b) noexcept {
 template <class T>
 inline constexpr bool gemm_element = std::is_same_v<T, float> || std::is_same_v<T, half>;
 
-/// Keeps `v` in a register: the compiler then loads it once instead of folding the load into each use. The
-/// constraint names a copy of the register value, not the batch's member: on the member GCC 12 also stored each
-/// vector to the stack on every step.
-inline void in_register([[maybe_unused]] batch<float>& v) noexcept {
-#if defined(__x86_64__) && defined(__SSE2__)
-  auto r = v.data;
-  asm("" : "+v"(r));
-  v = batch<float>(r);
-#endif
-}
-
-/// acc += a * b with all three in vector registers: with many accumulators live GCC 12 keeps B in memory and folds
-/// it into each FMA (or spills it), which the explicit instruction rules out (AVX-512 only; elsewhere simd::fma).
-__attribute__((always_inline)) inline void fma_in_registers(batch<float>& acc, batch<float> a, batch<float> b) noexcept {
-#if defined(__x86_64__) && defined(__AVX512F__)
-  if constexpr (sizeof(acc.data) == 64) {
-    asm("vfmadd231ps %2, %1, %0" : "+v"(acc.data) : "v"(a.data), "v"(b.data));
-    return;
-  }
-#endif
-  acc = simd::fma(a, b, acc);
-}
-
 /// How the micro-kernel reads B: a packed panel (NR floats per k, cache-resident), in place (rows far apart,
 /// prefetched ahead), or in place with the last vector masked to the valid columns.
 enum class BRead { packed, direct, masked };

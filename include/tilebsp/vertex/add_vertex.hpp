@@ -1,17 +1,15 @@
 // Graph::add_vertex<V>: checks connections against V's reflected fields at compile time and records the vertex.
 #pragma once
 
+#include <tilebsp/core/detail/parallel.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/vertex/reflect.hpp>
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cstring>
-#include <exception>
 #include <memory>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -217,9 +215,6 @@ constexpr void check_vertex() {
 /// the error handling serves every vertex type and every caller's lambda (a map instantiates add_vertices once
 /// per combination of operand types).
 inline void add_records(Graph& g, std::size_t count, VertexRecord (*make)(void*, std::size_t), void* context) {
-  constexpr std::size_t block = 256;
-  std::size_t const blocks = (count + block - 1) / block;
-  std::size_t const threads = std::min(g.build_threads(), blocks);
   // Made in place at the end of the graph's vertices (no record moved), taken back if one throws.
   auto& impl = g.impl();
   auto& vertices = impl.vertices;
@@ -228,34 +223,15 @@ inline void add_records(Graph& g, std::size_t count, VertexRecord (*make)(void*,
     vertices.reserve(std::max(base + count, 2 * vertices.capacity()));
   vertices.resize(base + count);
   std::vector<Digest> digests(count);
-  std::vector<std::exception_ptr> errors(blocks);
-  std::atomic<std::size_t> next{0};
-  auto const work = [&] {
-    for (std::size_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
-      try {
-        for (std::size_t i = b * block; i < std::min(count, (b + 1) * block); ++i) {
-          vertices[base + i] = make(context, i);
-          digests[i] = digest_of(vertices[base + i]);
-        }
-      } catch (...) {
-        errors[b] = std::current_exception();
-      }
-    }
-  };
-  if (threads > 1) {
-    std::vector<std::thread> team;
-    team.reserve(threads - 1);
-    for (std::size_t t = 1; t < threads; ++t) team.emplace_back(work);
-    work();
-    for (auto& t : team) t.join();
-  } else {
-    work();
+  try {
+    core::detail::parallel_for(g.build_threads(), count, 256, [&](std::size_t i, std::size_t) {
+      vertices[base + i] = make(context, i);
+      digests[i] = digest_of(vertices[base + i]);
+    });
+  } catch (...) {
+    vertices.resize(base);
+    throw;
   }
-  for (auto const& e : errors)
-    if (e) {
-      vertices.resize(base);
-      std::rethrow_exception(e);
-    }
   for (auto const& [a, b] : digests) impl.vertex_hash.add2(a, b);
 }
 

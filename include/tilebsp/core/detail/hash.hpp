@@ -49,7 +49,7 @@ class Hasher {
     add(static_cast<std::uint64_t>(t.element_type()));
     add(t.rank());
     for (std::size_t d = 0; d < t.rank(); ++d) add(t.dim(d));
-    auto const* seq = t.sequence();
+    auto const* seq = t.element_runs();
     if (!seq) return add(0);
     bool const short_seq = seq->runs.size() <= 8;
     add(short_seq ? 1 : 4);

@@ -65,12 +65,6 @@ class ConvHostKernel {
       return r;
     }
 
-    /// A unit-shaped scratch destination of type T for range r.
-    template <class T>
-    static simd::Operand6<T> scratch_operand(T* data, Index6 const& origin, Index6 const& shape) {
-      return Block6{origin, shape}.operand(data);
-    }
-
     void run(Bound const& at, unsigned /*t*/, unsigned threads) const {
       auto const& q = plan.problem;
       bool const wu = q.kind == ConvPass::weight_update;

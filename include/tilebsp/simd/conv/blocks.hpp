@@ -248,7 +248,7 @@ void gradient_row_block(std::size_t rows, std::size_t ow, float const* y, float 
     auto const at = [&](std::size_t i) { return xr + static_cast<std::ptrdiff_t>(i) * xs; };
     if (!zero_first) step.template operator()<1>(yr, at(0), 0);
     step.template operator()<3>(yr, at(1), 1);
-    // Two loops, not a test per step: a branch in the step measured 4% slower (AVX2 7² weight gradient). The prefetch
+    // Two loops, not a test per step: a branch in the step is slower (benchmarks/RESULTS.md). The prefetch
     // takes an address, not a pointer: past the last row it lies outside the source (a prefetch never faults).
     if (prefetch_rows)
       for (std::size_t i = 2; i < ow; ++i) {
@@ -281,8 +281,6 @@ void with_grad_channels(std::size_t n, F&& f) {
   f.template operator()<RJ, V, XL>();
 }
 
-/// Largest register block: 12 rows with AVX-512's 32 registers, 6 (or 8 one-vector rows) otherwise.
-inline constexpr std::size_t max_block_rows = std::max(tuning.conv_block_rows[0], tuning.conv_block_rows[1]);
 constexpr std::size_t block_rows(std::size_t V) noexcept { return tuning.conv_block_rows[V - 1]; }
 
 /// Calls f.template operator()<R, V, XL>() for a block of `rows` (1 to block_rows(V)) rows.

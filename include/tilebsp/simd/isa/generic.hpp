@@ -25,6 +25,18 @@ template <class A>
   return xsimd::fma(x, y, z);
 }
 
+/// acc += a * b with acc, a and b held in vector registers, where an instruction form says so (x86.hpp: AVX-512);
+/// false here, and the caller computes simd::fma instead.
+template <class A>
+[[gnu::always_inline]] inline bool fma_in_registers(fbatch<A>&, fbatch<A> const&, fbatch<A> const&,
+                                                    requires_arch<xsimd::generic>) noexcept {
+  return false;
+}
+
+/// A compiler barrier on v's value that leaves it in a vector register (x86.hpp); nothing here.
+template <class A>
+[[gnu::always_inline]] inline void in_register(fbatch<A>&, requires_arch<xsimd::generic>) noexcept {}
+
 template <class A>
 [[gnu::always_inline]] inline fbatch<A> load_f16(half const* p, requires_arch<xsimd::generic>) noexcept {
   alignas(64) float tmp[fbatch<A>::size];

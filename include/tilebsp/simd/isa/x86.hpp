@@ -24,6 +24,14 @@
 namespace tilebsp::simd::isa {
 
 #if XSIMD_WITH_SSE2
+/// An empty asm that names a copy of v's register as its operand: GCC must then hold the value in a vector
+/// register there (on the batch's member itself GCC 12 also stored each vector to the stack on every step).
+template <class A>
+[[gnu::always_inline]] inline void in_register(fbatch<A>& v, requires_arch<xsimd::sse2>) noexcept {
+  auto r = v.data;
+  asm("" : "+v"(r));
+  v = fbatch<A>(r);
+}
 template <class A, class T>
 [[gnu::always_inline]] inline void store_stream(xsimd::batch<T, A> const& x, T* p,
                                                 requires_arch<xsimd::sse2>) noexcept {
@@ -170,6 +178,17 @@ template <class A>
 [[gnu::always_inline]] inline fbatch<A> fma(fbatch<A> const& x, fbatch<A> const& y, fbatch<A> const& z,
                                             requires_arch<xsimd::avx512f>) noexcept {
   return _mm512_fmadd_ps(x, y, z);
+}
+/// acc += a * b as one vfmadd231ps on three registers: with many accumulators live GCC 12 keeps b in memory and
+/// folds it into each FMA (or spills it), which the explicit instruction rules out.
+template <class A>
+[[gnu::always_inline]] inline bool fma_in_registers(fbatch<A>& acc, fbatch<A> const& a, fbatch<A> const& b,
+                                                    requires_arch<xsimd::avx512f>) noexcept {
+  if constexpr (sizeof(acc.data) == 64) {
+    asm("vfmadd231ps %2, %1, %0" : "+v"(acc.data) : "v"(a.data), "v"(b.data));
+    return true;
+  }
+  return false;
 }
 #if defined(__F16C__)
 template <class A>
