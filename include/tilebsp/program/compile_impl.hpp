@@ -272,15 +272,13 @@ TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s, std::si
   core::detail::parallel_for(threads, var_bytes.size(), 16, [&](std::size_t v, std::size_t) {
     var_bytes[v] = bytes_per_tile(g, static_cast<std::uint32_t>(v));
   });
-  std::vector<std::vector<std::uint64_t>> state(std::max<std::size_t>(threads, 1));
+  std::vector<std::vector<std::uint64_t>> state(std::max<std::size_t>(threads, 1), std::vector<std::uint64_t>(tiles, 0));
   core::detail::parallel_for(threads, s.compute_sets.size(), 1, [&](std::size_t c, std::size_t thread) {
-    auto& mine = state[thread];
-    if (mine.empty()) mine.assign(tiles, 0);
     for (auto const& pv : s.compute_sets[c].vertices)
-      mine[g.vertices[pv.record].tile] += vertex_state_bytes(g.vertices[pv.record]);
+      state[thread][g.vertices[pv.record].tile] += vertex_state_bytes(g.vertices[pv.record]);
   });
   for (auto const& part : state)
-    for (std::size_t t = 0; t < part.size(); ++t) mem[t].always_live += part[t];
+    for (std::size_t t = 0; t < tiles; ++t) mem[t].always_live += part[t];
   if (detail) {
     // Each tile's largest occupants: the vertices' state and every variable's bytes there, the largest kept.
     std::size_t const k = MemoryDetail::occupants_per_tile;
