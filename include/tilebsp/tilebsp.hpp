@@ -22,7 +22,7 @@
 #include <tilebsp/vertex/fields.hpp>
 #include <tilebsp/vertex/reflect.hpp>
 
-#include <tilebsp/program/collective.hpp>
+#include <tilebsp/program/all_reduce.hpp>
 #include <tilebsp/program/compile.hpp>
 #include <tilebsp/program/host_context.hpp>
 #include <tilebsp/program/host_path.hpp>
@@ -44,3 +44,4 @@
 #include <tilebsp/ops/matmul.hpp>
 #include <tilebsp/ops/pool.hpp>
 #include <tilebsp/ops/reduce.hpp>
+#include <tilebsp/report/report.hpp>

@@ -133,7 +133,7 @@ void hello_superstep() {
   bool const ok = std::abs(total - 1000.0) < 1e-2 && result[n / 2] < 1000.0f && result[n / 2 + 10] > 0.0f;
   std::printf("halo exchange: %s (heat conserved: %.4f, centre %.3f after %d supersteps on %zu tiles)\n",
               ok ? "ok" : "WRONG", total, result[n / 2], steps, tiles);
-  std::cout << engine.profile().summary();
+  std::cout << tb::report::summary(engine.profile());
 }
 
 int main(int argc, char** argv) {

@@ -212,7 +212,7 @@ int run(Options const& o, std::shared_ptr<tb::Communicator> const& comm) {
   if (!o.report.empty() && lead) {
     tb::Profile const profile = trainer.engine().profile();
     auto const began = std::chrono::steady_clock::now();
-    profile.write_report(o.report);
+    tb::report::write_report(profile, o.report);
     std::printf("report written to %s (report.html, profile.json, summary.txt) in %.2f s\n", o.report.c_str(),
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
   }

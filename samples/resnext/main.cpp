@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -279,9 +280,19 @@ int run(Options const& o) {
   for (float x : last) mean_abs += std::abs(x) / static_cast<double>(last.size());
   std::printf("logits: %zu batches out, last batch mean |logit| %.4f, image 0 argmax %lld\n", batches_out, mean_abs,
               static_cast<long long>(std::max_element(last.begin(), last.begin() + c.classes) - last.begin()));
+  // Exact fingerprints, for checking that a change leaves results bitwise unchanged: FNV-1a over the last batch's
+  // logits as bytes, and the cost model's cycles.
+  std::uint64_t digest = 0xcbf29ce484222325ull;
+  for (float x : last) {
+    unsigned char bytes[sizeof x];
+    std::memcpy(bytes, &x, sizeof x);
+    for (unsigned char b : bytes) digest = (digest ^ b) * 0x100000001b3ull;
+  }
+  std::printf("fingerprint: logits fnv1a %016llx, estimated cycles %llu\n", static_cast<unsigned long long>(digest),
+              static_cast<unsigned long long>(profile.estimated_cycles()));
   if (!o.report.empty()) {
     auto const began = std::chrono::steady_clock::now();
-    profile.write_report(o.report);
+    tb::report::write_report(profile, o.report);
     std::printf("report written to %s (report.html, profile.json, summary.txt) in %.2f s\n", o.report.c_str(),
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
   }

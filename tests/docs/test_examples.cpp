@@ -7,6 +7,7 @@
 #include <numeric>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -129,6 +130,49 @@ TEST_CASE("conv params example") {
   CHECK(p.input_shape() == tb::Shape{4, 56, 56, 128});
   CHECK(p.weights_shape() == tb::Shape{32, 3, 3, 4, 4});
   CHECK(p.output_shape() == tb::Shape{4, 56, 56, 128});
+}
+
+// [conv-implementation-example]
+/// Which implementation each pass of a layer runs: the pick its plan records.
+std::vector<std::string_view> implementations_of(tb::Graph const& g, tb::ConvParams const& p) {
+  std::vector<std::string_view> names;
+  for (auto pass : {tb::ConvPass::forward, tb::ConvPass::backward_input, tb::ConvPass::weight_update}) {
+    tb::ConvPlan const plan = tb::ops::plan_conv(g, p, pass, tb::f32);
+    names.push_back(tb::conv_implementation_info(plan.problem.implementation).name);
+  }
+  return names;  // ResNeXt's grouped 3x3 layer (4 channels per group): "direct" for all three
+}
+// [conv-implementation-example]
+
+TEST_CASE("conv implementation example") {
+  tb::Graph g{tb::targets::ipu_mk2()};
+  using V = std::vector<std::string_view>;
+  CHECK(implementations_of(g, resnext_grouped_layer()) == V{"direct", "direct", "direct"});
+  tb::ConvParams dense = resnext_grouped_layer();
+  dense.input_field = {14, 14};
+  dense.channels(64, 64, 1);
+  CHECK(implementations_of(g, dense) == V{"Winograd F(2x2, 3x3)", "Winograd F(2x2, 3x3)", "direct"});
+  tb::ConvParams pointwise = dense;
+  pointwise.kernel_shape = {1, 1};
+  pointwise.padding_lower = pointwise.padding_upper = {0, 0};
+  CHECK(implementations_of(g, pointwise) == V{"pointwise as matmul", "pointwise as matmul", "pointwise as matmul"});
+  pointwise.stride = {2, 2};  // backward-input of a strided 1x1: direct
+  CHECK(implementations_of(g, pointwise) == V{"pointwise as matmul", "direct", "pointwise as matmul"});
+  // The list and its order.
+  REQUIRE(tb::conv_implementations.size() == 3);
+  CHECK(tb::conv_implementations[0].id == tb::ConvImplementation::pointwise_matmul);
+  CHECK(tb::conv_implementations[1].id == tb::ConvImplementation::winograd);
+  CHECK(tb::conv_implementations[2].id == tb::ConvImplementation::direct);
+  // Asked for where it does not apply, Winograd is an option_error; the weight update ignores the algorithm.
+  tb::ConvOptions const wino{.algorithm = tb::ConvAlgorithm::winograd};
+  CHECK_THROWS_WITH_AS(tb::ops::plan_conv(g, pointwise, tb::ConvPass::forward, tb::f32, wino),
+                       doctest::Contains("plan_conv: the winograd algorithm needs a 2-D forward or backward-input pass"),
+                       tb::option_error);
+  CHECK(tb::ops::plan_conv(g, dense, tb::ConvPass::weight_update, tb::f32, wino).problem.implementation ==
+        tb::ConvImplementation::direct);
+  tb::ConvOptions const direct{.algorithm = tb::ConvAlgorithm::direct};
+  CHECK(tb::ops::plan_conv(g, dense, tb::ConvPass::forward, tb::f32, direct).problem.implementation ==
+        tb::ConvImplementation::direct);
 }
 
 // [conv-example]
@@ -472,7 +516,7 @@ tb::ProfileDetail profiling_example(std::string const& dir) {
   tb::Profile const profile = engine.profile();
   for (auto const& op : profile.operators)  // "matmul fc1: 1 plan(s)", "map map_in_place: 0 plan(s)"
     std::cout << op.kind << " " << op.name << ": " << op.plans.size() << " plan(s)\n";
-  profile.write_report(dir);  // open dir/report.html in a browser
+  tb::report::write_report(profile, dir);  // open dir/report.html in a browser
   return profile.detail();
 }
 // [profiling-example]

@@ -193,18 +193,18 @@ TEST_CASE("profile: summary text and JSON") {
   auto p = e.profile();
   CHECK(p.estimated_cycles() > 0);
   CHECK(p.host_ns() > 0);
-  auto s = p.summary();
+  auto s = tb::report::summary(p);
   CHECK(s.find("compute set 'axpy' + exchange 256 B") != std::string::npos);
   CHECK(s.find("tiles used") != std::string::npos);
   std::string const path = "tilebsp_profile_test.json";
-  p.write_json(path);
+  tb::report::write_json(p, path);
   std::ifstream f(path);
   std::stringstream ss;
   ss << f.rdbuf();
   CHECK(ss.str().find("\"executions\": 5") != std::string::npos);
   CHECK(ss.str().find("\"memory\": [[") != std::string::npos);
   std::remove(path.c_str());
-  CHECK_THROWS_AS(p.write_json("/nonexistent-dir/x.json"), tb::error);
+  CHECK_THROWS_AS(tb::report::write_json(p, "/nonexistent-dir/x.json"), tb::error);
 }
 
 namespace {

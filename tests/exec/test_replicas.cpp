@@ -188,8 +188,8 @@ TEST_CASE("replicas: the model charges a ring all-reduce per collective, shown i
   CHECK(p.programs[0][0].kind == "collective");
   CHECK(p.programs[0][0].label == "cross-replica sum 'grads' 376832 B");
   CHECK(p.collective_bytes() == bytes);
-  CHECK(p.json().find("\"replicas\": 2") != std::string::npos);
-  CHECK(p.summary().find("cross-replica collectives: 376832 bytes per replica reduced") != std::string::npos);
+  CHECK(tb::report::json(p).find("\"replicas\": 2") != std::string::npos);
+  CHECK(tb::report::summary(p).find("cross-replica collectives: 376832 bytes per replica reduced") != std::string::npos);
 }
 
 TEST_CASE("replicas: misuse is refused with typed errors") {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <utility>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -133,12 +134,12 @@ TEST_CASE("report: JSON detail, self-contained HTML, and the report directory") 
   e.run();
   auto const p = e.profile();
   auto const d = p.detail();
-  std::string const j = p.json(&d);
+  std::string const j = tb::report::json(p, &d);
   CHECK(j.find("\"detail\": {\"always_live_bytes\": ") != std::string::npos);
   CHECK(j.find("\"operators\": [") != std::string::npos);
   CHECK(j.find("mm \\\"quoted\\\"") != std::string::npos);
-  CHECK(p.json().find("\"detail\"") == std::string::npos);
-  std::string const h = p.html(d);
+  CHECK(tb::report::json(p).find("\"detail\"") == std::string::npos);
+  std::string const h = tb::report::html(p, d);
   CHECK(h.rfind("<!DOCTYPE html>", 0) == 0);
   CHECK(h.find("a</script><b>") == std::string::npos);  // escaped inside the data block
   CHECK(h.find("a<\\/script><b>") != std::string::npos);
@@ -149,16 +150,39 @@ TEST_CASE("report: JSON detail, self-contained HTML, and the report directory") 
 
   auto const dir = std::filesystem::temp_directory_path() / "tilebsp_report_test";
   std::filesystem::remove_all(dir);
-  p.write_report((dir / "nested").string());
+  tb::report::write_report(p, (dir / "nested").string());
   for (char const* f : {"profile.json", "report.html", "summary.txt"}) CHECK(std::filesystem::exists(dir / "nested" / f));
   CHECK(tbt::read_text((dir / "nested" / "profile.json").string()).find("\"liveness\"") != std::string::npos);
   std::filesystem::remove_all(dir);
-  CHECK_THROWS_WITH_AS(p.write_html("/nonexistent-dir/r.html"),
+  CHECK_THROWS_WITH_AS(tb::report::write_html(p, "/nonexistent-dir/r.html"),
                        "write_html: cannot open '/nonexistent-dir/r.html' for writing", tb::error);
-  CHECK_THROWS_WITH_AS(p.write_report("/proc/no/such"),
+  CHECK_THROWS_WITH_AS(tb::report::write_report(p, "/proc/no/such"),
                        doctest::Contains("write_report: cannot create the directory '/proc/no/such'"), tb::error);
   // A profile that holds no executable has no detail.
   CHECK(tb::Profile{}.detail().tiles.empty());
+}
+
+TEST_CASE("report: Profile's deprecated members forward to the report layer") {
+  tb::Graph g{tb::targets::tiny(4)};
+  tb::Sequence prog;
+  tbt::mapped_product(g, prog, 4, 8, 4, "mm");
+  tb::Engine e{tb::compile(g, prog), {.host_threads = 1}};
+  e.run();
+  auto const p = e.profile();
+  auto const d = p.detail();
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  CHECK(p.summary() == tb::report::summary(p));
+  CHECK(p.json(&d) == tb::report::json(p, &d));
+  CHECK(p.json() == tb::report::json(p));
+  CHECK(p.html(d) == tb::report::html(p, d));
+  CHECK_THROWS_WITH_AS(p.write_html("/nonexistent-dir/r.html"),
+                       "write_html: cannot open '/nonexistent-dir/r.html' for writing", tb::error);
+  CHECK_THROWS_WITH_AS(p.write_json("/nonexistent-dir/r.json"),
+                       "write_json: cannot open '/nonexistent-dir/r.json' for writing", tb::error);
+  CHECK_THROWS_WITH_AS(p.write_report("/proc/no/such"),
+                       doctest::Contains("write_report: cannot create the directory '/proc/no/such'"), tb::error);
+#pragma GCC diagnostic pop
 }
 
 TEST_CASE("auto-reports: TILEBSP_ENGINE_OPTIONS makes an engine write its report; bad options are option_errors") {
@@ -203,6 +227,17 @@ TEST_CASE("auto-reports: TILEBSP_ENGINE_OPTIONS makes an engine write its report
   setenv("TILEBSP_ENGINE_OPTIONS", R"({"autoReport.all": "maybe"})", 1);
   CHECK_THROWS_WITH_AS(tb::Engine{exe}, "TILEBSP_ENGINE_OPTIONS: \"autoReport.all\" must be true or false, not \"maybe\"",
                        tb::option_error);
+  // exec does not include the report layer: without it (the pointer that including it sets, cleared here), an
+  // engine asked for a report says so instead of writing none.
+  setenv("TILEBSP_ENGINE_OPTIONS", R"({"autoReport.outputGraphProfile": true})", 1);
+  auto const writer = std::exchange(tb::exec::detail::report_writer, nullptr);
+  CHECK_THROWS_WITH_AS(tb::Engine{exe},
+                       "TILEBSP_ENGINE_OPTIONS asks for a report, but this program does not include the report layer: "
+                       "include <tilebsp/report/report.hpp> (or <tilebsp/tilebsp.hpp>)",
+                       tb::option_error);
+  tb::exec::detail::report_writer = writer;
+  bool const set_by_report = writer == &tb::report::write_report;
+  CHECK(set_by_report);
   unsetenv("TILEBSP_ENGINE_OPTIONS");
   CHECK_NOTHROW(tb::Engine{exe});
 }

@@ -1,6 +1,8 @@
-# Checks the layer rules of DESIGN.md and docs/07-architecture.md on the headers under include/tilebsp/:
+# Checks the layer rules of DESIGN.md and docs/10-architecture.md on the headers under include/tilebsp/:
 #  1. a layer includes only the layers below it (the table below, one line per layer);
-#  2. a layer's internals live in its own namespace, tilebsp::<layer>::detail (no shared tilebsp::detail).
+#  2. a layer's internals live in its own namespace, tilebsp::<layer>::detail (no shared tilebsp::detail);
+#  3. a layer names another layer's internals (<other>::detail::<name>, outside comments) only where they are one of
+#     the contracts below that it is allowed; docs/10, "Contracts between layers", says why each exists.
 # Run: cmake -DSOURCE_DIR=<repo> -P check.cmake. Fails with every violation listed.
 
 cmake_minimum_required(VERSION 3.25)
@@ -14,7 +16,32 @@ set(allowed_exec "core/;vertex/;program/;plan/cost.hpp")
 set(allowed_simd "core/half.hpp")
 set(allowed_expr "simd/;core/half.hpp;core/types.hpp")
 set(allowed_ops "core/;vertex/;plan/;program/;simd/;expr/")
-set(layers core vertex plan program exec simd expr ops)
+set(allowed_report "core/;vertex/;program/;exec/;plan/cost.hpp")
+set(layers core vertex plan program exec simd expr ops report)
+
+# The contracts: internals of one layer that the layers above it read (docs/10, "Contracts between layers").
+# core's stored graph: variables, their mappings and element runs, vertex records and their fields
+set(contract_graph "core::detail::GraphImpl;core::detail::VertexRecord;core::detail::FieldBinding;core::detail::FieldConnection;core::detail::FieldKind;core::detail::VertexOps;core::detail::Run;core::detail::RowSeries;core::detail::VariableMapping;core::detail::for_each_mapped;core::detail::reads;core::detail::writes;core::detail::max_view_rank;core::detail::Affine;core::detail::group_by_tile")
+# core's vertex hashing and cost estimate (executable cache keys, compute-set plans)
+set(contract_vertex_hash "core::detail::Hasher;core::detail::hash_vertex;core::detail::vertex_estimate")
+# core's support: the parallel-for of build and compile passes, the JSON reader and writer
+set(contract_support "core::detail::parallel_for;core::detail::JsonScalar;core::detail::parse_json_object;core::detail::json_escape")
+# plan's cost model: transfers and their cycles, vertex and tile cycles, conv and matmul shapes and the AMP check
+set(contract_cost "plan::detail::Transfer;plan::detail::ExchangeLoad;plan::detail::default_vertex_cycles;plan::detail::exchange_cycles;plan::detail::sync_cycles;plan::detail::tile_compute_cycles;plan::detail::macs_per_cycle;plan::detail::sum_partials_cycles;plan::detail::matmul_vertex_cycles;plan::detail::conv_block_macs;plan::detail::conv_problem;plan::detail::source_range;plan::detail::check_amp")
+# program's analyses of a schedule that exec repeats: liveness with detail (the profile), the fingerprint (MPI)
+set(contract_schedule_analyses "program::detail::account_memory;program::detail::MemoryDetail;program::detail::schedule_fingerprint")
+# simd's scratch buffers that operators size
+set(contract_scratch "simd::detail::Scratch;simd::detail::conv_scratch")
+# expr's element typing of expressions, which ops::map instantiates
+set(contract_expr_types "expr::detail::Inferred;expr::detail::describe;expr::detail::element_of;expr::detail::name_of;expr::detail::vt_of;expr::detail::width")
+# exec's auto-report hook, which including the report layer sets
+set(contract_report_hook "exec::detail::report_writer")
+# layer -> the contracts it may use
+set(contracts_vertex graph vertex_hash support)
+set(contracts_program graph vertex_hash support cost)
+set(contracts_exec graph support schedule_analyses)
+set(contracts_ops graph cost scratch expr_types)
+set(contracts_report support report_hook)
 
 set(root ${SOURCE_DIR}/include/tilebsp)
 set(problems "")
@@ -28,6 +55,24 @@ foreach(h IN LISTS headers)
     list(APPEND problems "${h}: folder '${layer}' is not a layer in tests/layers/check.cmake")
     continue()
   endif()
+  set(allowed_names "")
+  foreach(c IN LISTS contracts_${layer})
+    list(APPEND allowed_names ${contract_${c}})
+  endforeach()
+  file(STRINGS ${root}/${h} code REGEX "::detail::")
+  foreach(line IN LISTS code)
+    string(REGEX REPLACE "//.*$" "" line "${line}")
+    string(REGEX MATCHALL "[a-z]+::detail::[A-Za-z_0-9]+" names "${line}")
+    foreach(name IN LISTS names)
+      string(REGEX MATCH "^[a-z]+" owner "${name}")
+      if(owner STREQUAL layer OR NOT owner IN_LIST layers)
+        continue()
+      endif()
+      if(NOT name IN_LIST allowed_names)
+        list(APPEND problems "${h}: layer '${layer}' uses ${name}, not one of the contracts it may use")
+      endif()
+    endforeach()
+  endforeach()
   file(STRINGS ${root}/${h} lines REGEX "^#include <tilebsp/|namespace ")
   foreach(line IN LISTS lines)
     if(line MATCHES "^#include <tilebsp/([^>]+)>")
@@ -48,10 +93,13 @@ foreach(h IN LISTS headers)
       endif()
     elseif(line MATCHES "namespace (tilebsp::)?([a-z_:]*)detail[ {]")
       # tilebsp::<layer>::detail or, nested in namespace tilebsp, <layer>::detail; a bare `detail` only where the
-      # file's enclosing namespace is already its layer's (ops, simd, expr open tilebsp::<layer> first)
+      # file's enclosing namespace is already its layer's (ops, simd, expr, report open tilebsp::<layer> first)
+      set(prefix "${CMAKE_MATCH_1}")
       set(path "${CMAKE_MATCH_2}")
-      if(path STREQUAL "")
-        if(NOT layer MATCHES "^(ops|simd|expr)$")
+      if(path STREQUAL "" AND prefix STREQUAL "tilebsp::")
+        list(APPEND problems "${h}: '${line}': internals of '${layer}' belong in tilebsp::${layer}::detail")
+      elseif(path STREQUAL "")
+        if(NOT layer MATCHES "^(ops|simd|expr|report)$")
           list(APPEND problems "${h}: '${line}': internals of '${layer}' belong in tilebsp::${layer}::detail")
         endif()
       elseif(NOT path STREQUAL "${layer}::")
@@ -61,9 +109,10 @@ foreach(h IN LISTS headers)
   endforeach()
 endforeach()
 
+list(REMOVE_DUPLICATES problems)
 if(problems)
   list(JOIN problems "\n  " text)
   message(FATAL_ERROR "layer rules broken:\n  ${text}")
 endif()
 list(LENGTH headers n)
-message(STATUS "layers: ${n} headers follow the include and namespace rules")
+message(STATUS "layers: ${n} headers follow the include, namespace and contract rules")

@@ -131,7 +131,7 @@ void plant_entry(tb::Executable const& exe, F mutate) {
   tb::program::detail::CacheKey key;
   std::memcpy(&key.name, data.data() + at, 8);
   std::memcpy(&key.check, data.data() + at + 8, 8);
-  tb::program::detail::Schedule s = exe.schedule();
+  tb::schedule::Schedule s = exe.schedule();
   mutate(s);
   REQUIRE(tb::program::detail::save_executable(exe.cache_entry(), key, s, exe.memory()).empty());
 }
@@ -446,7 +446,7 @@ TEST_CASE("executable cache: a planted entry cannot steer a copy outside its var
   Net first;
   auto const exe = first.compile({.cache_dir = dir.path.string()});
   REQUIRE_FALSE(exe.schedule().exchanges.empty());
-  using tb::program::detail::Schedule;
+  using tb::schedule::Schedule;
   auto first_transfer = [](Schedule& s) -> tb::plan::detail::Transfer& {
     for (auto& ex : s.exchanges)
       if (!ex.transfers.empty()) return ex.transfers.front();
@@ -490,7 +490,7 @@ TEST_CASE("executable cache: empty variable lists load (a zero-length read never
   TempDir dir("empty_lists");
   Net first;
   auto const exe = first.compile({.cache_dir = dir.path.string()});
-  plant_entry(exe, [](tb::program::detail::Schedule& s) {
+  plant_entry(exe, [](tb::schedule::Schedule& s) {
     for (auto& cs : s.compute_sets) cs.vars.clear(), cs.reads.clear(), cs.writes.clear(), cs.full_writes.clear();
   });
   Warnings warnings;

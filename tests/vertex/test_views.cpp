@@ -96,8 +96,8 @@ TEST_CASE("a view field connected to a tensor of another rank") {
 
 /// Compute set `cs`'s plan as the lowering makes it, with the fetched bytes each tile receives (compile() drops
 /// those once it has accounted memory).
-tilebsp::program::detail::ComputeSetPlan lowered_plan(tilebsp::Graph const& g, tilebsp::ComputeSet cs) {
-  tilebsp::program::detail::Schedule s;
+tilebsp::schedule::ComputeSetPlan lowered_plan(tilebsp::Graph const& g, tilebsp::ComputeSet cs) {
+  tilebsp::schedule::Schedule s;
   s.graph = g.snapshot();
   tilebsp::Lowering l(*s.graph, s);
   l.begin_program();

@@ -113,23 +113,17 @@ struct Profile {
   /// every variable's mapping: ResNeXt-101's takes about a second); `threads` 0: all hardware threads.
   ProfileDetail detail(std::size_t threads = 0) const;
 
-  /// Human-readable report: totals, the costliest steps, memory per tile.
-  std::string summary() const;
-  /// The profile as JSON (target, per-step figures for every program, operators, and each tile's memory as
-  /// [always-live, not-always-live peak, temporary peak] bytes); with `detail`, its "detail" object too. The
-  /// format is docs/profile.schema.json.
-  std::string json(ProfileDetail const* detail = nullptr) const;
-  /// Writes json(detail) to `path`; throws tilebsp::error when the file cannot be written.
-  void write_json(std::string const& path, ProfileDetail const* detail = nullptr) const;
-  /// One self-contained HTML page (inline SVG and script; no network, no other files): memory per tile as a
-  /// heatmap, liveness over the steps, a timeline of the steps per IPU, cycle balance across tiles, operators
-  /// ranked by estimated cycles and host time, and their plans. See docs/09-profiling.md.
-  std::string html(ProfileDetail const& detail) const;
-  std::string html() const { return html(detail()); }
-  /// Writes html() to `path`; throws tilebsp::error when the file cannot be written.
-  void write_html(std::string const& path) const;
-  /// Writes profile.json (with the detail), report.html and summary.txt into `dir` (created when missing).
-  void write_report(std::string const& dir) const;
+  // The report (text, JSON, HTML) is the report layer's: tilebsp::report::summary(profile), json, write_json, html,
+  // write_html and write_report (<tilebsp/report/report.hpp>). These members forward to it, for code written
+  // before the layer existed; they are defined where the report layer is included.
+  [[deprecated("use tilebsp::report::summary(profile)")]] std::string summary() const;
+  [[deprecated("use tilebsp::report::json(profile, detail)")]] std::string json(ProfileDetail const* detail = nullptr) const;
+  [[deprecated("use tilebsp::report::write_json(profile, path, detail)")]] void write_json(
+      std::string const& path, ProfileDetail const* detail = nullptr) const;
+  [[deprecated("use tilebsp::report::html(profile, detail)")]] std::string html(ProfileDetail const& detail) const;
+  [[deprecated("use tilebsp::report::html(profile)")]] std::string html() const;
+  [[deprecated("use tilebsp::report::write_html(profile, path)")]] void write_html(std::string const& path) const;
+  [[deprecated("use tilebsp::report::write_report(profile, dir)")]] void write_report(std::string const& dir) const;
 };
 
 }  // namespace tilebsp

@@ -4,7 +4,7 @@
 #pragma once
 
 #include <tilebsp/core/graph.hpp>
-#include <tilebsp/program/collective.hpp>
+#include <tilebsp/program/all_reduce.hpp>
 #include <tilebsp/program/programs.hpp>
 
 #include <string>

@@ -3,13 +3,14 @@
 // convolution kernel on its fetched input window and weights, then a fixed-order reduction of partials — with a
 // host kernel that computes the same values bitwise without the per-tile copies. 1x1 convolutions with unit
 // stride, no padding and no dilation are matmuls and take the matmul path. The entry points; their definitions
-// are in <tilebsp/ops/conv_impl.hpp> (with <tilebsp/ops/conv/vertex.hpp> and <tilebsp/ops/conv/host_path.hpp>).
+// are in <tilebsp/ops/conv_impl.hpp> (with <tilebsp/ops/conv/vertex.hpp> and <tilebsp/ops/conv/host_kernel.hpp>).
 #pragma once
 
 #include <tilebsp/config.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/ops/detail/instances.hpp>
 #include <tilebsp/plan/conv.hpp>
+#include <tilebsp/plan/conv_implementations.hpp>
 #include <tilebsp/program/programs.hpp>
 
 #include <concepts>

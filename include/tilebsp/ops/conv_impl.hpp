@@ -9,15 +9,17 @@
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/core/mapping.hpp>
-#include <tilebsp/ops/conv/host_path.hpp>
+#include <tilebsp/ops/conv/host_kernel.hpp>
 #include <tilebsp/ops/conv/vertex.hpp>
 #include <tilebsp/ops/detail/common.hpp>
-#include <tilebsp/ops/detail/host_task.hpp>
+#include <tilebsp/ops/detail/host_work.hpp>
 #include <tilebsp/ops/detail/instances.hpp>
+#include <tilebsp/ops/detail/matmul_build.hpp>
+#include <tilebsp/ops/detail/partials.hpp>
 #include <tilebsp/ops/detail/rank6.hpp>
 #include <tilebsp/ops/map.hpp>
-#include <tilebsp/ops/matmul_impl.hpp>
 #include <tilebsp/plan/conv.hpp>
+#include <tilebsp/plan/conv_implementations.hpp>
 #include <tilebsp/program/host_path.hpp>
 #include <tilebsp/program/programs.hpp>
 #include <tilebsp/simd/conv.hpp>
@@ -40,47 +42,6 @@
 namespace tilebsp {
 namespace ops {
 namespace detail {
-
-/// The final stage of a plan with partials, where the result lives: row segments of the result as a matrix
-/// [rows, innermost dimension], each summing its partials in part order.
-template <class TP, class TO>
-Execute conv_reduce_stage(Graph& g, ConvPlan const& p, Tensor const& parts, Tensor const& out_user, float alpha,
-                          std::string const& name) {
-  auto const& q = p.problem;
-  ComputeSet const cs = g.add_compute_set(name + "/reduce");
-  std::size_t const cols = out_user.dim(out_user.rank() - 1), rows = out_user.num_elements() / cols;
-  Tensor const out2 = out_user.reshape({rows, cols});
-  Tensor const parts3 = parts.reshape({p.parts(), rows, cols});
-  struct Rect {
-    std::size_t tile, i, r1, c0, c1;
-  };
-  std::vector<Rect> rects;
-  for (auto const& [tile, iv] : g.tile_mapping(out2.flatten()))
-    for (std::size_t b = iv.begin; b < iv.end;) {
-      std::size_t const i = b / cols, j = b % cols, left = iv.end - b;
-      std::size_t r1 = i + 1, c0 = j, c1 = std::min(cols, j + left);
-      if (j == 0 && left >= cols) r1 = i + left / cols, c1 = cols;
-      b += (r1 - i - 1) * cols + (c1 - c0);
-      // A run of rows with the same columns on one tile (a block of channels has a region per row): one vertex.
-      if (!rects.empty()) {
-        Rect& last = rects.back();
-        if (last.tile == tile && last.r1 == i && last.c0 == c0 && last.c1 == c1) {
-          last.r1 = r1;
-          continue;
-        }
-      }
-      rects.push_back({tile, i, r1, c0, c1});
-    }
-  vertex::add_vertices(g, rects.size(), [&](std::size_t k) {
-    Rect const& r = rects[k];
-    Tensor src = parts3.slice({0, r.i, r.c0}, {p.parts(), r.r1, r.c1});
-    Tensor dst = out2.slice({r.i, r.c0}, {r.r1, r.c1});
-    if (q.accumulate)
-      return vertex::record<MatmulReduce<TP, TO, true>>(g, cs, r.tile, fetch(std::move(src)), std::move(dst), alpha);
-    return vertex::record<MatmulReduce<TP, TO, false>>(g, cs, r.tile, fetch(std::move(src)), std::move(dst), alpha);
-  });
-  return execute(cs);
-}
 
 /// Adds the plan's compute sets to `prog` as one host path: serial steps into `out` (or partials), then the final
 /// stage into `out`; the host kernel computes the same values in one task.
@@ -130,7 +91,12 @@ void build_conv(Graph& g, Sequence& prog, ConvPlan const& p, ConvViews const& v,
     });
     body.add(execute(cs));
   }
-  if (p.reduce) body.add(conv_reduce_stage<TP, TO>(g, p, parts, out_user, alpha, name));
+  if (p.reduce) {
+    // The partials as a matrix per part: [part, rows, innermost dimension] of the result, one group, no cuts.
+    std::size_t const cols = out_user.dim(out_user.rank() - 1), rows = out_user.num_elements() / cols;
+    body.add(sum_partials_stage<TP, TO>(g, name, parts.reshape({p.parts(), rows, cols}).expand(1),
+                                        out_user.reshape({rows, cols}).expand(0), alpha, q.accumulate, rows, cols));
+  }
   prog.add(host_path(name, ConvHostKernel<TS, TW, TP, TO>(p, v, alpha).kernel(), std::move(body)));
 }
 
@@ -177,16 +143,6 @@ void dispatch_conv_types(ConvProblem const& q, F&& f) {
       with_float_type(q.output, [&]<class TO>() { f.template operator()<TS, TS, TP, TO>(); });
     });
   });
-}
-
-/// A 1x1 convolution with no padding or dilation: a (grouped) matmul. The forward and weight-update passes also
-/// take a stride that divides the field, subsampling the input first (`strided`).
-inline bool is_pointwise(ConvParams const& p, bool strided = false) {
-  for (std::size_t d = 0; d < p.rank(); ++d)
-    if (p.kernel_shape[d] != 1 || (strided ? p.input_field[d] % p.stride_of(d) != 0 : p.stride_of(d) != 1) ||
-        p.padding_lower_of(d) != 0 || p.padding_upper_of(d) != 0 || p.input_dilation_of(d) != 1 || p.kernel_dilation_of(d) != 1)
-      return false;
-  return true;
 }
 
 /// The input of a strided pointwise convolution, every stride-th position of each field dimension, copied into a
@@ -255,7 +211,8 @@ inline ConvProblem conv_problem_of(char const* op, ConvParams const& params, Con
   q.partials = o.partials;
   q.output = o.output_type.value_or(out_type.value_or(input));
   check_float(op, "the output type", q.output);
-  q.loop.winograd = tilebsp::plan::detail::use_winograd(op, q, o.algorithm);
+  q.implementation = choose_conv_implementation(op, q, o.algorithm);
+  q.loop.winograd = q.implementation == ConvImplementation::winograd;
   return q;
 }
 
@@ -289,7 +246,7 @@ void weight_pass(Graph& g, Sequence& prog, T const& grad_out, T const& acts, T c
   ConvProblem q = conv_problem_of(op, params, ConvPass::weight_update, acts.element_type(), options, dst.element_type());
   q.accumulate = accumulate;
   std::size_t const G = q.groups, r = params.rank();
-  if (is_pointwise(params, true)) {
+  if (q.implementation == ConvImplementation::pointwise_matmul) {
     Tensor const a3 = as_matrices(subsampled_input(g, prog, acts, params, name), G).dimshuffle({0, 2, 1});  // [G, C_in, positions]
     pointwise(g, prog, a3, as_matrices(grad_out, G), dst.reshape({G, q.j, q.c}), !accumulate, accumulate, scale, options,
               name);
@@ -376,7 +333,7 @@ T conv(Graph& g, Sequence& prog, T const& in, T const& weights, ConvParams const
   ConvProblem const q = detail::conv_problem_of("conv", params, ConvPass::forward, in.element_type(), options, std::nullopt);
   Tensor out = g.add_variable(q.output, params.output_shape(), name);
   std::size_t const G = q.groups, r = params.rank();
-  if (detail::is_pointwise(params, true)) {
+  if (q.implementation == ConvImplementation::pointwise_matmul) {
     Tensor const w3 = weights.reshape({G, q.j, q.c});
     Tensor const a = detail::subsampled_input(g, prog, in, params, name);
     detail::pointwise(g, prog, detail::as_matrices(a, G), w3, detail::as_matrices(out, G), true, false, 1.0f, options, name);
@@ -402,7 +359,7 @@ T conv_backward_input(Graph& g, Sequence& prog, T const& grad_out, T const& weig
                                                 std::nullopt);
   Tensor out = g.add_variable(q.output, params.input_shape(), name);
   std::size_t const G = q.groups, r = params.rank();
-  if (detail::is_pointwise(params)) {
+  if (q.implementation == ConvImplementation::pointwise_matmul) {
     Tensor const w3 = weights.reshape({G, q.c, q.j}).dimshuffle({0, 2, 1});
     detail::pointwise(g, prog, detail::as_matrices(grad_out, G), w3, detail::as_matrices(out, G), true, false, 1.0f,
                       options, name);

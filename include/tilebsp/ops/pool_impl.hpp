@@ -10,7 +10,7 @@
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/core/half.hpp>
 #include <tilebsp/ops/detail/common.hpp>
-#include <tilebsp/ops/detail/host_task.hpp>
+#include <tilebsp/ops/detail/host_work.hpp>
 #include <tilebsp/ops/detail/instances.hpp>
 #include <tilebsp/ops/detail/rank6.hpp>
 #include <tilebsp/plan/conv.hpp>

@@ -1,11 +1,12 @@
 // plan_conv: how a convolution pass is split across tiles — batch, the first output dimension, groups, output
 // channels and the reduction (input channels, or for the weight update the positions), with serial steps when the
-// per-tile temporary memory bound demands them. The same cost model and the same bound/relax rules as
-// plan_matmul (TileWork, cost_tile_work, settle).
+// per-tile temporary memory bound demands them. The search, the cost of a tile's work and the bound/relax rules are
+// plan/search.hpp's, shared with plan_matmul.
 #pragma once
 
 #include <tilebsp/plan/conv_params.hpp>
 #include <tilebsp/plan/matmul.hpp>
+#include <tilebsp/plan/search.hpp>
 #include <tilebsp/simd/conv_loop.hpp>
 
 #include <algorithm>
@@ -28,6 +29,14 @@ enum class ConvAlgorithm {
               ///< field of at least 8x8 (smaller fields waste too much of their tiles); direct otherwise
   direct,     ///< each output one chain of fused multiply-adds over its taps and reduction channels
   winograd,   ///< F(2x2, 3x3) tiles: 3x3 kernels with stride 1 and no dilation only (option_error elsewhere)
+};
+
+/// The implementations of a convolution pass; plan/conv_implementations.hpp lists them with the condition under
+/// which each applies, and choose_conv_implementation picks one.
+enum class ConvImplementation : std::uint8_t {
+  pointwise_matmul,  ///< a 1x1 kernel as a grouped matmul
+  winograd,          ///< Winograd F(2x2, 3x3)
+  direct,            ///< the direct kernels
 };
 
 /// Options of ops::conv and its passes: the matmul options (available_memory_proportion, partials,
@@ -70,6 +79,8 @@ struct ConvProblem {
   std::size_t row_dim = 0;  ///< the loop dimension the plan splits (the first spatial dimension)
   ElementType input = ElementType::f32, partials = ElementType::f32, output = ElementType::f32;
   bool accumulate = false;  ///< the result is added to an existing tensor (the weight update)
+  /// How the pass is built (choose_conv_implementation); loop.winograd is set where it is Winograd.
+  ConvImplementation implementation = ConvImplementation::direct;
 
   /// Output positions of the loop (all dimensions) and kernel taps.
   std::size_t positions() const noexcept {
@@ -105,18 +116,6 @@ inline ConvProblem conv_problem(ConvParams const& p, ConvPass kind) {
   q.c = static_cast<std::size_t>(back ? p.input_channels : p.output_channels);
   q.j = static_cast<std::size_t>(back ? p.output_channels : p.input_channels);
   return q;
-}
-
-/// Whether pass `q` runs as Winograd tiles under algorithm `a`: option_error when Winograd is asked for where it
-/// does not apply (see ConvAlgorithm).
-inline bool use_winograd(char const* op, ConvProblem const& q, ConvAlgorithm a) {
-  if (q.kind == ConvPass::weight_update) return false;
-  bool const applies = q.row_dim == 1 && simd::winograd_applies(q.loop);
-  if (a == ConvAlgorithm::winograd && !applies)
-    throw option_error(std::string(op) + ": the winograd algorithm needs a 2-D forward or backward-input pass of a 3x3 kernel "
-                       "with stride 1 and no dilation; this is " + std::string(name_of(q.kind)) + " " + q.params.describe());
-  if (a != ConvAlgorithm::automatic) return a == ConvAlgorithm::winograd;
-  return applies && q.c >= 16 && q.j >= 16 && q.loop.dim[1].out >= 8 && q.loop.dim[2].out >= 8;
 }
 
 /// Multiply-adds of a forward-like block of n images x positions e[0] x e[1] x e[2], g groups x c lane channels x j
@@ -255,9 +254,7 @@ inline ConvPlan search_conv(Target const& t, ConvProblem const& q, ConvOptions c
   std::uint64_t const bound = base.bound;
   bool const wu = q.kind == ConvPass::weight_update;
   std::size_t const rows = static_cast<std::size_t>(q.loop.dim[q.row_dim].out);
-  std::optional<ConvPlan> fast, small, fastest;
-  auto const speed = [](ConvPlan const& p) { return std::tuple_cat(std::tuple(p.cycles, p.temp_bytes), plan::detail::conv_tie(p)); };
-  auto const memory = [](ConvPlan const& p) { return std::tuple_cat(std::tuple(p.temp_bytes, p.cycles), plan::detail::conv_tie(p)); };
+  plan::detail::Candidates<ConvPlan, decltype(&conv_tie)> kept{bound, &conv_tie};
   static constexpr std::size_t serial_steps[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
   for (auto const& [gs, gt] : plan::detail::split_candidates(q.groups, tiles))
     for (auto const& [js, jt] : plan::detail::split_candidates(q.j, tiles / gs))
@@ -282,16 +279,11 @@ inline ConvPlan search_conv(Target const& t, ConvProblem const& q, ConvOptions c
               p.steps = s;
               p.reduce = q.accumulate || p.parts() > 1 || (s > 1 && q.output != q.partials);
               plan::detail::evaluate(p, t);
-              if (p.temp_bytes <= bound) {
-                fitted = true;
-                if (!fast || speed(p) < speed(*fast)) fast = p;
-              }
-              if (!small || memory(p) < memory(*small)) small = p;
-              if (!fastest || speed(p) < speed(*fastest)) fastest = p;
+              if (kept.offer(p)) fitted = true;
             }
           }
-  return plan::detail::settle(t, base.amp, bound, "conv " + std::string(name_of(q.kind)) + " " + q.params.describe(),
-                        std::move(fast), std::move(small), std::move(fastest), warning);
+  return plan::detail::settle(t, base.amp, "conv " + std::string(name_of(q.kind)) + " " + q.params.describe(),
+                              std::move(kept), warning);
 }
 }  // namespace plan::detail
 

@@ -9,6 +9,7 @@
 #include <tilebsp/core/warning.hpp>
 #include <tilebsp/plan/cost.hpp>
 #include <tilebsp/plan/memo.hpp>
+#include <tilebsp/plan/search.hpp>
 #include <tilebsp/plan/serial_steps.hpp>
 
 #include <algorithm>
@@ -66,27 +67,6 @@ struct MatmulProblem {
   friend bool operator==(MatmulProblem const&, MatmulProblem const&) = default;
 };
 
-/// How a plan relates to its memory bound.
-enum class PlanFit {
-  within_bound,  ///< every tile's temporary memory is within the bound
-  least_memory,  ///< AMP 0: the plan with the least temporary memory
-  relaxed,       ///< nothing fitted: the bound was doubled (up to 2x tile memory) and the least-memory plan taken
-  over_memory,   ///< nothing fits even 2x tile memory: planned for speed
-};
-
-/// The memory and cycle estimates of a plan (matmul or convolution) and how they relate to its bound.
-struct PlanCosts {
-  /// Temporary bytes per tile: during each serial step, during the reduction, and their maximum.
-  std::uint64_t step_bytes = 0, reduce_bytes = 0, temp_bytes = 0;
-  std::uint64_t bound = 0;          ///< amp × bytes_per_tile
-  std::uint64_t relaxed_bound = 0;  ///< the doubled bound it fits (PlanFit::relaxed)
-  PlanFit fit = PlanFit::within_bound;
-  std::uint64_t cycles = 0, compute_cycles = 0, exchange_cycles = 0, reduce_cycles = 0;
-
-  /// "temporary memory per tile: ... estimated cycles: ..." lines of describe().
-  std::string describe_costs() const;
-};
-
 /// The splits of a matmul across tiles, with its estimated temporary memory and cycles.
 struct MatmulPlan : PlanCosts {
   MatmulProblem problem;
@@ -126,11 +106,6 @@ struct MatmulPlan : PlanCosts {
 
 namespace plan::detail {
 
-inline std::size_t ceil_div(std::size_t a, std::size_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
-
-inline double macs_per_cycle(Target const& t, ElementType input) {
-  return input == ElementType::f16 ? t.f16_macs_per_cycle : t.f32_macs_per_cycle;
-}
 /// Tile cycles of a matmul vertex: setup, the multiply-accumulates at the tile's MAC rate, and writing the
 /// results (one 64-bit store per cycle).
 inline std::uint64_t matmul_vertex_cycles(double macs_per_cycle, std::size_t g, std::size_t m, std::size_t n,
@@ -139,71 +114,6 @@ inline std::uint64_t matmul_vertex_cycles(double macs_per_cycle, std::size_t g, 
   return 50 + static_cast<std::uint64_t>(std::ceil(macs / macs_per_cycle)) +
          static_cast<std::uint64_t>(ceil_div(g * m * n * out_bytes, 8));
 }
-/// Tile cycles of a reduction vertex: `elements` results from `parts` partials each, one 64-bit add per cycle.
-inline std::uint64_t matmul_reduce_cycles(std::size_t elements, std::size_t parts, std::size_t partial_bytes) {
-  return 20 + static_cast<std::uint64_t>(ceil_div(elements * parts * partial_bytes, 8));
-}
-
-/// (pieces, piece size) for each distinct piece size when `d` is split into at most `limit` pieces.
-inline std::vector<std::pair<std::size_t, std::size_t>> split_candidates(std::size_t d, std::size_t limit) {
-  if (d == 0) return {{1, 0}};
-  std::vector<std::pair<std::size_t, std::size_t>> r;
-  for (std::size_t c = 1; c <= std::min(d, limit);) {
-    std::size_t const p = ceil_div(d, c);
-    r.emplace_back(ceil_div(d, p), p);  // the fewest pieces of this size
-    if (p == 1) break;
-    c = ceil_div(d, p - 1);  // the first count giving a smaller piece
-  }
-  return r;
-}
-
-/// Throws option_error, naming `op`, unless 0 <= amp <= 1.
-inline void check_amp(std::string_view op, double amp) {
-  if (!(amp >= 0.0 && amp <= 1.0))
-    throw option_error(std::string(op) + ": available_memory_proportion must be in [0, 1], got " + std::to_string(amp));
-}
-
-inline std::string bytes_text(std::uint64_t b) { return std::to_string(b) + " B"; }
-
-/// One tile's work in a plan: per serial step, the multiply-accumulates, the bytes it receives and sends and the
-/// bytes of results it writes; the partials (or accumulated results) kept across steps; and, when `reduce`, the
-/// final stage that sums `parts` partials of `result_elements` elements into the result.
-struct TileWork {
-  std::size_t steps = 1;
-  double macs = 0;
-  std::uint64_t recv = 0;
-  double sent = 0;
-  std::uint64_t written_bytes = 0;
-  std::uint64_t resident_bytes = 0;
-  bool reduce = false;
-  std::uint64_t result_elements = 0;
-  std::size_t parts = 1, partial_bytes = 4;
-};
-
-/// Fills the memory and cycle estimates of a plan from its tile work, with the cost model shared by every
-/// planner: tile compute at the target's MAC rate, exchange at its bytes per cycle, a sync around each.
-inline void cost_tile_work(PlanCosts& p, Target const& t, double macs_per_cycle, TileWork const& w) {
-  p.step_bytes = w.recv + w.resident_bytes;
-  auto const step_exchange =
-      static_cast<std::uint64_t>(std::ceil(std::max(static_cast<double>(w.recv), w.sent) / t.exchange_bytes_per_cycle));
-  std::uint64_t const sync = sync_cycles(t, t.ipus);
-  std::uint64_t const work = 50 + static_cast<std::uint64_t>(std::ceil(w.macs / macs_per_cycle)) + ceil_div(w.written_bytes, 8);
-  p.compute_cycles = w.steps * (compute_set_overhead_cycles + work);
-  p.exchange_cycles = w.steps * step_exchange;
-  p.cycles = w.steps * (step_exchange + sync + compute_set_overhead_cycles + work + sync);
-  p.reduce_bytes = p.reduce_cycles = 0;
-  if (w.reduce) {
-    std::uint64_t const share = ceil_div(static_cast<std::size_t>(w.result_elements), w.parts);
-    std::uint64_t const fetched = share * (w.parts - 1) * w.partial_bytes;
-    p.reduce_bytes = w.resident_bytes + fetched;
-    auto const ex = static_cast<std::uint64_t>(std::ceil(static_cast<double>(fetched) / t.exchange_bytes_per_cycle));
-    p.reduce_cycles = ex + sync + compute_set_overhead_cycles +
-                      matmul_reduce_cycles(static_cast<std::size_t>(share), w.parts, w.partial_bytes) + sync;
-    p.cycles += p.reduce_cycles;
-  }
-  p.temp_bytes = std::max(p.step_bytes, p.reduce_bytes);
-}
-
 /// Evaluates one candidate: fills sizes, memory and cycles.
 inline void evaluate(MatmulPlan& p, Target const& t) {
   auto const& q = p.problem;
@@ -234,64 +144,17 @@ inline void evaluate(MatmulPlan& p, Target const& t) {
   cost_tile_work(p, t, macs_per_cycle(t, q.input), w);
 }
 
-/// Total order used to pick plans: the first key, then the other, then the splits (deterministic ties).
-inline auto speed_key(MatmulPlan const& p) {
-  return std::tuple(p.cycles, p.temp_bytes, p.k_split, p.k_steps, p.g_split, p.m_split, p.n_split);
+/// The order of matmul plans of equal cycles and memory: by their splits.
+inline auto matmul_tie(MatmulPlan const& p) {
+  return std::tuple(p.k_split, p.k_steps, p.g_split, p.m_split, p.n_split);
 }
-inline auto memory_key(MatmulPlan const& p) {
-  return std::tuple(p.temp_bytes, p.cycles, p.k_split, p.k_steps, p.g_split, p.m_split, p.n_split);
-}
-
-/// The planners' common ending: the fastest plan within the bound; at AMP 0 the least-memory plan; when nothing
-/// fits, a warning (in `warning`, for the caller to give) and the least-memory plan with the bound relaxed by
-/// doubling (up to twice the tile memory), or beyond that the fastest plan.
-template <class Plan>
-Plan settle(Target const& t, double amp, std::uint64_t bound, std::string const& what, std::optional<Plan> fast,
-            std::optional<Plan> small, std::optional<Plan> fastest, std::string& warning) {
-  if (amp == 0.0) {
-    small->fit = PlanFit::least_memory;
-    return *small;
-  }
-  if (fast) return *fast;
-  std::uint64_t const cap = 2 * static_cast<std::uint64_t>(t.bytes_per_tile);
-  if (small->temp_bytes <= cap) {
-    std::uint64_t relaxed = std::max<std::uint64_t>(bound, 1);
-    while (relaxed < small->temp_bytes) relaxed *= 2;
-    small->fit = PlanFit::relaxed;
-    small->relaxed_bound = std::min(relaxed, cap);
-    warning = (what + ": no plan keeps temporary memory within " + bytes_text(bound) + " per tile (available_memory_proportion " +
-         std::to_string(amp) + "); relaxed the bound to " + bytes_text(small->relaxed_bound) +
-         " and took the plan with the least temporary memory (" + bytes_text(small->temp_bytes) + ")");
-    return *small;
-  }
-  fastest->fit = PlanFit::over_memory;
-  warning = (what + ": even the plan with the least temporary memory needs " + bytes_text(small->temp_bytes) +
-       " per tile, more than twice the tile's " + bytes_text(t.bytes_per_tile) + "; planning for speed");
-  return *fastest;
-}
-
-/// A plan of `Plan` with no splits yet: the problem, pass, target and the AMP bound on temporary memory per
-/// tile. Throws option_error (named after `op`) for an AMP outside [0, 1].
-template <class Plan, class Problem, class Options>
-Plan base_plan(char const* op, Target const& t, Problem const& q, Options const& o) {
-  double const amp = o.available_memory_proportion;
-  check_amp(op, amp);
-  Plan p;
-  p.problem = q;
-  p.pass = o.pass;
-  p.target = t.name;
-  p.amp = amp;
-  p.bound = static_cast<std::uint64_t>(amp * static_cast<double>(t.bytes_per_tile));
-  return p;
-}
-
 
 /// plan_matmul's search (the warning, if any, in `warning`).
 inline MatmulPlan search_matmul(Target const& t, MatmulProblem const& q, MatmulOptions const& o, std::string& warning) {
   MatmulPlan const base = plan::detail::base_plan<MatmulPlan>("matmul", t, q, o);
   std::size_t const tiles = t.num_tiles();
   std::uint64_t const bound = base.bound;
-  std::optional<MatmulPlan> fast, small, fastest;
+  plan::detail::Candidates<MatmulPlan, decltype(&matmul_tie)> kept{bound, &matmul_tie};
   static constexpr std::size_t serial_steps[] = {1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64};
   for (auto const& [gs, gt] : plan::detail::split_candidates(q.groups, tiles))
     for (auto const& [ms, mt] : plan::detail::split_candidates(q.m, tiles / gs))
@@ -309,15 +172,13 @@ inline MatmulPlan search_matmul(Target const& t, MatmulProblem const& q, MatmulO
             p.k_steps = s;
             p.reduce = q.accumulate || ks > 1 || (s > 1 && q.output != q.partials);
             plan::detail::evaluate(p, t);
-            if (p.temp_bytes <= bound && (!fast || plan::detail::speed_key(p) < plan::detail::speed_key(*fast))) fast = p;
-            if (!small || plan::detail::memory_key(p) < plan::detail::memory_key(*small)) small = p;
-            if (!fastest || plan::detail::speed_key(p) < plan::detail::speed_key(*fastest)) fastest = p;
+            kept.offer(p);
           }
         }
   std::string const what = "matmul " + std::string(q.groups > 1 ? std::to_string(q.groups) + " groups of " : "") +
                            std::to_string(q.m) + "x" + std::to_string(q.k) + " * " + std::to_string(q.k) + "x" +
                            std::to_string(q.n);
-  return plan::detail::settle(t, base.amp, bound, what, std::move(fast), std::move(small), std::move(fastest), warning);
+  return plan::detail::settle(t, base.amp, what, std::move(kept), warning);
 }
 }  // namespace plan::detail
 
@@ -343,21 +204,6 @@ inline std::string MatmulPlan::describe() const {
     s << "; final stage reduces " << k_split << " partial" << (k_split > 1 ? "s" : "") << " per result"
       << (q.accumulate ? " and adds them to the accumulator" : "");
   s << "\n" << describe_costs();
-  return s.str();
-}
-
-inline std::string PlanCosts::describe_costs() const {
-  std::ostringstream s;
-  s << "  temporary memory per tile: " << temp_bytes << " B (steps " << step_bytes << " B, reduction " << reduce_bytes
-    << " B); bound " << bound << " B";
-  switch (fit) {
-    case PlanFit::within_bound: s << " (within)"; break;
-    case PlanFit::least_memory: s << " (AMP 0: least temporary memory)"; break;
-    case PlanFit::relaxed: s << " (RELAXED to " << relaxed_bound << " B: nothing fitted)"; break;
-    case PlanFit::over_memory: s << " (OVER: nothing fits twice the tile memory; planned for speed)"; break;
-  }
-  s << "\n  estimated cycles: " << cycles << " (compute " << compute_cycles << ", exchange " << exchange_cycles
-    << ", final stage " << reduce_cycles << ")\n";
   return s.str();
 }
 

@@ -1,4 +1,5 @@
-// compile(): lowers programs once into an Executable, checks mapping, estimates cycles and accounts tile memory.
+// compile(): lowers programs once into an Executable, checks mapping, estimates cycles (program/estimate.hpp) and
+// accounts tile memory (program/liveness.hpp).
 #pragma once
 
 #include <tilebsp/config.hpp>
@@ -6,6 +7,8 @@
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/plan/cost.hpp>
 #include <tilebsp/program/lower.hpp>
+#include <tilebsp/program/estimate.hpp>
+#include <tilebsp/program/liveness.hpp>
 #include <tilebsp/program/programs.hpp>
 #include <tilebsp/program/schedule.hpp>
 #include <tilebsp/program/tile_memory.hpp>
@@ -60,7 +63,7 @@ class Executable {
  public:
   Executable() = default;
   /// Internal: what compile() makes.
-  Executable(std::shared_ptr<program::detail::Schedule const> schedule, std::vector<TileMemory> memory)
+  Executable(std::shared_ptr<schedule::Schedule const> schedule, std::vector<TileMemory> memory)
       : s_(std::move(schedule)), memory_(std::move(memory)) {}
 
   /// Whether this holds a compiled program (a default-constructed Executable does not).
@@ -73,7 +76,7 @@ class Executable {
   /// Estimated IPU cycles of one run of program `program`: its steps, those in a repeat as often as it runs, a
   /// conditional step once, a pipeline step's stages within it. Throws index_error when out of range.
   std::uint64_t estimated_cycles(std::size_t program) const;
-  program::detail::Schedule const& schedule() const noexcept { return *s_; }
+  schedule::Schedule const& schedule() const noexcept { return *s_; }
   /// The executable cache's entry for this executable (empty when no cache was used or the graph cannot be
   /// cached), and whether compile() loaded it from there rather than lowering the programs.
   std::string const& cache_entry() const noexcept { return cache_entry_; }
@@ -82,7 +85,7 @@ class Executable {
  private:
   friend Executable program::detail::compile_programs(Graph const&, CompileOptions const&,
                                                       std::function<void(Lowering&)> const&);
-  std::shared_ptr<program::detail::Schedule const> s_;
+  std::shared_ptr<schedule::Schedule const> s_;
   std::vector<TileMemory> memory_;
   std::string cache_entry_;
   bool loaded_ = false;
@@ -94,67 +97,6 @@ using core::detail::VertexRecord;
 
 TILEBSP_INLINE void check_mapped(GraphImpl const& g, std::size_t threads);
 
-/// Bytes of variable `var` on each tile that holds some, one entry per tile, by tile.
-TILEBSP_INLINE std::vector<std::pair<std::uint32_t, std::uint64_t>> bytes_per_tile(GraphImpl const& g,
-                                                                                std::uint32_t var);
-
-/// Device-side vertex state: a 4-byte header, 8 bytes (pointer, size) per tensor field and 8 more per dimension
-/// of a view field (its extent and stride), 8 per list plus 8 per entry, and params rounded up to 4 bytes.
-TILEBSP_INLINE std::uint64_t vertex_state_bytes(VertexRecord const& rec);
-
-/// The IPUs holding elements of `x`.
-TILEBSP_INLINE std::vector<std::uint32_t> ipus_of(GraphImpl const& g, Tensor const& x);
-
-TILEBSP_INLINE void estimate_cycles(Schedule& s);
-
-/// Estimated cycles of a cross-replica all-reduce of `bytes` per replica over `replicas` replicas (0 for one).
-TILEBSP_INLINE std::uint64_t collective_cycles(Target const& t, std::size_t replicas, std::uint64_t bytes);
-
-/// Estimated cycles of one run of instructions [begin, end) of `p` (repeats multiplied out, conditional steps and
-/// host path bodies once, pipeline stages' code left out: the pipeline steps hold their cost).
-TILEBSP_INLINE std::uint64_t run_cycles(Schedule const& s, std::size_t program, std::size_t begin, std::size_t end);
-
-/// How one program touches one variable, at steps 2·pc (compute phase) and 2·pc + 1 (exchange phase).
-struct VariableUse {
-  static constexpr std::size_t never = SIZE_MAX;
-  std::size_t first = never, last = 0, last_read = 0, last_write = 0;
-  bool read = false, written = false;
-  bool first_is_full_write = false;  ///< the first access writes every element, unconditionally, reading none
-};
-
-/// Each variable's use by each program.
-TILEBSP_INLINE std::vector<std::vector<VariableUse>> variable_uses(Schedule const& s);
-
-/// Per-tile memory, as Poplar's liveness analysis sees it. Always live: constants, vertex state, and variables
-/// whose value may outlive a program run (any variable some program reads before writing it in full). Live part
-/// of the time: temporary variables and staging, fetch and staged-exchange buffers (peak_temporary), and the
-/// other variables from their first full write to their last use. A variable written and not read again stays
-/// live to the program's end (the host may read it), as does one written before a host callback (which may read
-/// it). Loops: a range that crosses a loop boundary, or a temporary read before it is written, covers the loop.
-struct MemoryDetail;
-TILEBSP_INLINE std::vector<TileMemory> account_memory(Schedule const& s, std::size_t threads = 1,
-                                                      MemoryDetail* detail = nullptr);
-
-/// What account_memory() saw, for the profile report (filled when asked for).
-struct MemoryDetail {
-  /// Per program, per instruction: bytes live part of the time, summed over tiles (the larger of its compute and
-  /// exchange phases). Staging, fetch and staged-exchange buffers count in `live`, not in `ranges`.
-  std::vector<std::vector<std::uint64_t>> live;
-  /// Per program: each variable live part of the time, and its first and last instruction.
-  struct Range {
-    std::uint32_t var = 0;
-    std::size_t first = 0, last = 0;
-  };
-  std::vector<std::vector<Range>> ranges;
-  /// Per tile, its largest occupants (at most `occupants_per_tile`, largest first): a variable's index and its bytes
-  /// there; index -1 is the vertices' state.
-  static constexpr std::size_t occupants_per_tile = 8;
-  std::vector<std::vector<std::pair<std::int64_t, std::uint64_t>>> occupants;
-  /// Per variable: whether it is live part of the time (else always live).
-  std::vector<char> tracked;
-};
-
-TILEBSP_INLINE void check_memory(Schedule const& s, std::vector<TileMemory> const& mem);
 
 /// compile(): checks the graph's mapping, lowers the programs (`lower` calls each one's lower() between
 /// begin_program and end_program), estimates cycles and accounts memory; or loads them from the executable cache.

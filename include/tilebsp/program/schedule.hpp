@@ -1,4 +1,6 @@
-// The flat schedule a program lowers to: instructions, planned exchanges and checked compute sets.
+// The schedule: the IR between compile() and the Engine. A program lowers to flat instructions over planned
+// compute sets and exchanges; the Engine binds and interprets them. Its own namespace, tilebsp::schedule, because it
+// is the contract between the program and exec layers (docs/10-architecture.md, "The schedule").
 #pragma once
 
 #include <tilebsp/core/graph.hpp>
@@ -14,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace tilebsp::program::detail {
+namespace tilebsp::schedule {
 using core::detail::GraphImpl;
 using plan::detail::Transfer;
 
@@ -135,7 +137,7 @@ struct ParallelPlan {
 };
 
 /// A cross-replica reduction (Op::collective): every replica's `slot` tensor becomes the reduction over replicas
-/// 0, 1, ..., R - 1 in that order (collective.hpp).
+/// 0, 1, ..., R - 1 in that order (program/all_reduce.hpp).
 struct CollectivePlan {
   std::uint8_t op = 0;  ///< CollectiveOp
   std::int32_t slot = -1;
@@ -158,4 +160,22 @@ struct Schedule {
   std::size_t replicas = 1;  ///< CompileOptions::replicas
 };
 
+}  // namespace tilebsp::schedule
+
+namespace tilebsp::program::detail {
+// The program layer writes the schedule; its code names the IR's types as its own.
+using schedule::Branch;
+using schedule::CollectivePlan;
+using schedule::ComputeSetPlan;
+using schedule::ExchangePlan;
+using schedule::for_each_tile_cycles;
+using schedule::HostPathPlan;
+using schedule::Instr;
+using schedule::LoopRange;
+using schedule::Op;
+using schedule::ParallelPlan;
+using schedule::PlacedVertex;
+using schedule::ProgramCode;
+using schedule::Schedule;
+using schedule::Staging;
 }  // namespace tilebsp::program::detail

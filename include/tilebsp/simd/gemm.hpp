@@ -4,6 +4,7 @@
 
 #include <tilebsp/core/half.hpp>
 #include <tilebsp/simd/arch.hpp>
+#include <tilebsp/simd/scratch.hpp>
 #include <tilebsp/simd/tuning.hpp>
 
 #include <algorithm>
@@ -389,42 +390,6 @@ void pack_b(Matrix<T> b, std::size_t kc, std::size_t n, float* out) noexcept {
     }
     out += kc * gemm_nr;
   }
-}
-
-/// 64-byte aligned scratch that grows on demand; one per thread, reused across calls (no allocation in the
-/// steady state).
-class Scratch {
- public:
-  float* get(std::size_t floats) {
-    if (floats > size_) {
-      release();
-      p_ = static_cast<float*>(::operator new(floats * sizeof(float), std::align_val_t{64}));
-      size_ = floats;
-    }
-    return p_;
-  }
-  ~Scratch() { release(); }
-
- private:
-  void release() noexcept {
-    if (p_) ::operator delete(p_, std::align_val_t{64});
-    p_ = nullptr;
-    size_ = 0;
-  }
-  float* p_ = nullptr;
-  std::size_t size_ = 0;
-};
-inline Scratch& scratch_a() {
-  thread_local Scratch s;
-  return s;
-}
-inline Scratch& scratch_b() {
-  thread_local Scratch s;
-  return s;
-}
-inline Scratch& scratch_c() {
-  thread_local Scratch s;
-  return s;
 }
 
 }  // namespace detail

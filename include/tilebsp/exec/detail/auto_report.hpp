@@ -1,5 +1,5 @@
 // Auto-reports: TILEBSP_ENGINE_OPTIONS, a JSON object as Poplar's POPLAR_ENGINE_OPTIONS, makes every Engine write
-// its report (Profile::write_report) when it is destroyed.
+// its report (report::write_report, through report_writer) when it is destroyed.
 #pragma once
 
 #include <tilebsp/core/detail/json.hpp>
@@ -10,7 +10,17 @@
 #include <string>
 #include <string_view>
 
+namespace tilebsp {
+struct Profile;
+}
+
 namespace tilebsp::exec::detail {
+
+/// Writes an Engine's auto-report into a directory. exec does not include the report layer: including
+/// <tilebsp/report/report.hpp> (as <tilebsp/tilebsp.hpp> does) sets this; an Engine that TILEBSP_ENGINE_OPTIONS asks
+/// for a report while it is unset throws option_error when it is made.
+using ReportWriter = void (*)(Profile const& profile, std::string const& dir);
+inline ReportWriter report_writer = nullptr;
 
 /// What TILEBSP_ENGINE_OPTIONS asks of an Engine.
 struct AutoReport {

@@ -29,12 +29,12 @@ using core::detail::FieldBinding;
 using core::detail::GraphImpl;
 using core::detail::Run;
 using core::detail::VertexOps;
-using program::detail::ComputeSetPlan;
-using program::detail::ExchangePlan;
-using program::detail::Instr;
-using program::detail::PlacedVertex;
-using program::detail::Schedule;
-using program::detail::Staging;
+using schedule::ComputeSetPlan;
+using schedule::ExchangePlan;
+using schedule::Instr;
+using schedule::PlacedVertex;
+using schedule::Schedule;
+using schedule::Staging;
 
 struct WorkItem {
   std::size_t tile = 0;

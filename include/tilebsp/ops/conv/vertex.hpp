@@ -6,10 +6,9 @@
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/core/mapping.hpp>
 #include <tilebsp/ops/detail/common.hpp>
-#include <tilebsp/ops/detail/host_task.hpp>
+#include <tilebsp/ops/detail/host_work.hpp>
 #include <tilebsp/ops/detail/rank6.hpp>
 #include <tilebsp/ops/map.hpp>
-#include <tilebsp/ops/matmul_impl.hpp>
 #include <tilebsp/plan/conv.hpp>
 #include <tilebsp/program/programs.hpp>
 #include <tilebsp/simd/conv.hpp>

@@ -56,9 +56,9 @@ inline AllReduce all_reduce(Tensor const& t, CollectiveOp op, std::string name =
   return {t, op, std::move(name)};
 }
 
-namespace program::detail {
+namespace schedule {
 
-/// The reduction of `n` elements of type `type` over `count` contributions src[0], ..., src[count - 1] (in that
+/// What Op::collective computes: the reduction of `n` elements of type `type` over `count` contributions src[0], ..., src[count - 1] (in that
 /// order) into `dst` (which may be src[0]). The one definition every backend uses: results are bitwise the same
 /// whichever process or thread computes an element.
 inline void reduce_in_order(ElementType type, CollectiveOp op, std::byte const* const* src, std::size_t count,
@@ -114,5 +114,5 @@ inline void reduce_in_order(ElementType type, CollectiveOp op, std::byte const* 
   }
 }
 
-}  // namespace program::detail
+}  // namespace schedule
 }  // namespace tilebsp

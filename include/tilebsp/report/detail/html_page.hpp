@@ -1,8 +1,8 @@
-// The HTML report's page (Profile::html): a style sheet and a script that draw the profile's JSON, embedded between
+// The HTML report's page (report::html): a style sheet and a script that draw the profile's JSON, embedded between
 // report_head and report_tail, as inline SVG. No network, no other files. docs/09-profiling.md explains each chart.
 #pragma once
 
-namespace tilebsp::exec::detail {
+namespace tilebsp::report::detail {
 
 inline constexpr char const report_head[] = R"TBHTML(<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>tilebsp profile</title>
@@ -437,4 +437,4 @@ st.setAttribute('data-ok', '1');
 </script></body></html>
 )TBHTML";
 
-}  // namespace tilebsp::exec::detail
+}  // namespace tilebsp::report::detail

@@ -2,7 +2,8 @@
 #pragma once
 
 #include <tilebsp/ops/conv/vertex.hpp>
-#include <tilebsp/ops/detail/host_task.hpp>
+#include <tilebsp/ops/detail/host_work.hpp>
+#include <tilebsp/simd/partials.hpp>
 
 #include <boost/hana/define_struct.hpp>
 

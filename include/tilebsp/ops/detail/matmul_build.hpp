@@ -1,0 +1,289 @@
+// The grouped matmul as an operator common: its vertex, its host kernel, the mapping of a new result and the builder
+// of a plan's compute sets (serial K steps, then the partial-sum stage of ops/detail/partials.hpp). ops::matmul and
+// the pointwise convolutions (ops::conv) both build through it.
+#pragma once
+
+#include <tilebsp/config.hpp>
+#include <tilebsp/core/error.hpp>
+#include <tilebsp/core/graph.hpp>
+#include <tilebsp/ops/detail/common.hpp>
+#include <tilebsp/ops/detail/host_work.hpp>
+#include <tilebsp/ops/detail/partials.hpp>
+#include <tilebsp/ops/map.hpp>
+#include <tilebsp/plan/matmul.hpp>
+#include <tilebsp/program/host_path.hpp>
+#include <tilebsp/program/programs.hpp>
+#include <tilebsp/simd/gemm.hpp>
+#include <tilebsp/vertex/add_vertex.hpp>
+
+#include <boost/hana/define_struct.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace tilebsp::ops::detail {
+
+/// c[g] (=|+=) a[g] * b[g] for each group g of the tile's piece, f32 accumulation.
+template <class TA, class TW, bool Acc>
+struct MatmulVertex {
+  using Out = std::conditional_t<Acc, inout_view<TW, 3>, output_view<TW, 3>>;
+  BOOST_HANA_DEFINE_STRUCT(MatmulVertex, (input_view<TA, 3>, a), (input_view<TA, 3>, b), (Out, c),
+                           (param<float>, macs_per_cycle));
+  static constexpr bool supervisor = true;
+  void compute() {
+    for (std::size_t g = 0; g < c.dim(0); ++g) {
+      auto const ga = static_cast<std::ptrdiff_t>(g);
+      simd::gemm(c.dim(1), c.dim(2), a.dim(2), 1.0f, simd::Matrix<TA>{a.data() + ga * a.stride(0), a.stride(1), a.stride(2)},
+                 simd::Matrix<TA>{b.data() + ga * b.stride(0), b.stride(1), b.stride(2)}, Acc ? 1.0f : 0.0f,
+                 simd::MatrixOut<TW>{c.data() + ga * c.stride(0), c.stride(1), c.stride(2)});
+    }
+  }
+  std::uint64_t cycle_estimate() const {
+    return tilebsp::plan::detail::matmul_vertex_cycles(macs_per_cycle, c.dim(0), c.dim(1), c.dim(2), a.dim(2), sizeof(TW));
+  }
+};
+
+/// The host kernel of a matmul plan, the task of its host path: computes the whole product (every serial step and
+/// the final reduction) bitwise as the vertices do — same K ranges, same kernel, same summation order — without
+/// materialising partials. Work is divided by output blocks,
+/// whose values do not depend on the division. Needs each operand to be one strided variable and the result not
+/// to share a variable with an operand (else the vertices run).
+template <class TA, class TP, class TO>
+class MatmulHostKernel {
+ public:
+  MatmulHostKernel(MatmulPlan const& p, Tensor const& a3, Tensor const& b3, Tensor const& c3, float alpha) {
+    auto s = std::make_shared<State>(State{p, a3.affine(), b3.affine(), c3.affine(), alpha});
+    if (one_variable_each(s->a, s->b, s->c)) s_ = std::move(s);
+  }
+  HostKernel kernel() const { return host_kernel_of(s_); }
+
+ private:
+  /// B packed for the micro-kernel (simd::PackedB, ld floats per row of K, k rows per group) once per host write
+  /// when no step writes it — weights, which oneDNN likewise packs once. Pieces are a group's column blocks, packed
+  /// by the first unit that needs them into storage allocated at bind.
+  struct PackedOperand {
+    HostWriteCache cache;
+    std::size_t ld, per_group, pieces_per_group;
+    simd::detail::Scratch storage;  ///< 64-byte aligned
+    float* data = nullptr;
+
+    float* base(std::size_t g) const { return data + g * per_group; }
+  };
+  struct Bound {
+    std::byte *a, *b, *c;
+    std::shared_ptr<UnitQueue> queue;
+    std::shared_ptr<PackedOperand> packed;  ///< null: B is written by the program (packed per call if at all)
+  };
+  struct State {
+    MatmulPlan plan;
+    std::optional<tilebsp::core::detail::Affine> a, b, c;
+    float alpha;
+
+    Bound bind(HostBinding const& at) const {
+      Bound r{at(a->var), at(b->var), at(c->var), std::make_shared<UnitQueue>(), nullptr};
+      auto const& q = plan.problem;
+      bool const packable = !plan.reduce || (std::is_same_v<TP, float> && plan.k_step <= simd::gemm_kc);
+      if (std::uint64_t const* writes = at.host_writes ? at.host_writes(b->var) : nullptr; writes && packable && q.k > 0) {
+        std::size_t const pieces = (q.n + simd::gemm_nr - 1) / simd::gemm_nr, ld = pieces * simd::gemm_nr;
+        r.packed = std::make_shared<PackedOperand>(HostWriteCache(writes, q.groups * pieces), ld, q.k * ld, pieces);
+        r.packed->data = r.packed->storage.get(q.groups * q.k * ld);
+      }
+      return r;
+    }
+
+    void run(Bound const& at, unsigned /*t*/, unsigned threads) const {
+      auto const& q = plan.problem;
+      // Output blocks, handed out first come first served (a block's values do not depend on the thread or the
+      // division), at least 2 per thread where the rows allow, so that a thread the machine slows down takes fewer
+      // (finer blocks cost more than they balance on a quiet machine). Column panels first (each block reads or
+      // packs only its own columns of B), at most 256 wide and about one per thread, or all columns when A dwarfs
+      // B (M >= 4N: each block then reads only its own rows of A, the larger operand); then row blocks (a
+      // multiple of the micro-kernel's rows).
+      std::size_t const nr = simd::gemm_nr, mr = simd::gemm_mr, want = 2 * std::size_t{threads};
+      auto const up = [](std::size_t v, std::size_t m) { return (v + m - 1) / m * m; };
+      bool const tall = q.m >= 4 * q.n && q.n <= 256;
+      std::size_t cc = q.n <= nr || tall ? q.n : std::min<std::size_t>(256, up(std::max(nr, (q.n + threads - 1) / threads), nr));
+      std::size_t rc = q.m;
+      auto const blocks = [&] { return q.groups * ((q.m + rc - 1) / rc) * ((q.n + cc - 1) / cc); };
+      if (blocks() < want) {
+        std::size_t const row_units = (want + blocks() - 1) / blocks();
+        rc = std::min(q.m, up((q.m + row_units - 1) / row_units, mr));
+      }
+      std::size_t const mc = (q.m + rc - 1) / rc, nc = (q.n + cc - 1) / cc;
+      at.queue->run(blocks(), threads, [&](std::size_t u) {
+        std::size_t const g = u / (mc * nc), r0 = u / nc % mc * rc, c0 = u % nc * cc;
+        block(at, g, r0, std::min(q.m, r0 + rc), c0, std::min(q.n, c0 + cc));
+      });
+    }
+    void block(Bound const& at, std::size_t g, std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) const {
+      auto const& q = plan.problem;
+      auto const& sa = a->strides;
+      auto const& sb = b->strides;
+      auto const& sc = c->strides;
+      auto const i = [](std::size_t v) { return static_cast<std::ptrdiff_t>(v); };
+      TA const* pa = reinterpret_cast<TA const*>(at.a) + a->start + i(g) * sa[0] + i(r0) * sa[1];
+      TA const* pb = reinterpret_cast<TA const*>(at.b) + b->start + i(g) * sb[0] + i(c0) * sb[2];
+      TO* pc = reinterpret_cast<TO*>(at.c) + c->start + i(g) * sc[0] + i(r0) * sc[1] + i(c0) * sc[2];
+      std::size_t const m = r1 - r0, n = c1 - c0;
+      auto const av = [&](std::size_t k0) { return simd::Matrix<TA>{pa + i(k0) * sa[2], sa[1], sa[2]}; };
+      auto const bv = [&](std::size_t k0) { return simd::Matrix<TA>{pb + i(k0) * sb[1], sb[1], sb[2]}; };
+      simd::MatrixOut<TO> const out{pc, sc[1], sc[2]};
+      // The tile steps over K range [k0, k1) as the vertices do: each step's gemm accumulates onto the previous.
+      auto const for_steps = [&](std::size_t k0, std::size_t k1, auto&& f) { plan.serial().each(k0, k1, f); };
+      // B packed once per host write (bitwise the same products): the layout of the calls below — the serial
+      // steps' K ranges in gemm blocks, or the tiles' K ranges as gemm_ksum groups. Also where a call would read B
+      // in place: contiguous panels stream better than rows far apart (the small-M shapes gain most).
+      // Only plans whose K ranges start at 0 use it (bind: no partials path).
+      float const* packed = nullptr;
+      if (at.packed) {
+        auto& p = *at.packed;
+        float* base = p.base(g);
+        p.cache.ensure(g * p.pieces_per_group + c0 / simd::gemm_nr, [&] {
+          if (!plan.reduce)
+            for_steps(0, q.k, [&](std::size_t, std::size_t s0, std::size_t s1) {
+              simd::pack_b_panels(bv(s0), s1 - s0, n, simd::gemm_b_block(), base + s0 * p.ld, p.ld, c0);
+            });
+          else
+            simd::pack_b_panels(bv(0), q.k, n, simd::gemm_b_block(plan.k_tile), base, p.ld, c0);
+        });
+        packed = base;
+      }
+      auto const steps = [&](std::size_t k0, std::size_t k1, auto dst) {
+        for_steps(k0, k1, [&](std::size_t s, std::size_t s0, std::size_t s1) {
+          float const beta = s > 0 ? 1.0f : 0.0f;
+          if (packed) simd::gemm(m, n, s1 - s0, 1.0f, av(s0), simd::PackedB{packed + s0 * at.packed->ld, at.packed->ld, c0}, beta, dst);
+          else simd::gemm(m, n, s1 - s0, 1.0f, av(s0), bv(s0), beta, dst);
+        });
+      };
+      if (!plan.reduce) {
+        steps(0, q.k, out);
+        return;
+      }
+      bool const in_place = std::is_same_v<TO, float> && !q.accumulate && alpha == 1.0f;
+      float* sum = nullptr;
+      simd::MatrixOut<float> sv{};
+      if constexpr (std::is_same_v<TO, float>) {
+        if (in_place) sv = {pc, sc[1], sc[2]};
+      }
+      if (!in_place) {
+        sum = scratch(0).get(m * n);
+        sv = {sum, i(n), 1};
+      }
+      if (std::is_same_v<TP, float> && plan.k_step <= simd::gemm_kc) {
+        // Groups are the tiles' K ranges, segments their serial steps: one pass, no partials in memory.
+        if (packed) simd::gemm_ksum(m, n, q.k, plan.k_tile, plan.k_step, av(0), simd::PackedB{packed, at.packed->ld, c0}, sv);
+        else simd::gemm_ksum(m, n, q.k, plan.k_tile, plan.k_step, av(0), bv(0), sv);
+      } else {
+        auto* part = reinterpret_cast<TP*>(scratch(1).get((m * n * sizeof(TP) + sizeof(float) - 1) / sizeof(float)));
+        for (std::size_t j = 0; j < plan.k_split; ++j) {
+          auto const kb = plan.block(0, j, 0, 0);
+          steps(kb.k0, kb.k1, simd::MatrixOut<TP>{part, i(n), 1});
+          for (std::size_t r = 0; r < m; ++r)
+            for (std::size_t col = 0; col < n; ++col) {
+              float& o = sv.data[i(r) * sv.rs + i(col) * sv.cs];
+              float const v = static_cast<float>(part[r * n + col]);
+              o = j == 0 ? v : o + v;
+            }
+        }
+      }
+      if (in_place) return;
+      for (std::size_t r = 0; r < m; ++r) {
+        if (q.accumulate) simd::scale_into<TO, true>(sum + r * n, pc + i(r) * sc[1], sc[2], n, alpha);
+        else simd::scale_into<TO, false>(sum + r * n, pc + i(r) * sc[1], sc[2], n, alpha);
+      }
+    }
+    static simd::detail::Scratch& scratch(int which) {
+      thread_local simd::detail::Scratch s[2];
+      return s[which];
+    }
+  };
+  std::shared_ptr<State const> s_;
+};
+
+/// Adds the plan's compute sets to `prog` as one host path: serial steps into c3 (or partials), then the final stage
+/// into c3; the host kernel computes the same values in one task.
+template <class TA, class TP, class TO>
+void build(Graph& g, Sequence& prog, MatmulPlan const& p, Tensor const& a3, Tensor const& b3, Tensor const& c3,
+           float alpha, std::string const& name) {
+  OperatorScope const scope(g, "matmul", name);
+  OperatorScope::note_plan(g, p.describe());
+  auto const& q = p.problem;
+  Tensor parts;
+  if (p.reduce) {
+    parts = g.add_variable(q.partials, {p.k_split, q.groups, q.m, q.n}, name + "/partials", {.temporary = true});
+  }
+  auto const each_block = [&](auto&& f) {
+    for (std::size_t ig = 0; ig < p.g_split; ++ig)
+      for (std::size_t ik = 0; ik < p.k_split; ++ik)
+        for (std::size_t in = 0; in < p.n_split; ++in)
+          for (std::size_t im = 0; im < p.m_split; ++im) {
+            auto const b = p.block(ig, ik, in, im);
+            f(p.tile_of(ig, ik, in, im), ik, b.g0, b.g1, b.m0, b.m1, b.n0, b.n1, b.k0, b.k1);
+          }
+  };
+  if (p.reduce)
+    each_block([&](std::size_t tile, std::size_t ik, std::size_t g0, std::size_t g1, std::size_t m0, std::size_t m1,
+                   std::size_t n0, std::size_t n1, std::size_t, std::size_t) {
+      g.set_tile_mapping(parts.slice({ik, g0, m0, n0}, {ik + 1, g1, m1, n1}), tile);
+    });
+  auto const rate = static_cast<float>(tilebsp::plan::detail::macs_per_cycle(g.target(), q.input));
+  Sequence body;
+  for (std::size_t s = 0; s < p.k_steps; ++s) {
+    ComputeSet const cs = g.add_compute_set(name + (p.k_steps > 1 ? "/step" + std::to_string(s) : ""));
+    auto const add = [&]<class TW, bool Acc>(Tensor const& w, std::size_t tile, Tensor const& av, Tensor const& bv) {
+      g.add_vertex<MatmulVertex<TA, TW, Acc>>(cs, tile, fetch(av), fetch(bv), w, rate);
+    };
+    each_block([&](std::size_t tile, std::size_t ik, std::size_t g0, std::size_t g1, std::size_t m0, std::size_t m1,
+                   std::size_t n0, std::size_t n1, std::size_t kb, std::size_t ke) {
+      auto const [k0, k1] = p.serial().range(kb, ke, s);
+      if (k0 >= k1) return;  // this tile's K range is done
+      Tensor const av = a3.slice({g0, m0, k0}, {g1, m1, k1}), bv = b3.slice({g0, k0, n0}, {g1, k1, n1});
+      Tensor const w = p.reduce ? parts.slice({ik, g0, m0, n0}, {ik + 1, g1, m1, n1}).index(0)
+                                : c3.slice({g0, m0, n0}, {g1, m1, n1});
+      if (p.reduce) {
+        if (s == 0) add.template operator()<TP, false>(w, tile, av, bv);
+        else add.template operator()<TP, true>(w, tile, av, bv);
+      } else {
+        if (s == 0) add.template operator()<TO, false>(w, tile, av, bv);
+        else add.template operator()<TO, true>(w, tile, av, bv);
+      }
+    });
+    body.add(execute(cs));
+  }
+  if (p.reduce)
+    body.add(sum_partials_stage<TP, TO>(g, name, parts, c3, alpha, q.accumulate, p.m_tile, p.n_tile));
+  prog.add(host_path(name, MatmulHostKernel<TA, TP, TO>(p, a3, b3, c3, alpha).kernel(), std::move(body)));
+}
+
+/// Maps a new result per plan: each block on its tile, split between the K-split tiles when they reduce it.
+inline void map_result(Graph& g, MatmulPlan const& p, Tensor const& c3) {
+  for (std::size_t ig = 0; ig < p.g_split; ++ig)
+    for (std::size_t in = 0; in < p.n_split; ++in)
+      for (std::size_t im = 0; im < p.m_split; ++im) {
+        auto const [g0, g1, m0, m1, n0, n1, k0, k1] = p.block(ig, 0, in, im);
+        std::size_t const parts = p.reduce ? p.k_split : 1, cols = n1 - n0, rows = m1 - m0;
+        // Whole rows per part when there are enough rows, else elements (row segments).
+        std::size_t const unit = rows >= parts ? cols : 1, e = rows * cols / unit;
+        for (std::size_t gi = g0; gi < g1; ++gi)
+          for (std::size_t ik = 0; ik < parts; ++ik)  // part ik of the block's elements, row-major
+            map_flat_range(g, c3.index(gi).slice({m0, n0}, {m1, n1}), e * ik / parts * unit,
+                           e * (ik + 1) / parts * unit, p.tile_of(ig, ik, in, im));
+      }
+}
+
+template <class F>
+void dispatch_types(MatmulProblem const& q, F&& f) {
+  with_float_type(q.input, [&]<class TA>() {
+    with_float_type(q.partials, [&]<class TP>() {
+      with_float_type(q.output, [&]<class TO>() { f.template operator()<TA, TP, TO>(); });
+    });
+  });
+}
+
+}  // namespace tilebsp::ops::detail

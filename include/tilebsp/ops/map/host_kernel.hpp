@@ -1,0 +1,127 @@
+// The host kernel of ops::map: the expression over the output's elements where the operands live, the same
+// instructions as the vertices (bitwise the same values).
+#pragma once
+
+#include <tilebsp/core/tensor.hpp>
+#include <tilebsp/expr/eval.hpp>
+#include <tilebsp/expr/expr.hpp>
+#include <tilebsp/ops/detail/host_work.hpp>
+#include <tilebsp/program/host_path.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tilebsp::ops::detail {
+
+using expr::Types;
+using expr::VT;
+
+/// The host kernel of a map: the expression over the output's elements, reading every operand where it lives
+/// (no fetched copies). The output's elements are walked in segments along which each operand is contiguous or
+/// constant; the threads take equal shares of the elements. Each element is computed by the same instructions as
+/// in a vertex (evaluate pads partial batches), so the values are the vertices' bitwise.
+template <Types In, VT Out, class E, std::size_t N>
+class MapHostKernel {
+ public:
+  /// Empty (run the vertices) unless the output and every operand are affine views of one variable each, an
+  /// operand sharing the output's variable is the output's own view, and segments have at least 16 elements.
+  MapHostKernel(E const& e, std::array<Tensor, N> const& ins, Tensor const& out, Shape const& shape, std::uint32_t scalars,
+                bool stream) {
+    auto st = std::make_shared<State>();
+    st->e = e;
+    st->scalars = scalars;
+    st->stream = stream;
+    st->shape = shape;
+    st->total = product(shape);
+    auto const o = out.affine();
+    if (!o || st->total == 0) return;
+    st->var[N] = o->var, st->start[N] = o->start, st->strides[N] = o->strides;
+    for (std::size_t k = 0; k < N; ++k) {
+      auto const a = (scalars >> k & 1u ? ins[k].flatten().broadcast({1}) : ins[k].broadcast(shape)).affine();
+      if (!a) return;
+      if (a->var == o->var && (a->start != o->start || (!(scalars >> k & 1u) && a->strides != o->strides))) return;
+      st->var[k] = a->var, st->start[k] = a->start;
+      st->strides[k] = scalars >> k & 1u ? std::vector<std::int64_t>(shape.size(), 0) : a->strides;
+    }
+    // The innermost dimensions along which the output and each operand are contiguous (or, for operands,
+    // constant) form one segment.
+    std::array<int, N + 1> mode{};  // 0 undecided, 1 contiguous, 2 constant
+    std::size_t inner = 1, d = shape.size();
+    for (; d > 0; --d) {
+      std::size_t const n = shape[d - 1];
+      if (n == 1) continue;
+      bool ok = true;
+      std::array<int, N + 1> m = mode;
+      for (std::size_t k = 0; k <= N && ok; ++k) {
+        std::int64_t const sd = st->strides[k][d - 1];
+        if (sd == static_cast<std::int64_t>(inner) && m[k] != 2) m[k] = 1;
+        else if (sd == 0 && m[k] != 1 && k < N) m[k] = 2;
+        else ok = false;
+      }
+      if (!ok) break;
+      mode = m;
+      inner *= n;
+    }
+    if (inner < 16 && inner < st->total) return;
+    st->inner = inner;
+    st->outer_rank = d;
+    for (std::size_t k = 0; k < N; ++k)
+      if (mode[k] == 2) st->segment_scalars |= 1u << k;
+    s_ = std::move(st);
+  }
+  HostKernel kernel() const { return host_kernel_of(s_); }
+
+ private:
+  struct State {
+    E e;
+    std::uint32_t scalars = 0, segment_scalars = 0;
+    bool stream = false;
+    Shape shape;
+    std::size_t total = 0, inner = 1, outer_rank = 0;
+    std::array<std::uint32_t, N + 1> var{};
+    std::array<std::int64_t, N + 1> start{};
+    std::array<std::vector<std::int64_t>, N + 1> strides;
+
+    std::array<std::byte*, N + 1> bind(HostBinding const& at) const {
+      std::array<std::byte*, N + 1> base{};
+      for (std::size_t k = 0; k <= N; ++k) base[k] = at(var[k]);
+      return base;
+    }
+
+    void run(std::array<std::byte*, N + 1> const& base, unsigned t, unsigned threads) const {
+      // Equal shares in whole 16-element batches.
+      std::size_t const batches = (total + 15) / 16;
+      std::size_t const b0 = batches * t / threads * 16, b1 = std::min(total, batches * (t + 1) / threads * 16);
+      for (std::size_t i = b0; i < b1;) {
+        std::size_t const seg = i / inner, in_seg = i % inner, n = std::min(b1 - i, inner - in_seg);
+        // Offsets of the segment's first element: mixed radix over the outer dimensions.
+        std::array<std::int64_t, N + 1> off = start;
+        std::size_t rest = seg;
+        for (std::size_t d = outer_rank; d > 0; --d) {
+          std::size_t const idx = rest % shape[d - 1];
+          rest /= shape[d - 1];
+          for (std::size_t k = 0; k <= N; ++k) off[k] += static_cast<std::int64_t>(idx) * strides[k][d - 1];
+        }
+        expr::Operands o;
+        o.scalar = scalars | segment_scalars;
+        for (std::size_t k = 0; k < N; ++k) {
+          std::int64_t const at = off[k] + (o.scalar >> k & 1u ? 0 : static_cast<std::int64_t>(in_seg));
+          o.ptr[k] = base[k] + at * static_cast<std::int64_t>(expr::detail::width(In[k]));
+        }
+        auto* dst = base[N] + (off[N] + static_cast<std::int64_t>(in_seg)) * static_cast<std::int64_t>(expr::detail::width(Out));
+        expr::evaluate<In, Out>(e, o, N, dst, n, stream);
+        i += n;
+      }
+    }
+  };
+  std::shared_ptr<State const> s_;
+};
+
+}  // namespace tilebsp::ops::detail

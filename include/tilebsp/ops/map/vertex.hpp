@@ -1,0 +1,96 @@
+// The vertex of ops::map: one vectorised vertex per region (or series of equal regions) of a tile's output,
+// shared by the tile's workers.
+#pragma once
+
+#include <tilebsp/expr/eval.hpp>
+#include <tilebsp/expr/expr.hpp>
+#include <tilebsp/vertex/add_vertex.hpp>
+
+#include <boost/hana/pair.hpp>
+#include <boost/hana/string.hpp>
+#include <boost/hana/tuple.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tilebsp::ops::detail {
+
+using expr::Types;
+using expr::VT;
+
+/// The vertex of a map: N operands of the value types In, an output of type Out, the expression (which carries
+/// its constants) and which operands are scalars broadcast to every element. Its fields are reflected through a
+/// hand-written Hana accessor list, since their number depends on N. With Rows, the operands and the output are
+/// [rows, length] views whose rows are contiguous (a scalar operand: one element): one vertex for many equal runs
+/// of a tile's output, as a conv output mapped in blocks of channels has one run per position.
+/// A multi-worker vertex (Poplar's MultiVertex): `workers` workers share its elements (its rows, with Rows), so
+/// a tile's region is one vertex rather than one per worker; its estimate is in tile cycles.
+template <class E, Types In, VT Out, std::size_t N, bool Rows = false>
+struct MapVertex {
+  static constexpr bool supervisor = true;
+  template <class T>
+  using In_t = std::conditional_t<Rows, input_view<T, 2>, input<T>>;
+  template <std::size_t... I>
+  static auto make_inputs(std::index_sequence<I...>) -> std::tuple<In_t<expr::storage_t<In[I]>>...>;
+  using Inputs = decltype(make_inputs(std::make_index_sequence<N>{}));
+
+  Inputs ins;
+  std::conditional_t<Rows, output_view<expr::storage_t<Out>, 2>, output<expr::storage_t<Out>>> out;
+  param<std::uint32_t> scalars;
+  param<bool> stream;
+  param<std::uint32_t> workers;
+  param<E> e;
+
+  struct hana_accessors_impl {
+    template <std::size_t... I>
+    static constexpr auto apply(std::index_sequence<I...>) {
+      namespace hana = boost::hana;
+      return hana::make_tuple(
+          hana::make_pair(hana::string_c<'i', 'n', static_cast<char>('0' + I)>,
+                          [](auto&& v) -> decltype(auto) { return std::get<I>(v.ins); })...,
+          hana::make_pair(BOOST_HANA_STRING("out"), [](auto&& v) -> decltype(auto) { return (v.out); }),
+          hana::make_pair(BOOST_HANA_STRING("scalars"), [](auto&& v) -> decltype(auto) { return (v.scalars); }),
+          hana::make_pair(BOOST_HANA_STRING("stream"), [](auto&& v) -> decltype(auto) { return (v.stream); }),
+          hana::make_pair(BOOST_HANA_STRING("workers"), [](auto&& v) -> decltype(auto) { return (v.workers); }),
+          hana::make_pair(BOOST_HANA_STRING("expr"), [](auto&& v) -> decltype(auto) { return (v.e); }));
+    }
+    static constexpr auto apply() { return apply(std::make_index_sequence<N>{}); }
+  };
+
+  void compute() {
+    expr::Operands o;
+    o.scalar = scalars;
+    if constexpr (Rows) {
+      for (std::size_t r = 0; r < out.dim(0); ++r) {
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+          ((o.ptr[I] = std::get<I>(ins).data() +
+                       (scalars >> I & 1u ? 0 : std::ptrdiff_t(r) * std::get<I>(ins).stride(0))), ...);
+        }(std::make_index_sequence<N>{});
+        expr::evaluate<In, Out>(e.get(), o, N, out.data() + std::ptrdiff_t(r) * out.stride(0), out.dim(1), stream);
+      }
+    } else {
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        ((o.ptr[I] = std::get<I>(ins).data()), ...);
+      }(std::make_index_sequence<N>{});
+      expr::evaluate<In, Out>(e.get(), o, N, out.data(), out.size(), stream);
+    }
+  }
+  /// IPU estimate in tile cycles: each worker issues every `workers`-th cycle and takes an equal share of the
+  /// 64-bit vectors (2 f32 or 4 f16 lanes), or of the rows, one cycle per node and vector, plus 20 of setup; a row
+  /// costs 6 more cycles (loading its pointers and count: our assumption, as for the setup).
+  std::uint64_t cycle_estimate() const {
+    std::uint64_t const w = Out == VT::f16 ? 4 : 2, nodes = std::max<std::uint64_t>(1, E::nodes);
+    std::uint64_t const k = std::max<std::uint64_t>(1, workers);
+    if constexpr (Rows) return k * (20 + (out.dim(0) + k - 1) / k * (6 + (out.dim(1) + w - 1) / w * nodes));
+    else return k * (20 + ((out.size() + w - 1) / w + k - 1) / k * nodes);
+  }
+};
+
+}  // namespace tilebsp::ops::detail

@@ -1,0 +1,43 @@
+// The report layer: a Profile (plain data, exec/profile.hpp) as text, JSON and one self-contained HTML page, and
+// the Engine's auto-reports (TILEBSP_ENGINE_OPTIONS). It sits above exec; exec never includes it: including this
+// header sets the function pointer through which an Engine writes its auto-report (docs/09-profiling.md).
+#pragma once
+
+#include <tilebsp/config.hpp>
+#include <tilebsp/exec/detail/auto_report.hpp>
+#include <tilebsp/exec/profile.hpp>
+
+#include <string>
+
+namespace tilebsp::report {
+
+/// Human-readable report: totals, the costliest steps, memory per tile.
+std::string summary(Profile const& profile);
+/// The profile as JSON (target, per-step figures for every program, operators, and each tile's memory as
+/// [always-live, not-always-live peak, temporary peak] bytes); with `detail`, its "detail" object too. The format is
+/// docs/profile.schema.json.
+std::string json(Profile const& profile, ProfileDetail const* detail = nullptr);
+/// Writes json(profile, detail) to `path`; throws tilebsp::error when the file cannot be written.
+void write_json(Profile const& profile, std::string const& path, ProfileDetail const* detail = nullptr);
+/// One self-contained HTML page (inline SVG and script; no network, no other files): memory per tile as a heatmap,
+/// liveness over the steps, a timeline of the steps per IPU, cycle balance across tiles, operators ranked by
+/// estimated cycles and host time, and their plans. See docs/09-profiling.md.
+std::string html(Profile const& profile, ProfileDetail const& detail);
+inline std::string html(Profile const& profile) { return html(profile, profile.detail()); }
+/// Writes html(profile) to `path`; throws tilebsp::error when the file cannot be written.
+void write_html(Profile const& profile, std::string const& path);
+/// Writes profile.json (with the detail), report.html and summary.txt into `dir` (created when missing).
+void write_report(Profile const& profile, std::string const& dir);
+
+namespace detail {
+/// Including the report layer is what lets an Engine write the auto-report TILEBSP_ENGINE_OPTIONS asks for.
+inline bool const auto_reports_enabled = (exec::detail::report_writer = &report::write_report, true);
+}  // namespace detail
+
+}  // namespace tilebsp::report
+
+// Header-only (the default), the definitions follow; a target linking tilebsp::compiled (TILEBSP_COMPILED) gets
+// them from the library (src/report.cpp) instead.
+#ifndef TILEBSP_COMPILED
+#include <tilebsp/report/report_impl.hpp>
+#endif

@@ -1,0 +1,2 @@
+// tilebsp::compiled: the report layer's definitions (text summary, JSON, the HTML page), compiled once.
+#include <tilebsp/report/report_impl.hpp>
