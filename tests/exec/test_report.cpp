@@ -2,6 +2,7 @@
 #include "helpers.hpp"
 
 #include <tilebsp/exec/detail/auto_report.hpp>
+#include <tilebsp/report/auto_report.hpp>
 
 #include <doctest/doctest.h>
 
@@ -227,13 +228,13 @@ TEST_CASE("auto-reports: TILEBSP_ENGINE_OPTIONS makes an engine write its report
   setenv("TILEBSP_ENGINE_OPTIONS", R"({"autoReport.all": "maybe"})", 1);
   CHECK_THROWS_WITH_AS(tb::Engine{exe}, "TILEBSP_ENGINE_OPTIONS: \"autoReport.all\" must be true or false, not \"maybe\"",
                        tb::option_error);
-  // exec does not include the report layer: without it (the pointer that including it sets, cleared here), an
+  // exec does not include the report layer: without the writer that report/auto_report.hpp sets (cleared here), an
   // engine asked for a report says so instead of writing none.
   setenv("TILEBSP_ENGINE_OPTIONS", R"({"autoReport.outputGraphProfile": true})", 1);
   auto const writer = std::exchange(tb::exec::detail::report_writer, nullptr);
   CHECK_THROWS_WITH_AS(tb::Engine{exe},
-                       "TILEBSP_ENGINE_OPTIONS asks for a report, but this program does not include the report layer: "
-                       "include <tilebsp/report/report.hpp> (or <tilebsp/tilebsp.hpp>)",
+                       "TILEBSP_ENGINE_OPTIONS asks for a report, but this program has no report writer: include "
+                       "<tilebsp/report/auto_report.hpp> in one of its files (or link tilebsp::compiled)",
                        tb::option_error);
   tb::exec::detail::report_writer = writer;
   bool const set_by_report = writer == &tb::report::write_report;

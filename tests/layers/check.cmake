@@ -2,7 +2,9 @@
 #  1. a layer includes only the layers below it (the table below, one line per layer);
 #  2. a layer's internals live in its own namespace, tilebsp::<layer>::detail (no shared tilebsp::detail);
 #  3. a layer names another layer's internals (<other>::detail::<name>, outside comments) only where they are one of
-#     the contracts below that it is allowed; docs/10, "Contracts between layers", says why each exists.
+#     the contracts below that it is allowed; docs/10, "Contracts between layers", says why each exists;
+#  4. an operator includes no other operator's headers but ops/map.hpp and the pairs listed below (what operators
+#     share lives in ops/detail/).
 # Run: cmake -DSOURCE_DIR=<repo> -P check.cmake. Fails with every violation listed.
 
 cmake_minimum_required(VERSION 3.25)
@@ -36,6 +38,10 @@ set(contract_scratch "simd::detail::Scratch;simd::detail::conv_scratch")
 set(contract_expr_types "expr::detail::Inferred;expr::detail::describe;expr::detail::element_of;expr::detail::name_of;expr::detail::vt_of;expr::detail::width")
 # exec's auto-report hook, which including the report layer sets
 set(contract_report_hook "exec::detail::report_writer")
+# operator -> the other operators whose headers it may include (besides ops/map.hpp, which every operator may use:
+# add_bias and the host kernels' elementwise steps are maps); what operators share is in ops/detail/ (docs/10)
+set(operator_uses_loss reduce)
+
 # layer -> the contracts it may use
 set(contracts_vertex graph vertex_hash support)
 set(contracts_program graph vertex_hash support cost)
@@ -77,6 +83,18 @@ foreach(h IN LISTS headers)
   foreach(line IN LISTS lines)
     if(line MATCHES "^#include <tilebsp/([^>]+)>")
       set(inc ${CMAKE_MATCH_1})
+      # 4. an operator includes no other operator's headers (ops/<op>.hpp, <op>_impl.hpp, <op>/...) but map's and
+      # those listed above: ops/conv* nothing of ops/matmul*, for one.
+      if(layer STREQUAL "ops" AND h MATCHES "^ops/([a-z0-9]+)(_impl)?[./]" AND inc MATCHES "^ops/([a-z0-9]+)(_impl)?[./]")
+        string(REGEX MATCH "^ops/([a-z0-9]+)" _ "${h}")
+        set(mine ${CMAKE_MATCH_1})
+        string(REGEX MATCH "^ops/([a-z0-9]+)" _ "${inc}")
+        set(theirs ${CMAKE_MATCH_1})
+        if(NOT theirs STREQUAL mine AND NOT theirs STREQUAL "detail" AND NOT inc STREQUAL "ops/map.hpp"
+           AND NOT theirs IN_LIST operator_uses_${mine})
+          list(APPEND problems "${h}: operator '${mine}' includes another operator's <tilebsp/${inc}>")
+        endif()
+      endif()
       if(inc STREQUAL "config.hpp" OR inc MATCHES "^${layer}/")
         continue()
       endif()

@@ -124,8 +124,8 @@ TILEBSP_INLINE exec::detail::EngineCore::EngineCore(Executable exe, EngineOption
   }
   if (auto_.any()) {
     if (!exec::detail::report_writer)
-      throw option_error("TILEBSP_ENGINE_OPTIONS asks for a report, but this program does not include the report "
-                         "layer: include <tilebsp/report/report.hpp> (or <tilebsp/tilebsp.hpp>)");
+      throw option_error("TILEBSP_ENGINE_OPTIONS asks for a report, but this program has no report writer: include "
+                         "<tilebsp/report/auto_report.hpp> in one of its files (or link tilebsp::compiled)");
     // Each engine of the process its own directory: the first the one asked for, the k-th engine<k> in it; under
     // several processes, rank<r> in it first.
     static std::atomic<unsigned> engines{0};

@@ -1,10 +1,9 @@
-// The report layer: a Profile (plain data, exec/profile.hpp) as text, JSON and one self-contained HTML page, and
-// the Engine's auto-reports (TILEBSP_ENGINE_OPTIONS). It sits above exec; exec never includes it: including this
-// header sets the function pointer through which an Engine writes its auto-report (docs/09-profiling.md).
+// The report layer: a Profile (plain data, exec/profile.hpp) as text, JSON and one self-contained HTML page. It sits
+// above exec, which never includes it; the Engine's auto-reports (TILEBSP_ENGINE_OPTIONS) reach it through a
+// function pointer that <tilebsp/report/auto_report.hpp> sets (docs/09-profiling.md).
 #pragma once
 
 #include <tilebsp/config.hpp>
-#include <tilebsp/exec/detail/auto_report.hpp>
 #include <tilebsp/exec/profile.hpp>
 
 #include <string>
@@ -28,11 +27,6 @@ inline std::string html(Profile const& profile) { return html(profile, profile.d
 void write_html(Profile const& profile, std::string const& path);
 /// Writes profile.json (with the detail), report.html and summary.txt into `dir` (created when missing).
 void write_report(Profile const& profile, std::string const& dir);
-
-namespace detail {
-/// Including the report layer is what lets an Engine write the auto-report TILEBSP_ENGINE_OPTIONS asks for.
-inline bool const auto_reports_enabled = (exec::detail::report_writer = &report::write_report, true);
-}  // namespace detail
 
 }  // namespace tilebsp::report
 

@@ -16,9 +16,9 @@ struct Profile;
 
 namespace tilebsp::exec::detail {
 
-/// Writes an Engine's auto-report into a directory. exec does not include the report layer: including
-/// <tilebsp/report/report.hpp> (as <tilebsp/tilebsp.hpp> does) sets this; an Engine that TILEBSP_ENGINE_OPTIONS asks
-/// for a report while it is unset throws option_error when it is made.
+/// Writes an Engine's auto-report into a directory. exec does not include the report layer:
+/// <tilebsp/report/auto_report.hpp> sets this (tilebsp::compiled includes it); an Engine that TILEBSP_ENGINE_OPTIONS
+/// asks for a report while it is unset throws option_error when it is made.
 using ReportWriter = void (*)(Profile const& profile, std::string const& dir);
 inline ReportWriter report_writer = nullptr;
 
