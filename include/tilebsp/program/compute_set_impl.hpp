@@ -15,6 +15,8 @@
 #include <vector>
 
 namespace tilebsp::program::detail {
+// The same using-declarations as lower_impl.hpp's: header-only, either file can be the first one read (this one
+// includes lower.hpp, which includes lower_impl.hpp at its end), so each declares what it names.
 using core::detail::FieldBinding;
 using core::detail::Run;
 using plan::detail::default_vertex_cycles;
