@@ -35,9 +35,9 @@ inline constexpr std::array<ConvImplementationInfo, 3> conv_implementations{{
      "automatically when both channel counts per group are at least 16 and the output field at least 8x8",
      "ops/conv_impl.hpp (plan_conv's plan), ops/conv/vertex.hpp; simd/winograd.hpp"},
     {ConvImplementation::direct, "direct", "any pass",
-     "ops/conv_impl.hpp (plan_conv's plan), ops/conv/vertex.hpp; simd/conv.hpp, whose kernels pick per call the "
-     "row-block form (a 3-wide kernel of stride 1 over whole rows), accumulators in place (an f32 destination "
-     "whose lanes are contiguous) or the input box of each strip (otherwise)"},
+     "ops/conv_impl.hpp (plan_conv's plan), ops/conv/vertex.hpp; simd/conv.hpp, in one of simd::direct_forms "
+     "(simd/conv/forms.hpp: row blocks or register blocks, decided per call from the shape, element types, layout "
+     "and instruction set)"},
 }};
 
 /// The entry of `id` in conv_implementations.

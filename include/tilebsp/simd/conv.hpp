@@ -17,6 +17,7 @@
 
 #include <tilebsp/core/half.hpp>
 #include <tilebsp/simd/arch.hpp>
+#include <tilebsp/simd/conv/forms.hpp>
 #include <tilebsp/simd/conv/rows.hpp>
 #include <tilebsp/simd/conv_loop.hpp>
 #include <tilebsp/simd/gemm.hpp>
@@ -47,16 +48,17 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
   std::size_t const Q = static_cast<std::size_t>(L.taps() * cj);
   std::int64_t const ow = r.hi[2] - r.lo[2];
   if (r.n1 <= r.n0 || ow <= 0 || r.hi[0] <= r.lo[0] || r.hi[1] <= r.lo[1] || Q == 0) return;
-  // Rows of a 3-wide kernel with stride and dilation 1 in dimension 2 run as row blocks: steps (t0, t1, j, t2),
-  // outer (t0, t1, j) x inner t2. Otherwise steps (t0, t1, t2, j), outer (t0, t1[, t2]) x inner ([t2,] j): the
-  // taps of dimension 2 join the inner steps when they are consecutive in the box (no kernel dilation there).
+  // The form (simd/conv/forms.hpp). A 3-wide kernel with stride and dilation 1 in dimension 2 runs its steps
+  // (t0, t1, j, t2): as row blocks, or as register blocks of outer (t0, t1, j) x inner t2. Otherwise steps
+  // (t0, t1, t2, j), outer (t0, t1[, t2]) x inner ([t2,] j): the taps of dimension 2 join the inner steps when
+  // they are consecutive in the box (no kernel dilation there).
   bool const rows_k = row_kernel(L);
   bool const join2 = !rows_k && D[2].b == 1;
   std::size_t const K = static_cast<std::size_t>(rows_k ? D[2].taps : join2 ? D[2].taps * cj : cj), T = Q / K;
   auto cols = conv_columns(r.g0, r.g1, r.c0, r.c1);
   ForwardScratch& fs = forward_scratch();
   if constexpr (std::is_same_v<TD, float>) {
-    if (rows_k && std::all_of(cols.begin(), cols.end(), [&](ConvColumn const& c) { return row_column(c, dst, ow); })) {
+    if (forward_form(L, cols, dst, ow) == DirectForm::forward_rows) {
       source_columns(L, r, src, dst, cols, fs.sidx);
       return forward_rows(L, r, src, w, dst, load, cols, {fs.sidx.data(), static_cast<std::size_t>(cj)});
     }
@@ -124,16 +126,13 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
       for (std::size_t c = c0; c < c1; ++c) {
         ConvColumn const& col = cols[c];
         std::size_t const VL = col.vectors * lanes;
-        std::ptrdiff_t off[2 * lanes];
-        std::size_t used = 0;
-        bool const contiguous = lane_offsets(dst, col, off, used) && std::is_same_v<TD, float>;
-        alignas(64) std::int32_t perm[lanes];
-        bool const permuted = !contiguous && std::is_same_v<TD, float> && VL == lanes && lane_permutation(off, VL, perm);
+        BlockResults res;
+        forward_block_results(dst, col, load, res);
+        std::ptrdiff_t const* const off = res.off;
         TD* const base = dst.data + (col.g[0] - first.g[0]) * dst.stride[4] + (col.c[0] - first.c[0]) * dst.stride[5];
-        // Whole vectors of contiguous f32 results starting from zero are stored from the registers into their
-        // rows of dst; otherwise they pass through accumulator rows.
+        // Sums go from the registers into their rows of dst, or pass through accumulator rows.
         float* const* rows_out = nullptr;
-        if (std::is_same_v<TD, float> && ((contiguous && used == VL) || permuted) && !load) {
+        if (res.from_registers) {
           fs.rows.resize(P);
           for (std::size_t i = 0; i < P; ++i) fs.rows[i] = reinterpret_cast<float*>(base + fs.d[i]);
           rows_out = fs.rows.data();
@@ -150,7 +149,7 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
         }
         with_column(col, [&]<std::size_t VV, std::size_t XX>() {
           float* const acc0 = rows_out ? nullptr : accrow;
-          std::int32_t const* const pm = rows_out && permuted ? perm : nullptr;
+          std::int32_t const* const pm = rows_out && res.permuted ? res.perm : nullptr;
           auto const at = [&](std::size_t i0) { return rows_out ? rows_out + i0 : nullptr; };
           auto const acc_at = [&](std::size_t i0) { return acc0 ? acc0 + i0 * VL : nullptr; };
           // Blocks of nearly equal rows: no short block left over to run at the latency of a few chains.
@@ -166,7 +165,8 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
             });
           }
         });
-        for (std::size_t i = 0; !rows_out && i < P; ++i) store_lanes(base + fs.d[i], accrow + i * VL, off, VL, contiguous, used);
+        for (std::size_t i = 0; !rows_out && i < P; ++i)
+          store_lanes(base + fs.d[i], accrow + i * VL, off, VL, res.contiguous, res.used);
         wc += Q * VL;
       }
     }
@@ -190,24 +190,18 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
   qoff.resize(Q);
   drow.resize(Q);
   for (auto const& col : conv_columns(r.g0, r.g1, r.c0, r.c1)) {
-    std::size_t const V = col.vectors, VL = V * lanes, XL = col.xl;
-    std::ptrdiff_t doff[2 * lanes], yoff[2 * lanes];
-    std::size_t dused = 0, yused = 0;
-    bool const dcontig = lane_offsets(dst, col, doff, dused, 0) && std::is_same_v<TD, float>;
+    std::size_t const VL = col.vectors * lanes, XL = col.xl;
+    // The form and placements (simd/conv/forms.hpp): row blocks or register blocks; the accumulator rows (t, j)
+    // in dst itself or copied in and out; the source read in place or from a box.
+    GradientColumn gc;
+    gradient_column(L, r, src, dst, col, gc);
+    bool const in_place = gc.in_place, row_blocks = gc.form == DirectForm::gradient_rows;
+    std::ptrdiff_t const* const doff = gc.doff;
+    std::int64_t const nj = gc.nj;
+    std::ptrdiff_t yoff[2 * lanes];
+    std::size_t yused = 0;
     bool const ycontig = lane_offsets(dy, col, yoff, yused) && std::is_same_v<TY, float>;
-    // The accumulator rows (t, j) in dst, relative to the column's first: when they are the whole vectors of
-    // consecutive rows VL floats apart (a column's lanes contiguous in an f32 destination), the kernel
-    // accumulates in dst itself, with no copy in or out.
     TD* const d0 = dst.at(col.g[0], 0, 0, 0, r.j0, col.c[0]);
-    // Row q = ((t0 * taps1 + t1) * taps2 + t2) * cj + j is at q * VL when each dimension's stride is the extent
-    // of the ones inside it (a dimension of one element may have any stride).
-    bool in_place = dcontig && dused == VL;
-    std::int64_t const extent[5] = {1, D[0].taps, D[1].taps, D[2].taps, cj};
-    auto inner = static_cast<std::ptrdiff_t>(VL);
-    for (std::size_t d = 4; d >= 1; --d) {
-      in_place = in_place && (extent[d] == 1 || dst.stride[d] == inner);
-      inner *= extent[d];
-    }
     if (!in_place) {
       std::size_t q = 0;
       for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
@@ -225,15 +219,9 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     alignas(64) std::int32_t yidx[lanes], unused[lanes];
     bool const yperm = !ycontig && std::is_same_v<TY, float> && VL == lanes && lane_permutation(yoff, VL, unused);
     for (std::size_t l = 0; yperm && l < lanes; ++l) yidx[l] = static_cast<std::int32_t>(yoff[l]);
-    // Row blocks (a 3-wide kernel with stride and dilation 1 along the row, over whole rows of positions): blocks
-    // of (t0, t1) x channels [j, j + nj) x the three taps along the row, when there are enough reduction channels
-    // for the chains to cover the multiply-add latency (with fewer, say 2 channels x 3 taps, the GEMM-style
-    // block, which reads positions through poff, is faster).
-    auto const nj = static_cast<std::int64_t>(grad_row_channels(grad_kernel_vectors(V)));
-    bool const row_blocks = row_kernel(L) && ow == D[2].out && r.lo[2] == 0 && ow >= 2 &&
-                            std::min(cj, nj) >= std::min<std::int64_t>(nj, 4 / static_cast<std::int64_t>(V));
-    // Without `load` the accumulators start from zero: row blocks start each from zero in registers the first
-    // time a kernel runs it, and those no kernel ran are zeroed at the end; the GEMM-style blocks zero them all.
+    // Row blocks run (t0, t1) x channels [j, j + nj) x the three taps along the row. Without `load` the
+    // accumulators start from zero: row blocks start each from zero in registers the first time a kernel runs it,
+    // and those no kernel ran are zeroed at the end; the register blocks zero them all.
     std::int64_t const chunks_j = (cj + nj - 1) / nj;
     if (row_blocks) gs.touched.assign(static_cast<std::size_t>(D[0].taps * D[1].taps * chunks_j), load ? 1 : 0);
     auto const started = [&](std::int64_t t01, std::int64_t j) -> unsigned char& {
@@ -247,19 +235,7 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     bool const work = r.n1 > r.n0 && ow > 0 && r.hi[0] > r.lo[0] && r.hi[1] > r.lo[1];
     std::array<std::int64_t, 3> const ext{(D[0].taps - 1) * D[0].b + 1, 0, (ow - 1) * D[2].a + (D[2].taps - 1) * D[2].b + 1};
     std::int64_t const strip = strip_rows(L, ext, static_cast<std::size_t>(cj) * XL);
-    // Broadcast columns of an f32 source with no input dilation read it in place when a row's padding is at most
-    // its first and last input (as forward_rows does): the row blocks skip padded rows and those inputs. Not where
-    // the positions fall into one L1 set: the row kernels pass over a row once per kernel row, vector (AVX2 runs a
-    // column's vectors one at a time) and chunk of reduction channels, and 8 ways cannot keep it between passes;
-    // the box holds the same values contiguously (docs/04; the measurements are in benchmarks/RESULTS.md).
-    std::size_t const sets = l1_sets(src.stride[3]);
-    bool const direct = std::is_same_v<TS, float> && row_blocks && src.stride[5] == 1 && sets > 1 &&
-                        row_source_in_place(L, col, r.lo[2], r.hi[2]);
-    // In place, positions a line or more apart over 4 sets or more (1 KiB apart at 28²) come from L2 on every pass
-    // over their rows: the row kernel prefetches each position's next row a row ahead. Over 2 sets (2 KiB) the
-    // prefetched row evicts the one still being passed over; positions less than a line apart, hardware
-    // prefetchers follow.
-    bool const prefetch_rows = direct && static_cast<std::size_t>(std::abs(src.stride[3])) * sizeof(float) >= 64 && sets >= 4;
+    bool const direct = gc.source_in_place, prefetch_rows = gc.prefetch_rows;
     // A strip's positions in row-major order, in chunks of whole output rows that pass through the accumulators
     // once: up to about 128 positions whose rows of the input box stay within about 32 KiB (L1).
     std::int64_t const box_row = ext[2] * cj * static_cast<std::int64_t>(XL) * 4;
@@ -356,7 +332,7 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
               std::memset(acc + (t01 * 3 * cj + k * cj + j) * static_cast<std::int64_t>(VL), 0,
                           static_cast<std::size_t>(std::min(nj, cj - j)) * VL * sizeof(float));
     if (!in_place)
-      for (std::size_t q = 0; q < Q; ++q) store_lanes(d0 + drow[q], acc + q * VL, doff, VL, dcontig, dused);
+      for (std::size_t q = 0; q < Q; ++q) store_lanes(d0 + drow[q], acc + q * VL, doff, VL, gc.dcontig, gc.dused);
   }
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tilebsp/simd/conv/blocks.hpp>
+#include <tilebsp/simd/conv/forms.hpp>
 
 #include <algorithm>
 #include <array>
@@ -10,7 +11,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <numeric>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -62,42 +62,6 @@ inline bool all_rows_valid(ConvLoop const& L, std::int64_t o0, std::int64_t o1) 
     return true;
   };
   return valid(L.dim[0], o0) && valid(L.dim[1], o1);
-}
-
-/// Whether a row kernel (forward_rows, the weight gradient's row blocks) can read the source in place over output
-/// positions [lo2, hi2) of dimension 2: no input dilation, and a row's padding at most its first and last input,
-/// which the row kernels skip, as they skip kernel rows that read padding.
-inline bool row_in_place(ConvLoop const& L, std::int64_t lo2, std::int64_t hi2) noexcept {
-  auto const& D = L.dim;
-  return D[0].div == 1 && D[1].div == 1 && D[2].div == 1 && lo2 + D[2].c >= -1 && hi2 + D[2].c + 1 <= D[2].in;
-}
-/// row_in_place for a broadcast column (one group's channels per position, as the box would hold them) or a
-/// source column.
-inline bool row_source_in_place(ConvLoop const& L, ConvColumn const& col, std::int64_t lo2, std::int64_t hi2) noexcept {
-  return (col.xl == 1 || col.xl == xl_source) && row_in_place(L, lo2, hi2);
-}
-
-/// The sets of the L1 data cache that f32 source positions `stride` floats apart fall into, a row of them competing
-/// for those sets' 8 to 12 ways: 64 sets of 64-byte lines on the x86 cores we target (AMD's and Intel's), so 1 set
-/// where positions are a multiple of 4 KiB apart (1,024 channels), 2 at 2 KiB, 4 at 1 KiB; 64 when they are not a
-/// whole number of lines apart.
-inline std::size_t l1_sets(std::ptrdiff_t stride) noexcept {
-  std::size_t const bytes = static_cast<std::size_t>(std::abs(stride)) * sizeof(float);
-  return bytes == 0 || bytes % 64 ? 64 : 64 / std::gcd<std::size_t>(bytes / 64, 64);
-}
-
-/// Whether conv_forward runs column `col` as row blocks (forward_rows): f32 results whose lanes are
-/// contiguous or a permutation of a vector, and rows that split into blocks of the kernel's range.
-template <class TD>
-bool row_column(ConvColumn const& col, Operand6<TD> const& dst, std::int64_t ow) {
-  std::size_t const rmax = row_rows_max(col.vectors), rmin = row_rows_min(col.vectors), VL = col.vectors * lanes;
-  if (!std::is_same_v<TD, float> || rmax == 0 || ow <= 0) return false;
-  auto const w2 = static_cast<std::size_t>(ow);
-  if (w2 / ((w2 + rmax - 1) / rmax) < rmin) return false;
-  std::ptrdiff_t off[2 * lanes];
-  std::int32_t perm[lanes];
-  std::size_t used = 0;
-  return (lane_offsets(dst, col, off, used) && used == VL) || (VL == lanes && lane_permutation(off, VL, perm));
 }
 
 /// Prefetches (into L2) a source column's vector at each of the positions [v2, v2 + count) of virtual row v1, of
@@ -174,10 +138,9 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
     ConvColumn const& first = cols[c0];
     auto const XL = static_cast<std::int64_t>(first.xl);
     std::array<std::int64_t, 3> ext{(D[0].taps - 1) * D[0].b + 1, 0, ow + T2 - 1};
-    // Broadcast columns of an f32 source with no input dilation read it in place (one group's channels per
-    // position, as the box would hold them): padded rows are skipped below, and the padding of a row is at most
-    // its first and last input, which row_block skips.
-    bool const direct = std::is_same_v<TS, float> && row_source_in_place(L, first, r.lo[2], r.hi[2]);
+    // In place (simd/conv/forms.hpp), padded rows are skipped below, and the padding of a row is at most its first
+    // and last input, which row_block skips.
+    bool const direct = forward_rows_source_in_place<TS>(L, first, r.lo[2], r.hi[2]);
     std::int64_t const strip = direct ? nrow : std::min(nrow, strip_rows(L, ext, static_cast<std::size_t>(cj * XL)));
     std::ptrdiff_t xs2 = cj * XL, xs1 = xs2 * ext[2];
     std::ptrdiff_t xs0 = xs1 * ((strip - 1) * D[1].a + (D[1].taps - 1) * D[1].b + 1);
@@ -196,10 +159,8 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
     ws.clear();
     std::size_t packed = 0;
     for (std::size_t c = c0; c < c1; ++c) {
-      std::ptrdiff_t off[2 * lanes];
-      std::size_t used = 0;
       std::size_t const VL = cols[c].vectors * lanes;
-      if (std::is_same_v<TW, float> && lane_offsets(w, cols[c], off, used, 0) && used == VL) {
+      if (forward_rows_weights_in_place(w, cols[c])) {
         auto const* b = reinterpret_cast<float const*>(w.at(cols[c].g[0], 0, 0, 0, r.j0, cols[c].c[0]));
         ws.push_back({b, w.stride[1], w.stride[2], w.stride[4], w.stride[3]});
       } else {
