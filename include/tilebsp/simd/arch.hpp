@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tilebsp/core/half.hpp>
+#include <tilebsp/simd/isa/cpu_check.hpp>
 #include <tilebsp/simd/isa/generic.hpp>
 #include <tilebsp/simd/isa/x86.hpp>
 

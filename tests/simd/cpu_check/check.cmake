@@ -1,0 +1,25 @@
+# Runs PROGRAM (built for AVX-512) and checks what this host should give: on a CPU with AVX-512 F, BW, DQ and VL,
+# a normal run; on any other, exit status 1 before any static constructor, with simd/isa/cpu_check.hpp's message.
+file(READ /proc/cpuinfo cpuinfo)
+set(has_avx512 TRUE)
+foreach(flag avx512f avx512bw avx512dq avx512vl avx2 fma)
+  if(NOT cpuinfo MATCHES "[ \t]${flag}[ \n]")
+    set(has_avx512 FALSE)
+    set(missing ${flag})
+    break()
+  endif()
+endforeach()
+execute_process(COMMAND ${PROGRAM} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(has_avx512)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "static constructor ran\nkernels avx512")
+    message(FATAL_ERROR "on this AVX-512 host the program should run; exit ${rc}\n${out}\n${err}")
+  endif()
+  message(STATUS "AVX-512 host: the program ran (${out})")
+else()
+  if(NOT rc EQUAL 1 OR NOT out STREQUAL "" OR NOT err MATCHES
+     "^tilebsp: this program's kernels were compiled for AVX-512 \\(its -march\\), but this CPU has no avx512[a-z]+; build it for this CPU")
+    message(FATAL_ERROR "on this host without ${missing} the program should stop at start-up with a message; exit "
+                        "${rc}\nstdout: ${out}\nstderr: ${err}")
+  endif()
+  message(STATUS "host without ${missing}: stopped at start-up with: ${err}")
+endif()
