@@ -35,6 +35,8 @@ TEST_CASE("report: liveness per step follows first write and last use; occupants
   e.run();
   e.run();
   auto const p = e.profile();
+  CHECK(p.kernels().empty());  // the user's own vertices: no operator named an instruction set
+  CHECK(tb::report::json(p).find("\"kernels\": [],") != std::string::npos);
   auto const d = p.detail(1);
   REQUIRE(d.liveness.size() == 1);
   auto const& l = d.liveness[0];
@@ -94,6 +96,13 @@ TEST_CASE("report: operators name their compute sets and keep their plans") {
   REQUIRE(p.operators[static_cast<std::size_t>(fc)].plans.size() == 1);
   CHECK(p.operators[static_cast<std::size_t>(fc)].plans[0].find("parallel splits") != std::string::npos);
   CHECK(p.operators[static_cast<std::size_t>(colsum)].plans.empty());
+  // Each of tilebsp's operators says which instruction set its kernels were compiled for; the profile lists
+  // them once, the summary and the JSON name them.
+  CHECK(p.operators[static_cast<std::size_t>(fc)].kernels == tb::simd::isa_name());
+  CHECK(p.operators[static_cast<std::size_t>(colsum)].kernels == tb::simd::isa_name());
+  CHECK(p.kernels() == std::vector<std::string>{tb::simd::isa_name()});
+  CHECK(tb::report::summary(p).find(std::string("operators' kernels: ") + tb::simd::isa_name() + "\n") != std::string::npos);
+  CHECK(tb::report::json(p).find(std::string("\"kernels\": [\"") + tb::simd::isa_name() + "\"]") != std::string::npos);
   std::uint64_t fc_cycles = 0;
   bool mine = false;
   for (auto const& s : p.programs[0]) {
@@ -121,6 +130,7 @@ TEST_CASE("report: operators name their compute sets and keep their plans") {
   }
   auto const& ops = g.impl().operators;
   CHECK(ops.back().kind == "block");
+  CHECK(ops.back().kernels.empty());  // a user's scope names no instruction set unless it passes one
   CHECK(ops.back().plans == std::vector<std::string>{"my plan"});
   CHECK(g.impl().compute_set_ops.back() == static_cast<std::int32_t>(ops.size() - 1));
   g.add_compute_set("after");

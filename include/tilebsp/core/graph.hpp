@@ -19,6 +19,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -70,6 +71,7 @@ struct FifoInfo {
 struct OperatorRecord {
   std::string kind, name;
   std::vector<std::string> plans;
+  std::string kernels;  ///< the instruction set its kernels were compiled for (simd::isa_name()); empty: not said
 };
 
 struct GraphImpl {
@@ -225,7 +227,9 @@ class Graph {
 /// matmul is one convolution). Operators of tilebsp open one; so may a user's own.
 class OperatorScope {
  public:
-  OperatorScope(Graph& g, std::string kind, std::string name);
+  /// `kernels`: the instruction set the operator's kernels were compiled for (tilebsp's operators pass
+  /// simd::isa_name()), which the profile reports.
+  OperatorScope(Graph& g, std::string kind, std::string name, std::string_view kernels = {});
   ~OperatorScope();
   OperatorScope(OperatorScope const&) = delete;
   OperatorScope& operator=(OperatorScope const&) = delete;

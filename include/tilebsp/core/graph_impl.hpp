@@ -142,10 +142,11 @@ TILEBSP_INLINE ComputeSet Graph::add_compute_set(std::string name) {
   return {static_cast<std::uint32_t>(impl().compute_sets.size() - 1), impl().id};
 }
 
-TILEBSP_INLINE OperatorScope::OperatorScope(Graph& g, std::string kind, std::string name) : g_(g) {
+TILEBSP_INLINE OperatorScope::OperatorScope(Graph& g, std::string kind, std::string name, std::string_view kernels)
+    : g_(g) {
   if (g_.shared_->op >= 0) return;
   auto& ops = g_.impl().operators;
-  ops.push_back({std::move(kind), std::move(name), {}});
+  ops.push_back({std::move(kind), std::move(name), {}, std::string(kernels)});
   g_.shared_->op = static_cast<std::int32_t>(ops.size() - 1);
   outer_ = true;
 }

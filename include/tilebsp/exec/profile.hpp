@@ -39,6 +39,7 @@ struct OperatorProfile {
   std::size_t compute_sets = 0;
   std::uint64_t est_cycles = 0;  ///< estimated cycles of its steps, every execution so far
   std::uint64_t host_ns = 0;     ///< measured host time of its steps (EngineOptions::profiling)
+  std::string kernels;           ///< the instruction set of its kernels (simd::isa_name()); empty: not said
 };
 
 /// A variable (or the vertices' state) and its bytes, on one tile or over all.
@@ -106,6 +107,9 @@ struct Profile {
   std::uint64_t max_tile_bytes(std::size_t ipu) const;
   /// Bytes that crossed IPU-Links in the steps run so far (estimated, per the model).
   std::uint64_t inter_ipu_bytes() const;
+  /// The instruction sets the operators' kernels were compiled for (simd::isa_name(): "fma3+avx2", ...), each once,
+  /// in the order the operators were built; empty when no operator said (a graph of the user's own vertices).
+  std::vector<std::string> kernels() const;
   /// Bytes per replica that cross-replica collectives reduced in the steps run so far.
   std::uint64_t collective_bytes() const;
 

@@ -35,6 +35,12 @@ TILEBSP_INLINE std::uint64_t Profile::collective_bytes() const {
   return c;
 }
 
+TILEBSP_INLINE std::vector<std::string> Profile::kernels() const {
+  std::vector<std::string> k;
+  for (auto const& o : operators)
+    if (!o.kernels.empty() && std::find(k.begin(), k.end(), o.kernels) == k.end()) k.push_back(o.kernels);
+  return k;
+}
 TILEBSP_INLINE std::uint64_t Profile::inter_ipu_bytes() const {
   std::uint64_t c = 0;
   for (auto const& p : programs)

@@ -48,7 +48,7 @@ namespace detail {
 template <class TS, class TW, class TP, class TO>
 void build_conv(Graph& g, Sequence& prog, ConvPlan const& p, ConvViews const& v, Tensor const& out_user, float alpha,
                 std::string const& name) {
-  OperatorScope const scope(g, "conv", name);
+  OperatorScope const scope(g, "conv", name, simd::isa_name());
   OperatorScope::note_plan(g, p.describe());
   auto const& q = p.problem;
   bool const wu = q.kind == ConvPass::weight_update;
@@ -323,7 +323,7 @@ Tensor create_conv_weights(G& g, ConvParams const& params, ElementType type,
 template <std::same_as<Tensor> T>
 T conv(Graph& g, Sequence& prog, T const& in, T const& weights, ConvParams const& params, ConvOptions const& options,
        std::string const& name) {
-  OperatorScope const scope(g, "conv", name);
+  OperatorScope const scope(g, "conv", name, simd::isa_name());
   detail::check_params("conv", params);
   detail::check_conv_tensor("conv", g, in, "inputs", params.input_shape());
   detail::check_conv_tensor("conv", g, weights, "weights", params.weights_shape());
@@ -348,7 +348,7 @@ template <std::same_as<Tensor> T>
 T conv_backward_input(Graph& g, Sequence& prog, T const& grad_out, T const& weights, ConvParams const& params,
                       ConvOptions const& options, std::string const& name) {
   char const* op = "conv_backward_input";
-  OperatorScope const scope(g, op, name);
+  OperatorScope const scope(g, op, name, simd::isa_name());
   detail::check_params(op, params);
   detail::check_conv_tensor(op, g, grad_out, "output gradients", params.output_shape());
   detail::check_conv_tensor(op, g, weights, "weights", params.weights_shape());
@@ -375,7 +375,7 @@ template <std::same_as<Tensor> T>
 T conv_weight_gradients(Graph& g, Sequence& prog, T const& grad_out, T const& acts, ConvParams const& params,
                         ConvOptions const& options, std::string const& name) {
   char const* op = "conv_weight_gradients";
-  OperatorScope const scope(g, op, name);
+  OperatorScope const scope(g, op, name, simd::isa_name());
   detail::check_weight_pass(op, g, grad_out, acts, params);
   Tensor dw = g.add_variable(options.output_type.value_or(acts.element_type()), params.weights_shape(), name);
   detail::weight_pass(g, prog, grad_out, acts, dw, false, 1.0f, params, options, name, op);
@@ -387,7 +387,7 @@ void conv_weight_update(Graph& g, Sequence& prog, T const& grad_out, T const& ac
                         ConvParams const& params, ConvOptions const& options,
                         std::string const& name) {
   char const* op = "conv_weight_update";
-  OperatorScope const scope(g, op, name);
+  OperatorScope const scope(g, op, name, simd::isa_name());
   detail::check_weight_pass(op, g, grad_out, acts, params);
   detail::check_conv_tensor(op, g, weights, "weights", params.weights_shape());
   ConvOptions o = options;

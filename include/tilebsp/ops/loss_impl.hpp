@@ -13,6 +13,7 @@
 #include <tilebsp/ops/detail/instances.hpp>
 #include <tilebsp/ops/reduce.hpp>
 #include <tilebsp/program/programs.hpp>
+#include <tilebsp/simd/arch.hpp>
 #include <tilebsp/vertex/add_vertex.hpp>
 
 #include <boost/hana/define_struct.hpp>
@@ -66,7 +67,7 @@ template <std::same_as<Tensor> Tn>
 SoftmaxCrossEntropy softmax_cross_entropy(Graph& g, Sequence& prog, Tn const& logits, Tn const& labels, float grad_scale,
                                           std::string const& name) {
   char const* op = "softmax_cross_entropy";
-  OperatorScope const scope(g, op, name);
+  OperatorScope const scope(g, op, name, simd::isa_name());
   g.check_tensor(op, logits);
   g.check_tensor(op, labels);
   if (logits.rank() != 2 || logits.dim(1) == 0)

@@ -14,6 +14,7 @@
 #include <tilebsp/ops/map/vertex.hpp>
 #include <tilebsp/program/host_path.hpp>
 #include <tilebsp/program/programs.hpp>
+#include <tilebsp/simd/arch.hpp>
 #include <tilebsp/vertex/add_vertex.hpp>
 
 #include <boost/hana/pair.hpp>
@@ -200,7 +201,7 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
   // views that overlap the output at other positions: those are copied first, so that no vertex reads what
   // another writes.
   Sequence exchange;
-  OperatorScope const scope(g, "map", op);
+  OperatorScope const scope(g, "map", op, simd::isa_name());
   ComputeSet const cs = g.add_compute_set(op);
   std::array<bool, N> copied{};
   for (std::size_t k = 0; k < N; ++k) copied[k] = mode != Mode::new_output && overlaps_elsewhere(ins[k], out);

@@ -260,7 +260,7 @@ class MaxPoolGradHostKernel {
 
 template <std::same_as<Tensor> Tn>
 Tn max_pool(Graph& g, Sequence& prog, Tn const& in, PoolParams const& params, std::string const& name) {
-  OperatorScope const scope(g, "max_pool", name);
+  OperatorScope const scope(g, "max_pool", name, simd::isa_name());
   g.check_tensor("max_pool", in);
   if (in.element_type() != ElementType::f32 && in.element_type() != ElementType::f16)
     throw type_error("max_pool: input must be f32 or f16, not " + std::string(name_of(in.element_type())));
@@ -324,7 +324,7 @@ template <std::same_as<Tensor> Tn>
 Tn max_pool_backward(Graph& g, Sequence& prog, Tn const& in, Tn const& out, Tn const& grad_out, PoolParams const& params,
                     std::string const& name) {
   char const* op = "max_pool_backward";
-  OperatorScope const scope(g, op, name);
+  OperatorScope const scope(g, op, name, simd::isa_name());
   g.check_tensor(op, in);
   g.check_tensor(op, out);
   g.check_tensor(op, grad_out);

@@ -101,7 +101,7 @@ inline std::vector<std::vector<Interval>> split_for_workers(std::vector<Interval
 
 template <class T, simd::Reduction R>
 Tensor reduce(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::size_t> const& dims, std::string const& name) {
-  OperatorScope const scope(g, "reduce", name);
+  OperatorScope const scope(g, "reduce", name, simd::isa_name());
   std::vector<bool> reduced(t.rank(), false);
   for (auto d : dims) {
     if (d >= t.rank())

@@ -43,6 +43,11 @@ TILEBSP_COLD TILEBSP_INLINE std::string report::summary(Profile const& profile) 
   } else {
     out += "measured host time: off (EngineOptions::profiling)\n";
   }
+  if (auto const kernels = profile.kernels(); !kernels.empty()) {
+    out += "operators' kernels:";
+    for (auto const& k : kernels) out += " " + k;
+    out += "\n";
+  }
   for (std::size_t p = 0; p < profile.programs.size(); ++p) {
     std::vector<StepProfile const*> steps;
     for (auto const& s : profile.programs[p])
@@ -138,13 +143,18 @@ TILEBSP_COLD TILEBSP_INLINE std::string report::json(Profile const& profile, Pro
     for (std::size_t i = 0; i < v.size(); ++i) put(i ? "," : "", v[i]);
     o += ']';
   };
-  put("{\n  \"format\": \"tilebsp-profile\", \"version\": 2,\n  \"target\": {\"name\": ");
+  put("{\n  \"format\": \"tilebsp-profile\", \"version\": 3,\n  \"target\": {\"name\": ");
   str(profile.target.name);
   put(", \"ipus\": ", profile.target.ipus, ", \"tiles_per_ipu\": ", profile.target.tiles_per_ipu, ", \"bytes_per_tile\": ",
       profile.target.bytes_per_tile, ", \"clock_hz\": ", profile.target.clock_hz, "},\n  \"replicas\": ", profile.replicas,
       ", \"first_replica\": ", profile.first_replica, ", \"local_replicas\": ", profile.local_replicas, ",\n  \"host_threads\": ",
-      profile.host_threads, ",\n  \"host_timing\": ", profile.host_timing, ",\n  \"estimated_cycles\": ", profile.estimated_cycles(),
-      ",\n  \"host_ns\": ", profile.host_ns(), ",\n  \"programs\": [");
+      profile.host_threads, ",\n  \"host_timing\": ", profile.host_timing, ",\n  \"kernels\": [");
+  {
+    auto const kernels = profile.kernels();
+    for (std::size_t i = 0; i < kernels.size(); ++i) put(i ? ", " : ""), str(kernels[i]);
+  }
+  put("],\n  \"estimated_cycles\": ", profile.estimated_cycles(), ",\n  \"host_ns\": ", profile.host_ns(),
+      ",\n  \"programs\": [");
   for (std::size_t p = 0; p < profile.programs.size(); ++p) {
     put(p ? ",\n    [" : "\n    [");
     for (std::size_t i = 0; i < profile.programs[p].size(); ++i) {
@@ -174,6 +184,8 @@ TILEBSP_COLD TILEBSP_INLINE std::string report::json(Profile const& profile, Pro
     str(op.kind);
     put(", \"name\": ");
     str(op.name);
+    put(", \"kernels\": ");
+    str(op.kernels);
     put(", \"compute_sets\": ", op.compute_sets, ", \"est_cycles\": ", op.est_cycles, ", \"host_ns\": ", op.host_ns,
         ", \"plans\": [");
     for (std::size_t k = 0; k < op.plans.size(); ++k) put(k ? ", " : ""), str(op.plans[k]);

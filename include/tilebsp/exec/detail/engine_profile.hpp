@@ -42,7 +42,7 @@ TILEBSP_COLD TILEBSP_INLINE Profile exec::detail::EngineCore::profile() const {
     }
   }
   // Operators: the graph's records, with their steps' figures.
-  for (auto const& r : g_.operators) p.operators.push_back({r.kind, r.name, r.plans, 0, 0, 0});
+  for (auto const& r : g_.operators) p.operators.push_back({r.kind, r.name, r.plans, 0, 0, 0, r.kernels});
   for (std::size_t c = 0; c < g_.compute_sets.size() && c < g_.compute_set_ops.size(); ++c)
     if (g_.compute_set_ops[c] >= 0) ++p.operators[static_cast<std::size_t>(g_.compute_set_ops[c])].compute_sets;
   for (auto const& steps : p.programs)

@@ -211,7 +211,7 @@ class MatmulHostKernel {
 template <class TA, class TP, class TO>
 void build(Graph& g, Sequence& prog, MatmulPlan const& p, Tensor const& a3, Tensor const& b3, Tensor const& c3,
            float alpha, std::string const& name) {
-  OperatorScope const scope(g, "matmul", name);
+  OperatorScope const scope(g, "matmul", name, simd::isa_name());
   OperatorScope::note_plan(g, p.describe());
   auto const& q = p.problem;
   Tensor parts;

@@ -127,6 +127,7 @@ var W = 1100;
            ['replicas', D.replicas + (D.replicas > 1 ? ' (this process ' + D.first_replica + '..' + (D.first_replica + D.local_replicas - 1) + ')' : '')],
            ['estimated IPU time', num(D.estimated_cycles) + ' cycles = ' + (D.estimated_cycles / T.clock_hz * 1e3).toFixed(3) + ' ms'],
            ['measured host time', D.host_timing ? (D.host_ns / 1e6).toFixed(3) + ' ms on ' + D.host_threads + ' thread(s)' : 'off (EngineOptions::profiling)'],
+           ['operators\' kernels', D.kernels.length ? D.kernels.join(', ') : 'not named'],
            ['largest tile', bytes(max) + ' of ' + bytes(T.bytes_per_tile) + ' (' + (100 * max / T.bytes_per_tile).toFixed(1) + '%)'],
            ['tiles used', used + ' of ' + m.length],
            ['memory balance max/mean', (sum > 0 ? max / (sum / m.length) : 0).toFixed(2)]];
