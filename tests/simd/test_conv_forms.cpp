@@ -9,7 +9,9 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <iterator>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace sd = tilebsp::simd;
@@ -33,15 +35,17 @@ DirectForm forward_form_of(Problem<float> const& p, std::vector<float>& y) {
 }  // namespace
 
 TEST_CASE("direct_forms: one entry per form, in DirectForm's order, each with its condition") {
-  for (DirectForm f : {DirectForm::forward_rows, DirectForm::forward_blocks, DirectForm::gradient_rows,
-                       DirectForm::gradient_blocks}) {
+  std::pair<DirectForm, std::string_view> const names[] = {{DirectForm::forward_rows, "forward row blocks"},
+                                                          {DirectForm::forward_blocks, "forward register blocks"},
+                                                          {DirectForm::gradient_rows, "weight-gradient row blocks"},
+                                                          {DirectForm::gradient_blocks, "weight-gradient register blocks"}};
+  CHECK(sd::direct_forms.size() == std::size(names));
+  for (auto const& [f, name] : names) {
     auto const& info = sd::direct_form_info(f);
-    CHECK(&info == &sd::direct_forms[static_cast<std::size_t>(f)]);
-    CHECK(!info.name.empty());
+    CHECK(info.name == name);
     CHECK(!info.applies.empty());
     CHECK(info.chosen_by.starts_with("detail::"));
   }
-  CHECK(sd::direct_form_info(DirectForm::forward_rows).name == "forward row blocks");
   for (auto const& p : sd::direct_placements) CHECK(!p.applies.empty());
 }
 
@@ -96,13 +100,12 @@ TEST_CASE("forward placements: the source and weights in place, sums from the re
   CHECK(!sd::detail::forward_rows_source_in_place<float>(p.L, cols[0], 0, 24));
 
   std::vector<float> y(p.outputs());
-  sd::detail::BlockResults b;
-  sd::detail::forward_block_results(p.dst(y), cols[0], false, b);
+  auto b = sd::detail::forward_block_results(p.dst(y), cols[0], false);
   CHECK((b.contiguous && b.from_registers));
-  sd::detail::forward_block_results(p.dst(y), cols[0], true, b);  // continued from dst: accumulator rows
+  b = sd::detail::forward_block_results(p.dst(y), cols[0], true);  // continued from dst: accumulator rows
   CHECK((b.contiguous && !b.from_registers));
   std::vector<tilebsp::half> h(p.outputs());
-  sd::detail::forward_block_results(p.dst(h), cols[0], false, b);
+  b = sd::detail::forward_block_results(p.dst(h), cols[0], false);
   CHECK((!b.contiguous && !b.from_registers));
 }
 
@@ -111,9 +114,7 @@ TEST_CASE("gradient_column: row blocks over whole rows with enough channels; sum
     auto const cols = sd::detail::conv_columns(r.g0, r.g1, r.c0, r.c1);
     std::vector<float> dw(static_cast<std::size_t>(p.G * 9 * p.J * p.C));
     sd::Operand6<float> const dst{dw.data(), {9 * p.J * p.C, 9 * p.J * p.C, 3 * p.J * p.C, p.J * p.C, p.C, 1}, {}};
-    sd::detail::GradientColumn c;
-    sd::detail::gradient_column(p.L, r, p.src(), dst, cols[0], c);
-    return c;
+    return sd::detail::gradient_column(p.L, r, p.src(), dst, cols[0]);
   };
   auto const p = problem(1, 24);
   sd::detail::GradientColumn c = grad(p, p.all());

@@ -126,8 +126,7 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
       for (std::size_t c = c0; c < c1; ++c) {
         ConvColumn const& col = cols[c];
         std::size_t const VL = col.vectors * lanes;
-        BlockResults res;
-        forward_block_results(dst, col, load, res);
+        BlockResults const res = forward_block_results(dst, col, load);
         std::ptrdiff_t const* const off = res.off;
         TD* const base = dst.data + (col.g[0] - first.g[0]) * dst.stride[4] + (col.c[0] - first.c[0]) * dst.stride[5];
         // Sums go from the registers into their rows of dst, or pass through accumulator rows.
@@ -193,8 +192,7 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     std::size_t const VL = col.vectors * lanes, XL = col.xl;
     // The form and placements (simd/conv/forms.hpp): row blocks or register blocks; the accumulator rows (t, j)
     // in dst itself or copied in and out; the source read in place or from a box.
-    GradientColumn gc;
-    gradient_column(L, r, src, dst, col, gc);
+    GradientColumn const gc = gradient_column(L, r, src, dst, col);
     bool const in_place = gc.in_place, row_blocks = gc.form == DirectForm::gradient_rows;
     std::ptrdiff_t const* const doff = gc.doff;
     std::int64_t const nj = gc.nj;

@@ -151,11 +151,13 @@ struct BlockResults {
 };
 
 template <class TD>
-void forward_block_results(Operand6<TD> const& dst, ConvColumn const& col, bool load, BlockResults& b) {
+BlockResults forward_block_results(Operand6<TD> const& dst, ConvColumn const& col, bool load) {
+  BlockResults b;
   std::size_t const VL = col.vectors * lanes;
   b.contiguous = lane_offsets(dst, col, b.off, b.used) && std::is_same_v<TD, float>;
   b.permuted = !b.contiguous && std::is_same_v<TD, float> && VL == lanes && lane_permutation(b.off, VL, b.perm);
   b.from_registers = std::is_same_v<TD, float> && ((b.contiguous && b.used == VL) || b.permuted) && !load;
+  return b;
 }
 
 /// A weight-gradient column's form and placements: the lanes' offsets in dst, the form, whether the sums
@@ -169,10 +171,11 @@ struct GradientColumn {
   std::int64_t nj = 1;
 };
 
-/// gradient_column for block `r` of loop `L` (rows of `ow` positions), column `col`.
+/// The GradientColumn of column `col` in block `r` of loop `L`.
 template <class TS, class TD>
-void gradient_column(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<TD> const& dst,
-                     ConvColumn const& col, GradientColumn& c) {
+GradientColumn gradient_column(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<TD> const& dst,
+                               ConvColumn const& col) {
+  GradientColumn c;
   auto const& D = L.dim;
   std::size_t const V = col.vectors, VL = V * lanes;
   std::int64_t const cj = r.j1 - r.j0, ow = r.hi[2] - r.lo[2];
@@ -203,6 +206,7 @@ void gradient_column(ConvLoop const& L, ConvRange const& r, Operand6<TS const> c
   // prefetched row evicts the one still being passed over; positions less than a line apart, hardware
   // prefetchers follow.
   c.prefetch_rows = c.source_in_place && static_cast<std::size_t>(std::abs(src.stride[3])) * sizeof(float) >= 64 && sets >= 4;
+  return c;
 }
 
 }  // namespace detail
