@@ -4,6 +4,7 @@
 // AVX2 kernels on an AVX-512 host).
 #pragma once
 
+#include <tilebsp/ops/kernels.hpp>
 #include <tilebsp/simd/arch.hpp>
 
 #include <benchmark/benchmark.h>
@@ -55,9 +56,11 @@ inline std::string onednn_isa() {
 }
 #endif
 
-/// Adds tilebsp_isa, host_isa, cpu_model and (given) peer_isa to the benchmark context.
+/// Adds tilebsp_isa (this file's kernels), tilebsp_ops_kernels (the operators' kernels in use: tilebsp::compiled's
+/// choice, docs/11), host_isa, cpu_model and (given) peer_isa to the benchmark context.
 inline void add_isa_context(std::string const& peer_isa = {}) {
   benchmark::AddCustomContext("tilebsp_isa", tilebsp::simd::isa_name());
+  benchmark::AddCustomContext("tilebsp_ops_kernels", std::string(tilebsp::ops::kernels_isa()));
   benchmark::AddCustomContext("host_isa", host_isa());
   if (auto const m = cpu_model(); !m.empty()) benchmark::AddCustomContext("cpu_model", m);
   if (!peer_isa.empty()) benchmark::AddCustomContext("peer_isa", peer_isa);

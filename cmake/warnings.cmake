@@ -28,21 +28,3 @@ endif()
 set(TILEBSP_MARCH "native" CACHE STRING "-march of the samples and benchmarks (native, x86-64-v3, znver3, ...)")
 add_library(tilebsp_native INTERFACE)
 target_compile_options(tilebsp_native INTERFACE -march=${TILEBSP_MARCH})
-
-# What our own tests, samples and benchmarks link for the operators: one copy of tilebsp::compiled built for
-# TILEBSP_MARCH (tilebsp_compiled_native) when the library is built, else the header-only target. One copy for all
-# (before, the tests linked a baseline x86-64 copy and the samples a native one: 8 minutes of the test command's
-# CPU on a 2-core host for the same ten files twice). Every file that links it is built for TILEBSP_MARCH too, so
-# that no kernel is linked from a build for another instruction set; test_simd covers the baseline kernels
-# header-only (tests/CMakeLists.txt).
-add_library(tilebsp_ops_native INTERFACE)
-target_link_libraries(tilebsp_ops_native INTERFACE tilebsp_native)
-if(TILEBSP_COMPILED_LIBRARY)
-  add_library(tilebsp_compiled_native STATIC ${_tilebsp_compiled_sources})
-  target_link_libraries(tilebsp_compiled_native PUBLIC tilebsp::tilebsp PRIVATE tilebsp_native tilebsp_warnings)
-  target_compile_definitions(tilebsp_compiled_native PUBLIC TILEBSP_COMPILED)
-  target_link_libraries(tilebsp_ops_native INTERFACE tilebsp_compiled_native)
-  target_link_libraries(tilebsp_compiled PRIVATE tilebsp_warnings)
-else()
-  target_link_libraries(tilebsp_ops_native INTERFACE tilebsp::tilebsp)
-endif()

@@ -39,6 +39,7 @@
 
 #include <tilebsp/ops/collective.hpp>
 #include <tilebsp/ops/conv.hpp>
+#include <tilebsp/ops/kernels.hpp>
 #include <tilebsp/ops/loss.hpp>
 #include <tilebsp/ops/map.hpp>
 #include <tilebsp/ops/matmul.hpp>

@@ -176,7 +176,8 @@ int run(Options const& o, std::shared_ptr<tb::Communicator> const& comm) {
               mnist::name_of(c.model), initial.parameter_count(), c.batch, c.gradient_accumulation, c.replicas,
               comm ? (" over " + std::to_string(comm->size()) + " MPI ranks").c_str() : "",
               static_cast<double>(c.learning_rate), c.schedule == mnist::Schedule::cosine ? "cosine" : "constant",
-              c.batches_per_step, c.num_ipus, trainer.engine().host_threads(), tilebsp::simd::isa_name(),
+              c.batches_per_step, c.num_ipus, trainer.engine().host_threads(),
+              std::string(tilebsp::ops::kernels_isa()).c_str(),
               o.load.empty() ? "" : (", weights from " + o.load).c_str());
   std::printf("graph built in %.2f s, %s in %.2f s; peak resident memory %.2f GB\n", trainer.build_seconds(),
               trainer.loaded_from_cache() ? "executable loaded from cache" : "compiled", trainer.compile_seconds(),

@@ -98,11 +98,12 @@ TEST_CASE("report: operators name their compute sets and keep their plans") {
   CHECK(p.operators[static_cast<std::size_t>(colsum)].plans.empty());
   // Each of tilebsp's operators says which instruction set its kernels were compiled for; the profile lists
   // them once, the summary and the JSON name them.
-  CHECK(p.operators[static_cast<std::size_t>(fc)].kernels == tb::simd::isa_name());
-  CHECK(p.operators[static_cast<std::size_t>(colsum)].kernels == tb::simd::isa_name());
-  CHECK(p.kernels() == std::vector<std::string>{tb::simd::isa_name()});
-  CHECK(tb::report::summary(p).find(std::string("operators' kernels: ") + tb::simd::isa_name() + "\n") != std::string::npos);
-  CHECK(tb::report::json(p).find(std::string("\"kernels\": [\"") + tb::simd::isa_name() + "\"]") != std::string::npos);
+  std::string const isa(tb::ops::kernels_isa());
+  CHECK(p.operators[static_cast<std::size_t>(fc)].kernels == isa);
+  CHECK(p.operators[static_cast<std::size_t>(colsum)].kernels == isa);
+  CHECK(p.kernels() == std::vector<std::string>{isa});
+  CHECK(tb::report::summary(p).find(std::string("operators' kernels: ") + isa + "\n") != std::string::npos);
+  CHECK(tb::report::json(p).find(std::string("\"kernels\": [\"") + isa + "\"]") != std::string::npos);
   std::uint64_t fc_cycles = 0;
   bool mine = false;
   for (auto const& s : p.programs[0]) {

@@ -84,11 +84,14 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   fs::remove_all(dir);
   program = new Program;
   entry = program->compile(dir).cache_entry();
-  // The key: the entry's name and, after magic, format and version, its check.
+  // The key: the entry's name and, after magic, format, version and the kernels' names, its check.
   std::ifstream f(entry, std::ios::binary);
   std::string const data{std::istreambuf_iterator<char>(f), {}};
-  std::size_t const at = 8 + 4 + 8 + std::string_view(tb::version).size();
-  if (entry.empty() || data.size() < at + 16 + 24) {
+  std::size_t at = 8 + 4 + 8 + std::string_view(tb::version).size();
+  std::uint64_t kernels = 0;
+  if (data.size() >= at + 8) std::memcpy(&kernels, data.data() + at, 8);
+  at += 8 + kernels;
+  if (entry.empty() || kernels > data.size() || data.size() < at + 16 + 24) {
     std::fprintf(stderr, "fuzz_cache: the program wrote no cache entry\n");
     std::abort();
   }
@@ -107,7 +110,8 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* bytes, std::size_t siz
   std::string_view const payload(reinterpret_cast<char const*>(bytes), size);
   {
     std::ofstream f(entry, std::ios::binary | std::ios::trunc);
-    f << tb::program::detail::cache::entry_header(key, payload) << payload;
+    f << tb::program::detail::cache::entry_header(key, tb::core::detail::operator_kernels(program->g.impl()), payload)
+      << payload;
   }
   // A typed error is an answer, not a finding: an entry's memory report is taken as written (docs/01), so a planted
   // one can make compile throw out_of_memory.

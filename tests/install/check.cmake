@@ -1,7 +1,12 @@
-# Builds and runs tests/install/consumer against tilebsp, either installed into a temporary prefix and found
-# with find_package (MODE=find_package) or pulled in with add_subdirectory (MODE=add_subdirectory). The consumer
-# keeps CMake's default build type (none: no optimisation flags, as a project that sets none gets): the test is
-# about packaging, and -O3 would double its compile time (68 s instead of 30 on a Zen 3 core).
+# Builds and runs tests/install/consumer against tilebsp:
+# - MODE=find_package: the header-only package (no library built) installed into a temporary prefix, found with
+#   find_package, the consumer linking tilebsp::tilebsp;
+# - MODE=add_subdirectory: the source tree pulled in with add_subdirectory, header-only;
+# - MODE=compiled: this build's package (BUILD_DIR: tilebsp::compiled with its kernel sets LEVELS) installed into a
+#   temporary prefix (LEVELS: its levels, comma-separated); consumers built with plain -O2 and no -march, by this compiler and, where CLANG is set, by
+#   clang, link tilebsp::compiled and run with the kernels the CPU picks and under TILEBSP_ISA=<each level>.
+# The header-only consumers keep CMake's default build type (none: no optimisation flags, as a project that sets
+# none gets): the test is about packaging, and -O3 would double its compile time (68 s instead of 30 on a Zen 3 core).
 file(REMOVE_RECURSE ${WORK_DIR})
 set(consumer ${SOURCE_DIR}/tests/install/consumer)
 function(run)
@@ -11,9 +16,44 @@ function(run)
   endif()
   set(last_output "${out}" PARENT_SCOPE)
 endfunction()
+function(expect pattern what)
+  if(NOT last_output MATCHES "${pattern}")
+    message(FATAL_ERROR "${what} printed: ${last_output}")
+  endif()
+  message(STATUS "${what} printed: ${last_output}")
+endfunction()
+
+if(MODE STREQUAL "compiled")
+  run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)
+  if(NOT EXISTS ${WORK_DIR}/prefix/lib/cmake/tilebsp/tilebspConfig.cmake
+     AND NOT EXISTS ${WORK_DIR}/prefix/lib64/cmake/tilebsp/tilebspConfig.cmake)
+    file(GLOB_RECURSE found ${WORK_DIR}/prefix/tilebspConfig.cmake)
+    message(FATAL_ERROR "a package with its library keeps its CMake files in the library directory; found: ${found}")
+  endif()
+  set(compilers ${CXX})
+  if(CLANG)
+    list(APPEND compilers ${CLANG})
+  endif()
+  foreach(compiler IN LISTS compilers)
+    get_filename_component(name ${compiler} NAME)
+    run(${CMAKE_COMMAND} -S ${consumer} -B ${WORK_DIR}/app_${name} -DCMAKE_CXX_COMPILER=${compiler}
+        -DCMAKE_CXX_FLAGS=-O2 -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DTILEBSP_TARGET=tilebsp::compiled)
+    run(${CMAKE_COMMAND} --build ${WORK_DIR}/app_${name})
+    run(${WORK_DIR}/app_${name}/consumer)
+    expect("^\\[3, 8\\] \\[3, 8\\] \\[4, 5, 10, 11\\] [a-z0-9]+ kernels" "consumer (${name}, tilebsp::compiled)")
+    string(REPLACE "," ";" levels "${LEVELS}")
+    foreach(level IN LISTS levels)
+      run(${CMAKE_COMMAND} -E env TILEBSP_ISA=${level} ${WORK_DIR}/app_${name}/consumer)
+      expect("^\\[3, 8\\] \\[3, 8\\] \\[4, 5, 10, 11\\] ${level} kernels"
+             "consumer (${name}, tilebsp::compiled, TILEBSP_ISA=${level})")
+    endforeach()
+  endforeach()
+  return()
+endif()
+
 if(MODE STREQUAL "find_package")
   run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/lib -DCMAKE_CXX_COMPILER=${CXX} -DTILEBSP_BUILD_TESTS=OFF
-      -DTILEBSP_BUILD_BENCHMARKS=OFF -DTILEBSP_BUILD_SAMPLES=OFF -DTILEBSP_INSTALL=ON)
+      -DTILEBSP_BUILD_BENCHMARKS=OFF -DTILEBSP_BUILD_SAMPLES=OFF -DTILEBSP_COMPILED_LIBRARY=OFF -DTILEBSP_INSTALL=ON)
   run(${CMAKE_COMMAND} --install ${WORK_DIR}/lib --prefix ${WORK_DIR}/prefix)
   run(${CMAKE_COMMAND} -S ${consumer} -B ${WORK_DIR}/app -DCMAKE_CXX_COMPILER=${CXX}
       -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix)
@@ -23,7 +63,4 @@ else()
 endif()
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/app)
 run(${WORK_DIR}/app/consumer)
-if(NOT last_output MATCHES "\\[3, 8\\] \\[3, 8\\]")
-  message(FATAL_ERROR "consumer printed: ${last_output}")
-endif()
-message(STATUS "consumer (${MODE}) printed: ${last_output}")
+expect("\\[3, 8\\] \\[3, 8\\]" "consumer (${MODE})")

@@ -23,15 +23,15 @@ set(layers core vertex plan program exec simd expr ops report)
 
 # The contracts: internals of one layer that the layers above it read (docs/10, "Contracts between layers").
 # core's stored graph: variables, their mappings and element runs, vertex records and their fields
-set(contract_graph "core::detail::GraphImpl;core::detail::VertexRecord;core::detail::FieldBinding;core::detail::FieldConnection;core::detail::FieldKind;core::detail::VertexOps;core::detail::Run;core::detail::RowSeries;core::detail::VariableMapping;core::detail::for_each_mapped;core::detail::reads;core::detail::writes;core::detail::max_view_rank;core::detail::Affine;core::detail::group_by_tile")
+set(contract_graph "core::detail::GraphImpl;core::detail::VertexRecord;core::detail::FieldBinding;core::detail::FieldConnection;core::detail::FieldKind;core::detail::VertexOps;core::detail::Run;core::detail::RowSeries;core::detail::VariableMapping;core::detail::for_each_mapped;core::detail::reads;core::detail::writes;core::detail::max_view_rank;core::detail::Affine;core::detail::group_by_tile;core::detail::operator_kernels")
 # core's vertex hashing and cost estimate (executable cache keys, compute-set plans)
 set(contract_vertex_hash "core::detail::Hasher;core::detail::hash_vertex;core::detail::vertex_estimate")
 # core's support: the parallel-for of build and compile passes, the JSON reader and writer
 set(contract_support "core::detail::parallel_for;core::detail::JsonScalar;core::detail::parse_json_object;core::detail::json_escape")
 # plan's cost model: transfers and their cycles, vertex and tile cycles, conv and matmul shapes and the AMP check
 set(contract_cost "plan::detail::Transfer;plan::detail::ExchangeLoad;plan::detail::default_vertex_cycles;plan::detail::exchange_cycles;plan::detail::sync_cycles;plan::detail::tile_compute_cycles;plan::detail::macs_per_cycle;plan::detail::sum_partials_cycles;plan::detail::matmul_vertex_cycles;plan::detail::conv_block_macs;plan::detail::conv_problem;plan::detail::source_range;plan::detail::check_amp")
-# program's analyses of a schedule that exec repeats: liveness with detail (the profile), the fingerprint (MPI)
-set(contract_schedule_analyses "program::detail::account_memory;program::detail::MemoryDetail;program::detail::schedule_fingerprint")
+# program's analyses of a schedule that exec repeats: liveness with detail (the profile), the fingerprints (MPI)
+set(contract_schedule_analyses "program::detail::account_memory;program::detail::MemoryDetail;program::detail::schedule_fingerprint;program::detail::kernels_fingerprint")
 # simd's scratch buffers that operators size
 set(contract_scratch "simd::detail::Scratch;simd::detail::conv_scratch")
 # expr's element typing of expressions, which ops::map instantiates
@@ -41,6 +41,8 @@ set(contract_report_hook "exec::detail::report_writer")
 # operator -> the other operators whose headers it may include (besides ops/map.hpp, which every operator may use:
 # add_bias and the host kernels' elementwise steps are maps); what operators share is in ops/detail/ (docs/10)
 set(operator_uses_loss reduce)
+# ops/kernels.hpp is not an operator: the compiled library's table of every operator's entry points (docs/11)
+set(operator_uses_kernels conv loss matmul pool reduce)
 
 # layer -> the contracts it may use
 set(contracts_vertex graph vertex_hash support)

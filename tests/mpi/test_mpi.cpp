@@ -71,6 +71,24 @@ TEST_CASE("mpi: ranks whose executables differ are refused at startup, naming th
                        tb::replica_error);
 }
 
+TEST_CASE("mpi: ranks whose graphs were built by other kernels are refused at startup, naming the rank") {
+  auto comm = world();
+  tbt::ReplicatedSgd m(1000);
+  tb::Sequence more = m.step;
+  {
+    // What another TILEBSP_ISA gives: an operator built by other kernels (here a scope that says so).
+    tb::OperatorScope const scope(m.g, "scale", "scale", comm->rank() == 1 ? "sse9" : "sse8");
+    tb::ops::map_in_place(m.g, more, _1 * 2.0f, m.w);
+  }
+  std::string const kernels = tb::core::detail::operator_kernels(m.g.impl());
+  CHECK_THROWS_WITH_AS(tb::Engine(tb::compile(m.g, {.replicas = 2}, more), {.communicator = comm}),
+                       ("engine: rank(s) 1 built the graph with other kernels than rank 0 (this process: " + kernels +
+                        "): every process must run the same instruction set; set TILEBSP_ISA to a level all their "
+                        "CPUs run (docs/11)")
+                           .c_str(),
+                       tb::replica_error);
+}
+
 int main(int argc, char** argv) {
   tb::mpi::Session session(&argc, &argv);
   doctest::Context ctx(argc, argv);

@@ -126,7 +126,12 @@ std::size_t files_in(fs::path const& dir) {
 template <class F>
 void plant_entry(tb::Executable const& exe, F mutate) {
   std::string const data = contents(exe.cache_entry());
-  std::size_t const at = 8 + 4 + 8 + std::string_view(tb::version).size();
+  // magic, format, the version and the kernels' names (each a 64-bit length and its characters), then the key
+  std::size_t at = 8 + 4 + 8 + std::string_view(tb::version).size();
+  REQUIRE(data.size() > at + 8);
+  std::uint64_t kernels = 0;
+  std::memcpy(&kernels, data.data() + at, 8);
+  at += 8 + kernels;
   REQUIRE(data.size() > at + 16);
   tb::program::detail::CacheKey key;
   std::memcpy(&key.name, data.data() + at, 8);
@@ -299,7 +304,17 @@ TEST_CASE("executable cache: a bad entry is warned about by name, compiled afres
   auto const v = other_version.find(tb::version);
   REQUIRE(v != std::string::npos);
   other_version.replace(v, std::string_view(tb::version).size(), std::string(std::string_view(tb::version).size(), '9'));
+  // An entry made by other kernels (another TILEBSP_ISA, another host): the header names them after the version.
+  std::string const kernels = tb::core::detail::operator_kernels(first.g.impl());
+  REQUIRE(!kernels.empty());
+  std::string other_kernels = good;
+  auto const k = other_kernels.find(kernels, v);
+  REQUIRE(k != std::string::npos);
+  other_kernels.replace(k, kernels.size(), std::string(kernels.size(), 'x'));
+  std::string const other_kernels_why =
+      "made by " + std::string(kernels.size(), 'x') + " kernels, this process runs " + kernels + " (TILEBSP_ISA, docs/11)";
   std::vector<Case> const cases = {
+      {"other kernels", other_kernels, other_kernels_why.c_str()},
       {"truncated", good.substr(0, good.size() / 2), "truncated"},
       {"corrupt", corrupt, "corrupt (its checksum does not match)"},
       {"another version", other_version, "written by tilebsp 99999, this is 0.1.0"},

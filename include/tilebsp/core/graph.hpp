@@ -116,6 +116,24 @@ std::int64_t for_each_mapped(GraphImpl const& g, Tensor const& t, F&& f) {
   return unmapped;
 }
 
+/// The instruction sets of the kernels that built `g`'s operators (OperatorRecord::kernels), each once in order of
+/// first use, joined by ", "; empty where no operator names one. Executable-cache entries record it and processes
+/// that share replicas compare it: another set of kernels computes other bits (docs/11).
+inline std::string operator_kernels(GraphImpl const& g) {
+  std::string out;
+  for (auto const& o : g.operators) {
+    if (o.kernels.empty()) continue;
+    bool seen = false;
+    for (std::size_t at = 0; at < out.size() && !seen;) {
+      std::size_t const end = std::min(out.find(", ", at), out.size());
+      seen = out.compare(at, end - at, o.kernels) == 0;
+      at = end + 2;
+    }
+    if (!seen) out += (out.empty() ? "" : ", ") + o.kernels;
+  }
+  return out;
+}
+
 }  // namespace core::detail
 
 /// A static graph for one target. Graph is a handle: copies refer to the same graph. A shard view

@@ -3,6 +3,7 @@
 // atomic load: code that logs per step tests `logging::enabled(...)` once per run, not per line.
 #pragma once
 
+#include <tilebsp/config.hpp>
 #include <tilebsp/core/error.hpp>
 
 #include <atomic>
@@ -73,7 +74,12 @@ struct LogState {
     return std::nullopt;
   }
 };
-inline LogState& log_state() {
+// One log state per process: the library (TILEBSP_COMPILED) defines it once in src/core.cpp
+// (TILEBSP_PROCESS_STATE), so that its kernel sets, which keep their own copies of every inline function, share it.
+#if defined(TILEBSP_COMPILED) && !defined(TILEBSP_PROCESS_STATE)
+LogState& log_state();
+#else
+TILEBSP_INLINE LogState& log_state() {
   static LogState* s = [] {
     static LogState st;
     st.read_environment();
@@ -81,6 +87,7 @@ inline LogState& log_state() {
   }();
   return *s;
 }
+#endif
 }  // namespace core::detail
 
 namespace logging {

@@ -1,6 +1,7 @@
 // Warnings: conditions a user should hear about that are not errors (a planner relaxing a memory bound).
 #pragma once
 
+#include <tilebsp/config.hpp>
 #include <tilebsp/core/log.hpp>
 
 #include <functional>
@@ -20,10 +21,15 @@ struct Warnings {
   std::mutex m;
   WarningHandler handler;
 };
-inline Warnings& warnings() {
+// One handler per process, as the log state (core/log.hpp).
+#if defined(TILEBSP_COMPILED) && !defined(TILEBSP_PROCESS_STATE)
+Warnings& warnings();
+#else
+TILEBSP_INLINE Warnings& warnings() {
   static Warnings w;
   return w;
 }
+#endif
 }  // namespace core::detail
 
 /// Installs `h` (an empty handler restores the default); returns the previous handler.

@@ -154,21 +154,32 @@ TILEBSP_INLINE exec::detail::EngineCore::EngineCore(Executable exe, EngineOption
 }
 
 TILEBSP_INLINE void exec::detail::EngineCore::check_processes() {
-  // Every process sends its executable's fingerprint to every other; all compare them with rank 0's.
+  // Every process sends its executable's fingerprint and a hash of the kernels that built its graph to every other;
+  // all compare them with rank 0's. Another set of kernels (TILEBSP_ISA, another CPU) computes other bits, and the
+  // replicas would drift apart.
   auto const mine = program::detail::schedule_fingerprint(s_);
   std::size_t const p = comm_->size();
-  std::vector<std::array<std::uint64_t, 2>> got(p);
-  std::array<std::uint64_t, 2> const send{mine.name, mine.check};
+  std::vector<std::array<std::uint64_t, 3>> got(p);
+  std::array<std::uint64_t, 3> const send{mine.name, mine.check, program::detail::kernels_fingerprint(g_)};
   std::vector<std::span<std::byte const>> out(p, std::as_bytes(std::span(send)));
   std::vector<std::span<std::byte>> in;
   for (auto& x : got) in.push_back(std::as_writable_bytes(std::span(x)));
   comm_->exchange(out, in);
-  std::string differ;
-  for (std::size_t r = 1; r < p; ++r)
-    if (got[r] != got[0]) differ += (differ.empty() ? "" : ", ") + std::to_string(r);
+  std::string differ, other_kernels;
+  for (std::size_t r = 1; r < p; ++r) {
+    if (got[r][2] != got[0][2]) other_kernels += (other_kernels.empty() ? "" : ", ") + std::to_string(r);
+    if (got[r][0] != got[0][0] || got[r][1] != got[0][1]) differ += (differ.empty() ? "" : ", ") + std::to_string(r);
+  }
   if (!differ.empty())
     throw replica_error("engine: the executable of rank(s) " + differ + " differs from rank 0's (another graph, "
                         "programs, target or replica count): every process must compile the same program");
+  if (!other_kernels.empty()) {
+    std::string const kernels = core::detail::operator_kernels(g_);
+    throw replica_error("engine: rank(s) " + other_kernels + " built the graph with other kernels than rank 0 (this "
+                        "process: " + (kernels.empty() ? std::string("none") : kernels) +
+                        "): every process must run the same instruction set; set TILEBSP_ISA to a level all their "
+                        "CPUs run (docs/11)");
+  }
 }
 
 TILEBSP_INLINE void exec::detail::EngineCore::run(std::size_t program) {

@@ -19,67 +19,67 @@
 namespace tilebsp::ops {
 
 /// The plan ops::conv (or the pass `kind`) would use on graph g's target, without building it.
-template <std::same_as<Graph> G>
+template <class G, class = detail::only<G, Graph>>
 ConvPlan plan_conv(G const& g, ConvParams const& params, ConvPass kind = ConvPass::forward,
                    ElementType type = ElementType::f32, ConvOptions const& options = {});
 
 /// A new activations tensor of params.input_shape(), mapped so that each tile of the forward plan holds the
 /// inputs its piece reads most (its window's own rows), spreading the rest linearly.
-template <std::same_as<Graph> G>
+template <class G, class = detail::only<G, Graph>>
 Tensor create_conv_input(G& g, ConvParams const& params, ElementType type = ElementType::f32,
                          ConvOptions const& options = {}, std::string const& name = "conv/input");
 
 /// New weights of params.weights_shape(): each (group, input-channel, output-channel) block of the forward plan
 /// dealt out evenly over the tiles whose pieces read it, so that no tile holds more than its share (a layer
 /// whose plan splits rows over many tiles and channels over few would otherwise pile its weights on a few).
-template <std::same_as<Graph> G>
+template <class G, class = detail::only<G, Graph>>
 Tensor create_conv_weights(G& g, ConvParams const& params, ElementType type = ElementType::f32,
                            ConvOptions const& options = {}, std::string const& name = "conv/weights");
 
 /// The convolution of `in` ([N, field..., G * C_in], f32 or f16) with `weights` ([G, kernel..., C_in, C_out], the
 /// same type), per `params`; returns [N, out_field..., G * C_out] mapped per plan. Throws shape_error (bad
 /// parameters, operands of the wrong shape), type_error and option_error (AMP outside [0, 1]).
-template <std::same_as<Tensor> T>
+template <class T, class = detail::only<T, Tensor>>
 T conv(Graph& g, Sequence& prog, T const& in, T const& weights, ConvParams const& params, ConvOptions const& options = {},
        std::string const& name = "conv");
 
 /// Input gradients of the convolution: from `grad_out` ([N, out_field..., G * C_out]) and the forward weights,
 /// returns [N, field..., G * C_in] — a forward-like pass over the flipped, transposed weights with the input
 /// dilated by the stride. Same errors as conv.
-template <std::same_as<Tensor> T>
+template <class T, class = detail::only<T, Tensor>>
 T conv_backward_input(Graph& g, Sequence& prog, T const& grad_out, T const& weights, ConvParams const& params,
                       ConvOptions const& options = {}, std::string const& name = "conv/backward_input");
 
 /// Weight gradients: sum over the batch and output positions of activations x output gradients, as a new tensor
 /// of params.weights_shape() (type options.output_type, else the operands'). Same errors as conv.
-template <std::same_as<Tensor> T>
+template <class T, class = detail::only<T, Tensor>>
 T conv_weight_gradients(Graph& g, Sequence& prog, T const& grad_out, T const& acts, ConvParams const& params,
                         ConvOptions const& options = {}, std::string const& name = "conv/weight_gradients");
 
 /// weights += scale * (weight gradients): the SGD step of PopLibs' convolutionWeightUpdate (scale = -learning
 /// rate). The weights keep their mapping. Same errors as conv.
-template <std::same_as<Tensor> T>
+template <class T, class = detail::only<T, Tensor>>
 void conv_weight_update(Graph& g, Sequence& prog, T const& grad_out, T const& acts, T const& weights, float scale,
                         ConvParams const& params, ConvOptions const& options = {},
                         std::string const& name = "conv/weight_update");
 
 /// acts += bias along the last (channel) dimension: acts [..., C], bias [C] of the same type.
-template <std::same_as<Tensor> T>
+template <class T, class = detail::only<T, Tensor>>
 void add_bias(Graph& g, Sequence& prog, T const& acts, T const& bias);
 
-#define TILEBSP_OPS_CONV_INSTANCES(X)                                                                                \
-  X(ConvPlan plan_conv(Graph const&, ConvParams const&, ConvPass, ElementType, ConvOptions const&))                   \
-  X(Tensor create_conv_input(Graph&, ConvParams const&, ElementType, ConvOptions const&, std::string const&))         \
-  X(Tensor create_conv_weights(Graph&, ConvParams const&, ElementType, ConvOptions const&, std::string const&))       \
-  X(Tensor conv(Graph&, Sequence&, Tensor const&, Tensor const&, ConvParams const&, ConvOptions const&,             \
-                std::string const&))                                                                                \
-  X(Tensor conv_backward_input(Graph&, Sequence&, Tensor const&, Tensor const&, ConvParams const&, ConvOptions const&, \
-                               std::string const&))                                                                 \
-  X(Tensor conv_weight_gradients(Graph&, Sequence&, Tensor const&, Tensor const&, ConvParams const&,                \
-                                 ConvOptions const&, std::string const&))                                           \
-  X(void conv_weight_update(Graph&, Sequence&, Tensor const&, Tensor const&, Tensor const&, float, ConvParams const&, \
-                            ConvOptions const&, std::string const&))                                                \
-  X(void add_bias(Graph&, Sequence&, Tensor const&, Tensor const&))
+#define TILEBSP_OPS_CONV_INSTANCES(X)                                                                              \
+  X(ConvPlan, plan_conv, (Graph const&, ConvParams const&, ConvPass, ElementType, ConvOptions const&))             \
+  X(Tensor, create_conv_input, (Graph&, ConvParams const&, ElementType, ConvOptions const&, std::string const&))   \
+  X(Tensor, create_conv_weights, (Graph&, ConvParams const&, ElementType, ConvOptions const&, std::string const&)) \
+  X(Tensor, conv, (Graph&, Sequence&, Tensor const&, Tensor const&, ConvParams const&, ConvOptions const&,         \
+                   std::string const&))                                                                            \
+  X(Tensor, conv_backward_input, (Graph&, Sequence&, Tensor const&, Tensor const&, ConvParams const&,              \
+                                  ConvOptions const&, std::string const&))                                         \
+  X(Tensor, conv_weight_gradients, (Graph&, Sequence&, Tensor const&, Tensor const&, ConvParams const&,            \
+                                    ConvOptions const&, std::string const&))                                       \
+  X(void, conv_weight_update, (Graph&, Sequence&, Tensor const&, Tensor const&, Tensor const&, float,              \
+                               ConvParams const&, ConvOptions const&, std::string const&))                         \
+  X(void, add_bias, (Graph&, Sequence&, Tensor const&, Tensor const&))
 TILEBSP_DECLARE_INSTANCES(TILEBSP_OPS_CONV_INSTANCES)
 }  // namespace tilebsp::ops
 

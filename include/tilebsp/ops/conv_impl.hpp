@@ -266,7 +266,7 @@ inline void check_weight_pass(char const* op, Graph const& g, Tensor const& grad
 }
 }  // namespace detail
 
-template <std::same_as<Graph> G>
+template <class G, class>
 ConvPlan plan_conv(G const& g, ConvParams const& params, ConvPass kind,
                    ElementType type, ConvOptions const& options) {
   detail::check_params("plan_conv", params);
@@ -275,7 +275,7 @@ ConvPlan plan_conv(G const& g, ConvParams const& params, ConvPass kind,
   return plan_conv(detail::view_target(g), q, options);
 }
 
-template <std::same_as<Graph> G>
+template <class G, class>
 Tensor create_conv_input(G& g, ConvParams const& params, ElementType type,
                          ConvOptions const& options, std::string const& name) {
   detail::check_params("create_conv_input", params);
@@ -299,7 +299,7 @@ Tensor create_conv_input(G& g, ConvParams const& params, ElementType type,
   return t;
 }
 
-template <std::same_as<Graph> G>
+template <class G, class>
 Tensor create_conv_weights(G& g, ConvParams const& params, ElementType type,
                            ConvOptions const& options, std::string const& name) {
   detail::check_params("create_conv_weights", params);
@@ -320,7 +320,7 @@ Tensor create_conv_weights(G& g, ConvParams const& params, ElementType type,
   return w;
 }
 
-template <std::same_as<Tensor> T>
+template <class T, class>
 T conv(Graph& g, Sequence& prog, T const& in, T const& weights, ConvParams const& params, ConvOptions const& options,
        std::string const& name) {
   OperatorScope const scope(g, "conv", name, simd::isa_name());
@@ -344,7 +344,7 @@ T conv(Graph& g, Sequence& prog, T const& in, T const& weights, ConvParams const
   return out;
 }
 
-template <std::same_as<Tensor> T>
+template <class T, class>
 T conv_backward_input(Graph& g, Sequence& prog, T const& grad_out, T const& weights, ConvParams const& params,
                       ConvOptions const& options, std::string const& name) {
   char const* op = "conv_backward_input";
@@ -371,7 +371,7 @@ T conv_backward_input(Graph& g, Sequence& prog, T const& grad_out, T const& weig
   return out;
 }
 
-template <std::same_as<Tensor> T>
+template <class T, class>
 T conv_weight_gradients(Graph& g, Sequence& prog, T const& grad_out, T const& acts, ConvParams const& params,
                         ConvOptions const& options, std::string const& name) {
   char const* op = "conv_weight_gradients";
@@ -382,7 +382,7 @@ T conv_weight_gradients(Graph& g, Sequence& prog, T const& grad_out, T const& ac
   return dw;
 }
 
-template <std::same_as<Tensor> T>
+template <class T, class>
 void conv_weight_update(Graph& g, Sequence& prog, T const& grad_out, T const& acts, T const& weights, float scale,
                         ConvParams const& params, ConvOptions const& options,
                         std::string const& name) {
@@ -395,7 +395,7 @@ void conv_weight_update(Graph& g, Sequence& prog, T const& grad_out, T const& ac
   detail::weight_pass(g, prog, grad_out, acts, weights, true, scale, params, o, name, op);
 }
 
-template <std::same_as<Tensor> T>
+template <class T, class>
 void add_bias(Graph& g, Sequence& prog, T const& acts, T const& bias) {
   g.check_tensor("add_bias", acts);
   g.check_tensor("add_bias", bias);

@@ -26,12 +26,13 @@ struct SoftmaxCrossEntropy {
 /// [0, classes)); the gradient is scaled by `grad_scale` (1 / batch gives the gradient of the mean loss). Each
 /// tile holding rows of the logits computes them; the totals are reduced in a fixed order. A label outside
 /// [0, classes) yields a NaN loss and gradient for its example. Throws shape_error and type_error.
-template <std::same_as<Tensor> Tn>
+template <class Tn, class = detail::only<Tn, Tensor>>
 SoftmaxCrossEntropy softmax_cross_entropy(Graph& g, Sequence& prog, Tn const& logits, Tn const& labels, float grad_scale,
                                           std::string const& name = "softmax_cross_entropy");
 
-#define TILEBSP_OPS_LOSS_INSTANCES(X) \
-  X(SoftmaxCrossEntropy softmax_cross_entropy(Graph&, Sequence&, Tensor const&, Tensor const&, float, std::string const&))
+#define TILEBSP_OPS_LOSS_INSTANCES(X)                                                                    \
+  X(SoftmaxCrossEntropy, softmax_cross_entropy, (Graph&, Sequence&, Tensor const&, Tensor const&, float, \
+                                                 std::string const&))
 TILEBSP_DECLARE_INSTANCES(TILEBSP_OPS_LOSS_INSTANCES)
 }  // namespace tilebsp::ops
 

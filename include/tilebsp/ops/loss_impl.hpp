@@ -63,7 +63,7 @@ struct SoftmaxCrossEntropyVertex {
 
 }  // namespace detail
 
-template <std::same_as<Tensor> Tn>
+template <class Tn, class>
 SoftmaxCrossEntropy softmax_cross_entropy(Graph& g, Sequence& prog, Tn const& logits, Tn const& labels, float grad_scale,
                                           std::string const& name) {
   char const* op = "softmax_cross_entropy";

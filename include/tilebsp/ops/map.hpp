@@ -320,29 +320,29 @@ void map_with_output(Graph& g, Sequence& prog, E const& e, Tensor const& out, T 
 }
 
 /// a + b. (The helpers are templates so that only the ones a program uses are instantiated.)
-template <std::same_as<Tensor> T>
+template <class T, class = detail::only<T, Tensor>>
 T add(Graph& g, Sequence& prog, T const& a, T const& b) { return map(g, prog, expr::_1 + expr::_2, a, b); }
 /// a - b
-template <std::same_as<Tensor> T>
+template <class T, class = detail::only<T, Tensor>>
 T sub(Graph& g, Sequence& prog, T const& a, T const& b) { return map(g, prog, expr::_1 - expr::_2, a, b); }
 /// a * b
-template <std::same_as<Tensor> T>
+template <class T, class = detail::only<T, Tensor>>
 T mul(Graph& g, Sequence& prog, T const& a, T const& b) { return map(g, prog, expr::_1 * expr::_2, a, b); }
 /// max(a, 0)
-template <std::same_as<Tensor> T>
+template <class T, class = detail::only<T, Tensor>>
 T relu(Graph& g, Sequence& prog, T const& a) { return map(g, prog, expr::relu(expr::_1), a); }
 /// a += k * b (the SGD update when b is a gradient and k = -learning rate).
-template <std::same_as<Tensor> T>
+template <class T, class = detail::only<T, Tensor>>
 void scaled_add(Graph& g, Sequence& prog, T const& a, T const& b, double k) {
   map_in_place(g, prog, expr::_1 + expr::_2 * k, a, b);
 }
 /// Sets every element of t to value.
-template <std::same_as<Tensor> T>
+template <class T, class = detail::only<T, Tensor>>
 void fill(Graph& g, Sequence& prog, T const& t, double value) {
   map_with_output(g, prog, expr::constant(value), t);
 }
 /// A new tensor holding t converted to `type` (f32, f16, i32, u32 or bool).
-template <std::same_as<Tensor> T>
+template <class T, class = detail::only<T, Tensor>>
 T cast(Graph& g, Sequence& prog, T const& t, ElementType type) {
   using namespace expr;
   switch (type) {
@@ -356,14 +356,14 @@ T cast(Graph& g, Sequence& prog, T const& t, ElementType type) {
   throw type_error("cast: u8 is not a supported target type");
 }
 
-#define TILEBSP_OPS_MAP_INSTANCES(X)                                   \
-  X(Tensor add(Graph&, Sequence&, Tensor const&, Tensor const&))       \
-  X(Tensor sub(Graph&, Sequence&, Tensor const&, Tensor const&))       \
-  X(Tensor mul(Graph&, Sequence&, Tensor const&, Tensor const&))       \
-  X(Tensor relu(Graph&, Sequence&, Tensor const&))                     \
-  X(void scaled_add(Graph&, Sequence&, Tensor const&, Tensor const&, double)) \
-  X(void fill(Graph&, Sequence&, Tensor const&, double))               \
-  X(Tensor cast(Graph&, Sequence&, Tensor const&, ElementType))
+#define TILEBSP_OPS_MAP_INSTANCES(X)                                             \
+  X(Tensor, add, (Graph&, Sequence&, Tensor const&, Tensor const&))              \
+  X(Tensor, sub, (Graph&, Sequence&, Tensor const&, Tensor const&))              \
+  X(Tensor, mul, (Graph&, Sequence&, Tensor const&, Tensor const&))              \
+  X(Tensor, relu, (Graph&, Sequence&, Tensor const&))                            \
+  X(void, scaled_add, (Graph&, Sequence&, Tensor const&, Tensor const&, double)) \
+  X(void, fill, (Graph&, Sequence&, Tensor const&, double))                      \
+  X(Tensor, cast, (Graph&, Sequence&, Tensor const&, ElementType))
 TILEBSP_DECLARE_INSTANCES(TILEBSP_OPS_MAP_INSTANCES)
 }  // namespace ops
 }  // namespace tilebsp

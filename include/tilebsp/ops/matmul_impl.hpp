@@ -72,12 +72,12 @@ inline MatmulProblem problem_of(char const* op, Graph const& g, Tensor const& a,
 
 }  // namespace detail
 
-template <std::same_as<Tensor> T>
+template <class T, class>
 MatmulPlan plan_matmul(Graph const& g, T const& a, T const& b, MatmulOptions const& options) {
   return plan_matmul(detail::view_target(g), detail::problem_of("plan_matmul", g, a, b, options, std::nullopt), options);
 }
 
-template <std::same_as<Tensor> T>
+template <class T, class>
 T matmul(Graph& g, Sequence& prog, T const& a, T const& b, MatmulOptions const& options,
          std::string const& name) {
   MatmulProblem const q = detail::problem_of("matmul", g, a, b, options, std::nullopt);
@@ -99,7 +99,7 @@ T matmul(Graph& g, Sequence& prog, T const& a, T const& b, MatmulOptions const& 
   return c;
 }
 
-template <std::same_as<Tensor> T>
+template <class T, class>
 void matmul_acc(Graph& g, Sequence& prog, T const& c, float k, T const& a, T const& b,
                 MatmulOptions const& options, std::string const& name) {
   g.check_tensor("matmul_acc", c);

@@ -30,7 +30,7 @@ namespace ops {
 /// `params`; returns [N, out_field..., C] of the same type, out = (in + padding_lower + padding_upper - kernel) /
 /// stride + 1 per dimension, mapped in (batch, output rows, channel chunk) pieces over the graph's tiles. NaN
 /// propagates. Throws shape_error (bad rank, sizes, padding outside [0, kernel)) and type_error (not f32/f16).
-template <std::same_as<Tensor> Tn>
+template <class Tn, class = detail::only<Tn, Tensor>>
 Tn max_pool(Graph& g, Sequence& prog, Tn const& in, PoolParams const& params, std::string const& name = "max_pool");
 
 /// The gradient of max_pool with respect to its input: each element of `grad_out` ([N, out_field..., C], the
@@ -39,14 +39,14 @@ Tn max_pool(Graph& g, Sequence& prog, Tn const& in, PoolParams const& params, st
 /// and result. Returns [N, field..., C] of the same type, one vertex per image and channel chunk. Throws the
 /// errors of max_pool, shape_error when `out` or `grad_out` do not have the pooled shape, and type_error when the
 /// types differ.
-template <std::same_as<Tensor> Tn>
+template <class Tn, class = detail::only<Tn, Tensor>>
 Tn max_pool_backward(Graph& g, Sequence& prog, Tn const& in, Tn const& out, Tn const& grad_out, PoolParams const& params,
                     std::string const& name = "max_pool_backward");
 
-#define TILEBSP_OPS_POOL_INSTANCES(X)                                                                      \
-  X(Tensor max_pool(Graph&, Sequence&, Tensor const&, PoolParams const&, std::string const&))              \
-  X(Tensor max_pool_backward(Graph&, Sequence&, Tensor const&, Tensor const&, Tensor const&, PoolParams const&, \
-                             std::string const&))
+#define TILEBSP_OPS_POOL_INSTANCES(X)                                                                              \
+  X(Tensor, max_pool, (Graph&, Sequence&, Tensor const&, PoolParams const&, std::string const&))                   \
+  X(Tensor, max_pool_backward, (Graph&, Sequence&, Tensor const&, Tensor const&, Tensor const&, PoolParams const&, \
+                                std::string const&))
 TILEBSP_DECLARE_INSTANCES(TILEBSP_OPS_POOL_INSTANCES)
 }  // namespace ops
 }  // namespace tilebsp

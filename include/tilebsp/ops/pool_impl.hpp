@@ -258,7 +258,7 @@ class MaxPoolGradHostKernel {
 
 }  // namespace detail
 
-template <std::same_as<Tensor> Tn>
+template <class Tn, class>
 Tn max_pool(Graph& g, Sequence& prog, Tn const& in, PoolParams const& params, std::string const& name) {
   OperatorScope const scope(g, "max_pool", name, simd::isa_name());
   g.check_tensor("max_pool", in);
@@ -320,7 +320,7 @@ Tn max_pool(Graph& g, Sequence& prog, Tn const& in, PoolParams const& params, st
   return out;
 }
 
-template <std::same_as<Tensor> Tn>
+template <class Tn, class>
 Tn max_pool_backward(Graph& g, Sequence& prog, Tn const& in, Tn const& out, Tn const& grad_out, PoolParams const& params,
                     std::string const& name) {
   char const* op = "max_pool_backward";

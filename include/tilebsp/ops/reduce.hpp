@@ -21,12 +21,13 @@ using ReduceOp = simd::Reduction;
 /// Reduces t over `dims` with `op`, accumulating in f32; the result has t's element type and the remaining
 /// dimensions (rank 0 when all are reduced). The cross-tile order is fixed, so results do not depend on the
 /// number of host threads. Throws index_error for a dimension out of range.
-template <std::same_as<Tensor> T>
+template <class T, class = detail::only<T, Tensor>>
 T reduce(Graph& g, Sequence& prog, T const& t, std::vector<std::size_t> const& dims, ReduceOp op,
          std::string const& name = "reduce");
 
-#define TILEBSP_OPS_REDUCE_INSTANCES(X) \
-  X(Tensor reduce(Graph&, Sequence&, Tensor const&, std::vector<std::size_t> const&, ReduceOp, std::string const&))
+#define TILEBSP_OPS_REDUCE_INSTANCES(X)                                                           \
+  X(Tensor, reduce, (Graph&, Sequence&, Tensor const&, std::vector<std::size_t> const&, ReduceOp, \
+                     std::string const&))
 TILEBSP_DECLARE_INSTANCES(TILEBSP_OPS_REDUCE_INSTANCES)
 }  // namespace tilebsp::ops
 

@@ -266,7 +266,7 @@ Tensor reduce_as(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::siz
 
 }  // namespace detail
 
-template <std::same_as<Tensor> T>
+template <class T, class>
 T reduce(Graph& g, Sequence& prog, T const& t, std::vector<std::size_t> const& dims, ReduceOp op,
          std::string const& name) {
   g.check_tensor("reduce", t);

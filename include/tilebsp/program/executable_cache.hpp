@@ -41,6 +41,14 @@ TILEBSP_INLINE CacheKey executable_key(GraphImpl const& g, Schedule const& walke
 /// processes that share replicas compare theirs (EngineOptions::communicator).
 TILEBSP_INLINE CacheKey schedule_fingerprint(Schedule const& s);
 
+/// A hash of the instruction sets of the kernels that built `g`'s operators (core::detail::operator_kernels):
+/// processes that share replicas compare it too, since other kernels compute other bits.
+inline std::uint64_t kernels_fingerprint(GraphImpl const& g) {
+  Hasher h;
+  h.text(core::detail::operator_kernels(g));
+  return h.first();
+}
+
 /// Writes the planned parts of `s` (compute-set and exchange plans, cycle estimates) and the memory report to
 /// `path`, through a temporary file in the same directory renamed over it: readers see the old entry or the new
 /// one, never a torn one. Returns an empty string, or why it failed.

@@ -32,7 +32,7 @@ namespace tilebsp::program::detail {
 using core::detail::VertexRecord;
 
 /// The layout of an entry (docs/01): bump it whenever what is written or how changes.
-inline constexpr std::uint32_t cache_format = 4;
+inline constexpr std::uint32_t cache_format = 5;
 inline constexpr char cache_magic[8] = {'T', 'B', 'X', 'C', 'A', 'C', 'H', 'E'};
 
 TILEBSP_INLINE std::string CacheKey::file_name() const {
@@ -185,8 +185,9 @@ inline void check_transfers(GraphImpl const& g, std::vector<Transfer> const& v, 
   if (sum != bytes) throw Bad{"an exchange's byte count does not match its copies"};
 }
 
-/// The header of an entry whose contents are `payload`: magic, format, version, key, length and checksum.
-inline std::string entry_header(CacheKey key, std::string_view payload) {
+/// The header of an entry whose contents are `payload`: magic, format, version, the instruction sets of the kernels
+/// that built the graph (core::detail::operator_kernels), key, length and checksum.
+inline std::string entry_header(CacheKey key, std::string_view kernels, std::string_view payload) {
   Hasher sum;
   sum.bytes(payload.data(), payload.size());
   Writer head;
@@ -194,6 +195,8 @@ inline std::string entry_header(CacheKey key, std::string_view payload) {
   head.put(cache_format);
   head.count(std::string_view(version).size());
   head.str().append(version);
+  head.count(kernels.size());
+  head.str().append(kernels);
   head.put(key.name), head.put(key.check);
   head.count(payload.size());
   head.put(sum.first()), head.put(sum.second());
@@ -381,7 +384,7 @@ TILEBSP_INLINE std::string save_executable(std::string const& path, CacheKey key
   w.count(s.branches.size());
   for (auto const& b : s.branches) w.put(b.cycles);
 
-  std::string head = cache::entry_header(key, w.str());
+  std::string head = cache::entry_header(key, core::detail::operator_kernels(*s.graph), w.str());
 
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -435,6 +438,11 @@ TILEBSP_INLINE CacheLoad load_executable(std::string const& path, CacheKey key, 
     std::string v(head.count(), '\0');
     for (auto& c : v) c = head.get<char>();
     if (v != version) throw cache::Bad{"written by tilebsp " + v + ", this is " + version};
+    std::string k(head.count(), '\0');
+    for (auto& c : k) c = head.get<char>();
+    if (std::string const mine = core::detail::operator_kernels(g); k != mine)
+      throw cache::Bad{"made by " + (k.empty() ? std::string("no") : k) + " kernels, this process runs " +
+                       (mine.empty() ? std::string("none") : mine) + " (TILEBSP_ISA, docs/11)"};
     if (head.get<std::uint64_t>() != key.name || head.get<std::uint64_t>() != key.check)
       throw cache::Bad{"its key is another compile's (a hash collision or a renamed file)"};
     auto const size = head.get<std::uint64_t>();

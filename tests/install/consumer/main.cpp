@@ -27,8 +27,22 @@ int main() {
   // An operator too, header-only as a user gets it: instantiated in this file.
   tb::Sequence prog{tb::execute(first), tb::execute(second)};
   auto sum = tb::ops::add(g, prog, o1, o2);
+#ifdef TILEBSP_COMPILED
+  // Linked to tilebsp::compiled: a matrix product from the library's kernels, chosen when the program starts.
+  auto x = g.add_constant<float>({2, 3}, {1, 2, 3, 4, 5, 6}, "x");
+  auto y = g.add_constant<float>({3, 2}, {1, 0, 0, 1, 1, 1}, "y");
+  g.set_tile_mapping(x, 0);
+  g.set_tile_mapping(y, 0);
+  auto product = tb::ops::matmul(g, prog, x, y);
+#endif
   tb::Engine engine{tb::compile(g, prog)};
   engine.run();
   auto r = engine.read<float>(out), s = engine.read<float>(sum);
-  std::cout << "[" << r[0] << ", " << r[1] << "] [" << s[0] << ", " << s[1] << "]\n";
+  std::cout << "[" << r[0] << ", " << r[1] << "] [" << s[0] << ", " << s[1] << "]";
+#ifdef TILEBSP_COMPILED
+  auto p = engine.read<float>(product);
+  std::cout << " [" << p[0] << ", " << p[1] << ", " << p[2] << ", " << p[3] << "] " << tb::ops::kernels_level()
+            << " kernels";
+#endif
+  std::cout << "\n";
 }

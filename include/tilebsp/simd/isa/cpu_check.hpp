@@ -6,7 +6,9 @@
 // instruction-set level (its own function name), so that files built for different levels each keep theirs.
 #pragma once
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// The compiled library's sets of kernels (TILEBSP_KERNELS_VARIANT) have none: the library runs only the set this CPU
+// supports (<tilebsp/ops/kernels.hpp>), and a set's start-up check would stop every program on a CPU without it.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(TILEBSP_KERNELS_VARIANT)
 
 #include <cstdio>
 #include <cstdlib>

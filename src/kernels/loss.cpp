@@ -1,4 +1,4 @@
-// tilebsp::compiled: the Tensor instances of <tilebsp/ops/loss.hpp>, built once for every target that links the library.
+// tilebsp::compiled: the Tensor instances of <tilebsp/ops/loss.hpp>, built once per instruction set (src/kernels/table.cpp).
 #include <tilebsp/ops/loss_impl.hpp>
 
 namespace tilebsp::ops {
