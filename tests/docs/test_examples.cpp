@@ -554,3 +554,23 @@ TEST_CASE("isa example") {
   CHECK(s.find(" lanes, ") != std::string::npos);
 #endif
 }
+
+// [kernels-example]
+#include <tilebsp/ops/kernels.hpp>
+// Which set of kernels the operators run: under tilebsp::compiled, the best set the library holds that this CPU runs
+// ("avx2 (fma3+avx2)" on a Zen 3), or the one TILEBSP_ISA caps it to; header-only, this file's own -march.
+std::string kernels_example() {
+  return std::string(tilebsp::ops::kernels_level()) + " (" + std::string(tilebsp::ops::kernels_isa()) + ")";
+}
+// [kernels-example]
+
+TEST_CASE("kernels example") {
+  std::string const s = kernels_example();
+  INFO(s);
+#ifdef TILEBSP_COMPILED
+  auto const& chosen = tilebsp::ops::detail::choose_kernels(std::getenv("TILEBSP_ISA"));
+  CHECK(s == std::string(chosen.level) + " (" + chosen.isa + ")");
+#else
+  CHECK(s == std::string(tilebsp::ops::detail::compiled_level()) + " (" + tilebsp::simd::isa_name() + ")");
+#endif
+}
