@@ -338,6 +338,22 @@ TEST_CASE("executable cache: a bad entry is warned about by name, compiled afres
   }
 }
 
+TEST_CASE("executable cache: graphs built by other kernels keep entries of their own") {
+  // What two hosts of different instruction sets (or TILEBSP_ISA) sharing a directory give: the same graph and
+  // programs, built by other kernels (here a scope that says so), are another entry, and neither replaces the other.
+  TempDir dir("kernels");
+  Net a, b;
+  { tb::OperatorScope const scope(b.g, "other", "other", "sse9"); }
+  REQUIRE(tb::core::detail::operator_kernels(a.g.impl()) != tb::core::detail::operator_kernels(b.g.impl()));
+  fs::path const ea = a.compile({.cache_dir = dir.path.string()}).cache_entry();
+  fs::path const eb = b.compile({.cache_dir = dir.path.string()}).cache_entry();
+  CHECK(ea != eb);
+  Net again_a, again_b;
+  { tb::OperatorScope const scope(again_b.g, "other", "other", "sse9"); }
+  CHECK(again_a.compile({.cache_dir = dir.path.string()}).loaded_from_cache());
+  CHECK(again_b.compile({.cache_dir = dir.path.string()}).loaded_from_cache());
+}
+
 TEST_CASE("executable cache: another compile's entry under this one's name (a collision) is refused") {
   TempDir dir("collision");
   Net a, b(2.0f, 3);

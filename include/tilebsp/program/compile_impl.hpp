@@ -136,7 +136,7 @@ TILEBSP_INLINE Executable compile_programs(Graph const& g, CompileOptions const&
     walked->replicas = options.replicas;
     Lowering recorder(*graph, *walked, LowerMode::record);
     lower(recorder);
-    key = executable_key(*graph, *walked, recorder.copies_hash(), threads);
+    key = executable_key(*graph, *walked, recorder.copies_hash(), threads, true);
     {
       entry = (std::filesystem::path(dir) / key->file_name()).string();
       phase("loading the executable cache");

@@ -30,15 +30,18 @@ struct CacheKey {
 TILEBSP_INLINE std::string use_cache_directory(std::string const& dir, bool trust);
 
 /// The key of a compile: the library and format versions, the target, the graph (variables and their mappings,
-/// vertices with their types, tiles, connections and cycle estimates, FIFOs) and the recorded programs (`walked`:
-/// their instructions and slots; `copies`: every copy's tensors), hashed on up to `threads` threads. Not the values
-/// of constants or params (the executable reads them from the graph; params feed it only through the estimates),
-/// nor compute-set or variable names.
+/// vertices with their types, tiles, connections and cycle estimates, FIFOs), the recorded programs (`walked`:
+/// their instructions and slots; `copies`: every copy's tensors), hashed on up to `threads` threads, and where
+/// `with_kernels` the kernels that built the operators (core::detail::operator_kernels: hosts of different
+/// instruction sets sharing a cache directory keep an entry each). Not the values of constants or params (the
+/// executable reads them from the graph; params feed it only through the estimates), nor compute-set or variable
+/// names.
 TILEBSP_INLINE CacheKey executable_key(GraphImpl const& g, Schedule const& walked, Hasher const& copies,
-                                                      std::size_t threads);
+                                                      std::size_t threads, bool with_kernels);
 
-/// A fingerprint of a compiled schedule (the key above, with the exchanges' transfers in place of the copies):
-/// processes that share replicas compare theirs (EngineOptions::communicator).
+/// A fingerprint of a compiled schedule (the key above without the kernels, with the exchanges' transfers in place
+/// of the copies): processes that share replicas compare theirs (EngineOptions::communicator), and their
+/// kernels_fingerprint apart, to say which differs.
 TILEBSP_INLINE CacheKey schedule_fingerprint(Schedule const& s);
 
 /// A hash of the instruction sets of the kernels that built `g`'s operators (core::detail::operator_kernels):

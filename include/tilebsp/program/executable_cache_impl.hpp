@@ -263,12 +263,15 @@ TILEBSP_INLINE std::string use_cache_directory(std::string const& dir, bool trus
 }
 
 TILEBSP_INLINE CacheKey executable_key(GraphImpl const& g, Schedule const& walked, Hasher const& copies,
-                                                      std::size_t threads) {
+                                                      std::size_t threads, bool with_kernels) {
   using cache::add_double;
   Hasher h;
   h.text("tilebsp executable");
   h.text(version);
   h.add(cache_format);
+  // The kernels that built the graph: hosts of different instruction sets sharing a directory keep one entry each
+  // instead of replacing each other's (the header records them too, and a load refuses another set's).
+  if (with_kernels) h.text(core::detail::operator_kernels(g));
   Target const& t = g.target;
   h.text(t.name);
   for (std::size_t x : {t.ipus, t.tiles_per_ipu, t.bytes_per_tile, t.workers_per_tile, t.sync_cycles, t.inter_ipu_sync_cycles,
@@ -338,7 +341,7 @@ TILEBSP_INLINE CacheKey schedule_fingerprint(Schedule const& s) {
                      static_cast<std::uint64_t>(x.count)})
         copies.add(v);
   }
-  return executable_key(*s.graph, s, copies, std::max(1u, std::thread::hardware_concurrency()));
+  return executable_key(*s.graph, s, copies, std::max(1u, std::thread::hardware_concurrency()), false);
 }
 
 TILEBSP_INLINE std::string save_executable(std::string const& path, CacheKey key, Schedule const& s,
