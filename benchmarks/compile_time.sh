@@ -2,7 +2,7 @@
 # Compile-time probes beside their Eigen counterparts: seconds and peak resident memory of one g++ -O2 compile
 # of each probe file (benchmarks/compile_time/), and the ratio to its peer, in one run. Not a test: timings vary
 # with the host. Usage: benchmarks/compile_time.sh [CXX]   (Eigen from Debian's libeigen3-dev)
-# Each tilebsp probe is compiled twice: header-only (the default) and against the compiled library
+# Each tilebsp probe is compiled twice: header-only (tilebsp::tilebsp) and against the compiled library
 # (-DTILEBSP_COMPILED: what tilebsp::compiled consumers see; the library's own build is not timed here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
