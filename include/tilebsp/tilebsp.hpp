@@ -5,6 +5,7 @@
 
 #include <tilebsp/config.hpp>
 
+#include <tilebsp/core/caches.hpp>
 #include <tilebsp/core/checked.hpp>
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>

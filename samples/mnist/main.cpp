@@ -172,12 +172,12 @@ int run(Options const& o, std::shared_ptr<tb::Communicator> const& comm) {
   samples::end_compile_progress();
   double const peak_gb = samples::peak_resident_bytes() / 1e9;  // of reading the data, building and compiling
   std::printf("model %s: %zu parameters, batch %zu x %zu accumulated x %zu replica(s)%s, lr %g (%s), %zu SGD steps per "
-              "run, %zu IPU(s) per replica, %zu host threads, %s kernels%s\n",
+              "run, %zu IPU(s) per replica, %zu host threads, %s kernels, caches %s%s\n",
               mnist::name_of(c.model), initial.parameter_count(), c.batch, c.gradient_accumulation, c.replicas,
               comm ? (" over " + std::to_string(comm->size()) + " MPI ranks").c_str() : "",
               static_cast<double>(c.learning_rate), c.schedule == mnist::Schedule::cosine ? "cosine" : "constant",
               c.batches_per_step, c.num_ipus, trainer.engine().host_threads(),
-              std::string(tilebsp::ops::kernels_isa()).c_str(),
+              std::string(tilebsp::ops::kernels_isa()).c_str(), tilebsp::to_string(tilebsp::cache_sizes()).c_str(),
               o.load.empty() ? "" : (", weights from " + o.load).c_str());
   std::printf("graph built in %.2f s, %s in %.2f s; peak resident memory %.2f GB\n", trainer.build_seconds(),
               trainer.loaded_from_cache() ? "executable loaded from cache" : "compiled", trainer.compile_seconds(),

@@ -226,9 +226,9 @@ int run(Options const& o) {
               static_cast<long long>(c.cardinality), static_cast<long long>(c.width), params, c.macs_per_image() / 1e9,
               static_cast<long long>(c.batch), tb::name_of(c.dtype).data(), tb::name_of(c.partials).data());
   std::printf("target %zu x IPU Mk2 (%zu tiles) x %zu replica(s), conv AMP %.2f, matmul AMP %.2f; %zu host threads, "
-              "%s kernels\n",
+              "%s kernels, caches %s\n",
               o.num_ipus, g.num_tiles(), o.replicas, c.conv_amp, c.matmul_amp, engine.host_threads(),
-              std::string(tb::ops::kernels_isa()).c_str());
+              std::string(tb::ops::kernels_isa()).c_str(), tb::to_string(tb::cache_sizes()).c_str());
   std::printf("graph built in %.2f s, %s in %.2f s; peak resident memory %.2f GB\n", build_s,
               exe_from_cache ? "executable loaded from cache" : "compiled", compile_s, peak_gb);
 

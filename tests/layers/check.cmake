@@ -15,7 +15,7 @@ set(allowed_vertex "core/")
 set(allowed_plan "core/;simd/conv_loop.hpp")
 set(allowed_program "core/;vertex/;plan/cost.hpp")
 set(allowed_exec "core/;vertex/;program/;plan/cost.hpp")
-set(allowed_simd "core/half.hpp")
+set(allowed_simd "core/half.hpp;core/caches.hpp")
 set(allowed_expr "simd/;core/half.hpp;core/types.hpp")
 set(allowed_ops "core/;vertex/;plan/;program/;simd/;expr/")
 set(allowed_report "core/;vertex/;program/;exec/;plan/cost.hpp")
@@ -23,7 +23,7 @@ set(layers core vertex plan program exec simd expr ops report)
 
 # The contracts: internals of one layer that the layers above it read (docs/10, "Contracts between layers").
 # core's stored graph: variables, their mappings and element runs, vertex records and their fields
-set(contract_graph "core::detail::GraphImpl;core::detail::VertexRecord;core::detail::FieldBinding;core::detail::FieldConnection;core::detail::FieldKind;core::detail::VertexOps;core::detail::Run;core::detail::RowSeries;core::detail::VariableMapping;core::detail::for_each_mapped;core::detail::reads;core::detail::writes;core::detail::max_view_rank;core::detail::Affine;core::detail::group_by_tile;core::detail::operator_kernels")
+set(contract_graph "core::detail::GraphImpl;core::detail::VertexRecord;core::detail::FieldBinding;core::detail::FieldConnection;core::detail::FieldKind;core::detail::VertexOps;core::detail::Run;core::detail::RowSeries;core::detail::VariableMapping;core::detail::for_each_mapped;core::detail::reads;core::detail::writes;core::detail::max_view_rank;core::detail::Affine;core::detail::group_by_tile;core::detail::operator_kernels;core::detail::distinct_kernels")
 # core's vertex hashing and cost estimate (executable cache keys, compute-set plans)
 set(contract_vertex_hash "core::detail::Hasher;core::detail::hash_vertex;core::detail::vertex_estimate")
 # core's support: the parallel-for of build and compile passes, the JSON reader and writer
@@ -32,6 +32,8 @@ set(contract_support "core::detail::parallel_for;core::detail::JsonScalar;core::
 set(contract_cost "plan::detail::Transfer;plan::detail::ExchangeLoad;plan::detail::default_vertex_cycles;plan::detail::exchange_cycles;plan::detail::sync_cycles;plan::detail::tile_compute_cycles;plan::detail::macs_per_cycle;plan::detail::sum_partials_cycles;plan::detail::matmul_vertex_cycles;plan::detail::conv_block_macs;plan::detail::conv_problem;plan::detail::source_range;plan::detail::check_amp")
 # program's analyses of a schedule that exec repeats: liveness with detail (the profile), the fingerprints (MPI)
 set(contract_schedule_analyses "program::detail::account_memory;program::detail::MemoryDetail;program::detail::schedule_fingerprint;program::detail::kernels_fingerprint")
+# core's cache sizes in force, which simd's kernels size their cache blocks from (never throwing, unlike cache_sizes())
+set(contract_caches "core::detail::blocking_cache_sizes")
 # simd's scratch buffers that operators size
 set(contract_scratch "simd::detail::Scratch;simd::detail::conv_scratch")
 # expr's element typing of expressions, which ops::map instantiates
@@ -48,6 +50,7 @@ set(operator_uses_kernels conv loss matmul pool reduce)
 set(contracts_vertex graph vertex_hash support)
 set(contracts_program graph vertex_hash support cost)
 set(contracts_exec graph support schedule_analyses)
+set(contracts_simd caches)
 set(contracts_ops graph cost scratch expr_types)
 set(contracts_report support report_hook)
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tilebsp/config.hpp>
+#include <tilebsp/core/caches.hpp>
 #include <tilebsp/core/log.hpp>
 #include <tilebsp/exec/detail/engine_core.hpp>
 #include <tilebsp/exec/detail/engine_bind.hpp>
@@ -35,6 +36,7 @@ TILEBSP_INLINE exec::detail::EngineCore::EngineCore(Executable exe, EngineOption
     : exe_(std::move(exe)), s_(exe_.schedule()), g_(*s_.graph), threads_(static_cast<unsigned>(opt.host_threads ? opt.host_threads : std::max(1u, std::thread::hardware_concurrency()))), profiling_(opt.profiling), host_kernels_(opt.host_kernels), comm_(opt.communicator), team_(threads_), barrier_(threads_) {
   auto const started = std::chrono::steady_clock::now();
   logging::check_environment();
+  CacheSizes const caches = cache_sizes();  // a malformed TILEBSP_CACHE_SIZES: option_error, before a kernel runs
   auto_ = exec::detail::auto_report_from_environment();
   profiling_ = profiling_ || auto_.execution;
   replicas_ = s_.replicas;
@@ -148,7 +150,7 @@ TILEBSP_INLINE exec::detail::EngineCore::EngineCore(Executable exe, EngineOption
   if (logging::enabled(LogLevel::info))
     logging::info("engine: " + std::to_string(threads_) + " host thread(s), " + std::to_string(local_) + " of " +
                   std::to_string(replicas_) + " replica(s), " + std::to_string(s_.programs.size()) +
-                  " program(s), ready in " +
+                  " program(s), blocks for caches " + to_string(caches) + ", ready in " +
                   std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count()) +
                   " ms" + (report_dir_.empty() ? "" : "; it writes its report to " + report_dir_));
 }

@@ -17,6 +17,7 @@
 
 #include <tilebsp/core/half.hpp>
 #include <tilebsp/simd/arch.hpp>
+#include <tilebsp/simd/blocks.hpp>
 #include <tilebsp/simd/conv/forms.hpp>
 #include <tilebsp/simd/conv/rows.hpp>
 #include <tilebsp/simd/conv_loop.hpp>
@@ -67,11 +68,12 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
   std::ptrdiff_t const ds = dst.stride[3];
   std::int64_t const nrow = r.hi[1] - r.lo[1], n0s = r.hi[0] - r.lo[0];
   // Batches of columns that read the same input box (broadcast columns of one group), with their packed weights
-  // within about 256 KiB: the box is built once per batch.
+  // within a quarter of L2 (Blocks::conv_weights): the box is built once per batch.
+  Blocks const bl = blocks();
   for (std::size_t c0 = 0; c0 < cols.size();) {
     std::size_t c1 = c0 + 1, floats = Q * cols[c0].vectors * lanes;
     while (c1 < cols.size() && cols[c0].bcast && cols[c1].bcast && cols[c1].g[0] == cols[c0].g[0] &&
-           floats + Q * cols[c1].vectors * lanes <= (std::size_t{64} << 10))
+           floats + Q * cols[c1].vectors * lanes <= bl.conv_weights / sizeof(float))
       floats += Q * cols[c1++].vectors * lanes;
     float* wp = conv_scratch(0).get(floats);
     {
@@ -96,10 +98,10 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
           for (std::int64_t m = 0; m < (rows_k ? cj : join2 ? 1 : D[2].taps); ++m)
             fs.toff[t++] = t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + (rows_k ? m * XL : m * D[2].b * xs2);
     }
-    // Strips (n, o0, rows) in order, as many per pass as fit in about 192 KiB of boxes; the register blocks of a
-    // pass run across row, strip and image ends.
+    // Strips (n, o0, rows) in order, as many per pass as fit in Blocks::conv_box (3/16 of L2) of boxes; the
+    // register blocks of a pass run across row, strip and image ends.
     std::int64_t const per_o0 = (nrow + strip - 1) / strip, strips = (r.n1 - r.n0) * n0s * per_o0;
-    std::int64_t const per_pass = std::max<std::int64_t>(1, ((192 << 10) / 4) / box);
+    std::int64_t const per_pass = std::max<std::int64_t>(1, static_cast<std::int64_t>(bl.conv_box / sizeof(float)) / box);
     for (std::int64_t k0 = 0; k0 < strips; k0 += per_pass) {
       std::int64_t const k1 = std::min(strips, k0 + per_pass);
       float* xbuf = conv_scratch(2).get(static_cast<std::size_t>((k1 - k0) * box));
@@ -235,9 +237,9 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     std::int64_t const strip = strip_rows(L, ext, static_cast<std::size_t>(cj) * XL);
     bool const direct = gc.source_in_place, prefetch_rows = gc.prefetch_rows;
     // A strip's positions in row-major order, in chunks of whole output rows that pass through the accumulators
-    // once: up to about 128 positions whose rows of the input box stay within about 32 KiB (L1).
+    // once: up to about 128 positions whose rows of the input box stay within L1 (Blocks::l1).
     std::int64_t const box_row = ext[2] * cj * static_cast<std::int64_t>(XL) * 4;
-    std::int64_t const chunk = std::clamp<std::int64_t>((32 << 10) / std::max<std::int64_t>(1, box_row) - (D[1].taps - 1) * D[1].b,
+    std::int64_t const chunk = std::clamp<std::int64_t>(static_cast<std::int64_t>(blocks().l1) / std::max<std::int64_t>(1, box_row) - (D[1].taps - 1) * D[1].b,
                                                         1, std::max<std::int64_t>(1, 128 / ow));
     float* yrow = work ? conv_scratch(1).get(static_cast<std::size_t>(std::min(strip, chunk) * ow) * VL) : nullptr;
     for (std::int64_t n = r.n0; work && n < r.n1; ++n)

@@ -4,6 +4,7 @@
 
 #include <tilebsp/core/half.hpp>
 #include <tilebsp/simd/arch.hpp>
+#include <tilebsp/simd/blocks.hpp>
 #include <tilebsp/simd/scratch.hpp>
 #include <tilebsp/simd/tuning.hpp>
 
@@ -20,10 +21,9 @@ namespace tilebsp::simd {
 /// live in memory.
 inline constexpr std::size_t gemm_mr = tuning.gemm_mr;
 inline constexpr std::size_t gemm_nr = 2 * lanes;
-/// Cache blocking: a KC x NR panel of B streams from L2 while an MR x KC micro-panel of A stays in L1; an MC x KC
-/// block of A stays in L2 across the panels.
-inline constexpr std::size_t gemm_kc = 512;
-inline constexpr std::size_t gemm_mc = 96;
+/// Cache blocking (simd/blocks.hpp): a KC x NR panel of B streams from L2 while an MR x KC micro-panel of A stays
+/// in L1; an MC x KC block of A stays in L2 across the panels, and a KC x NC block of packed B in L3 across the
+/// blocks of A. KC (gemm_kc) is fixed, MC and NC come from the host's caches.
 /// A gemm_ksum's cache blocks hold whole groups up to this many rows of K: every block boundary ends a run of
 /// groups and re-walks the panels, and with the tile plans' short groups (35 of 784 for 128x128x784) fewer, longer
 /// blocks than gemm_kc measured faster (the micro-panel of A then spills to L2, which the broadcast loads
@@ -410,63 +410,69 @@ void gemm_blocked(std::size_t m, std::size_t n, std::size_t k, std::size_t group
   // packed ahead (pre), in place (gemm_reads_b_in_place), or packed here block by block.
   constexpr bool direct_a = std::is_same_v<TA, float>;
   bool const direct_b = !pre && gemm_reads_b_in_place(m, b);
-  std::size_t const np = (n + gemm_nr - 1) / gemm_nr * gemm_nr;
+  Blocks const bl = blocks();
+  // Columns per block: packing B here is bounded by NC (B in place or packed ahead needs no bound).
+  std::size_t const nblock = direct_b || pre ? n : bl.gemm_nc;
+  std::size_t const np = (std::min(n, nblock) + gemm_nr - 1) / gemm_nr * gemm_nr;
   std::size_t const block = gemm_b_block(Sum ? group : 0);
   float* bp = direct_b || pre ? nullptr : scratch_b().get(block * np);
-  float* ap = direct_a ? nullptr : scratch_a().get(block * (gemm_mc + gemm_mr));
-  for (std::size_t k0 = 0; k0 < k; k0 += block) {
-    std::size_t const kc = std::min(block, k - k0);
-    float const kbeta = k0 == 0 ? beta : 1.0f;  // later K blocks accumulate onto C
-    Matrix<TB> const bk{b.data + static_cast<std::ptrdiff_t>(k0) * b.rs, b.rs, b.cs};
-    if (!direct_b && !pre) pack_b(bk, kc, n, bp);
-    for (std::size_t i0 = 0; i0 < m; i0 += gemm_mc) {
-      std::size_t const mc = std::min(gemm_mc, m - i0);
-      float const* ablk = nullptr;
-      std::ptrdiff_t ars = 1, acs = gemm_mr;
-      std::ptrdiff_t const apanel = static_cast<std::ptrdiff_t>(gemm_mr * kc);  // packed A
-      if constexpr (direct_a) {
-        ablk = a.data + static_cast<std::ptrdiff_t>(i0) * a.rs + static_cast<std::ptrdiff_t>(k0) * a.cs;
-        ars = a.rs;
-        acs = a.cs;
-      } else {
-        pack_a(Matrix<TA>{a.data + static_cast<std::ptrdiff_t>(i0) * a.rs + static_cast<std::ptrdiff_t>(k0) * a.cs, a.rs, a.cs},
-               mc, kc, ap);
-        ablk = ap;
-      }
-      std::size_t const panel = gemm_panel(m, direct_b);
-      for (std::size_t j0 = 0; j0 < n; j0 += panel) {
-        std::size_t const nr = std::min(panel, n - j0);
-        float const* bpanel = nullptr;
-        std::ptrdiff_t brs = gemm_nr;
-        BRead read = BRead::packed;
-        if (pre) {
-          bpanel = pre->data + k0 * pre->ld + (pre->col + j0) * kc;
-        } else if (!direct_b) {
-          bpanel = bp + j0 * kc;
+  float* ap = direct_a ? nullptr : scratch_a().get(block * (bl.gemm_mc + gemm_mr));
+  std::size_t const panel = gemm_panel(m, direct_b);
+  for (std::size_t jc = 0; jc < n; jc += nblock) {
+    std::size_t const jend = std::min(n, jc + nblock);
+    for (std::size_t k0 = 0; k0 < k; k0 += block) {
+      std::size_t const kc = std::min(block, k - k0);
+      float const kbeta = k0 == 0 ? beta : 1.0f;  // later K blocks accumulate onto C
+      Matrix<TB> const bk{b.data + static_cast<std::ptrdiff_t>(k0) * b.rs, b.rs, b.cs};
+      if (!direct_b && !pre) pack_b(Matrix<TB>{bk.data + static_cast<std::ptrdiff_t>(jc) * b.cs, b.rs, b.cs}, kc, jend - jc, bp);
+      for (std::size_t i0 = 0; i0 < m; i0 += bl.gemm_mc) {
+        std::size_t const mc = std::min(bl.gemm_mc, m - i0);
+        float const* ablk = nullptr;
+        std::ptrdiff_t ars = 1, acs = gemm_mr;
+        std::ptrdiff_t const apanel = static_cast<std::ptrdiff_t>(gemm_mr * kc);  // packed A
+        if constexpr (direct_a) {
+          ablk = a.data + static_cast<std::ptrdiff_t>(i0) * a.rs + static_cast<std::ptrdiff_t>(k0) * a.cs;
+          ars = a.rs;
+          acs = a.cs;
         } else {
-          if constexpr (std::is_same_v<TB, float>) bpanel = bk.data + j0;
-          brs = b.rs;
-          read = nr % lanes != 0 ? BRead::masked : BRead::direct;
+          pack_a(Matrix<TA>{a.data + static_cast<std::ptrdiff_t>(i0) * a.rs + static_cast<std::ptrdiff_t>(k0) * a.cs, a.rs, a.cs},
+                 mc, kc, ap);
+          ablk = ap;
         }
-        std::size_t const grp = Sum ? group : kc, seg = Sum ? kb : kc;
-        std::ptrdiff_t const astep = direct_a ? static_cast<std::ptrdiff_t>(gemm_mr) * a.rs : apanel;
-        TC const* next = j0 + panel < n ? &cat(i0, j0 + panel) : nullptr;
-        std::size_t const next_cols = j0 + panel < n ? std::min(panel, n - j0 - panel) : 0;
-        // Single-segment groups, several per block, on full panels of A read in place: the running sums in registers.
-        bool const ksum_registers = Sum && direct_a && seg >= grp && kc > grp && nr == gemm_nr && c.cs == 1;
-        auto const run = [&]<BRead Read>() {
-          if constexpr (Sum && gemm_ksum_mr > 0 && Read != BRead::masked) {
-            if (ksum_registers) {
-              ksum_panel_rows<Read>(mc, kc, grp, ablk, ars, acs, bpanel, brs, &cat(i0, j0), c.rs, k0 > 0);
-              return;
-            }
+        for (std::size_t j0 = jc; j0 < jend; j0 += panel) {
+          std::size_t const nr = std::min(panel, jend - j0);
+          float const* bpanel = nullptr;
+          std::ptrdiff_t brs = gemm_nr;
+          BRead read = BRead::packed;
+          if (pre) {
+            bpanel = pre->data + k0 * pre->ld + (pre->col + j0) * kc;
+          } else if (!direct_b) {
+            bpanel = bp + (j0 - jc) * kc;
+          } else {
+            if constexpr (std::is_same_v<TB, float>) bpanel = bk.data + j0;
+            brs = b.rs;
+            read = nr % lanes != 0 ? BRead::masked : BRead::direct;
           }
-          panel_rows<Read, Sum>(mc, nr, kc, grp, seg, ablk, astep, ars, acs, bpanel, brs, MatrixOut<TC>{&cat(i0, j0), c.rs, c.cs}, next, next_cols,
-                                alpha, kbeta, k0 > 0);
-        };
-        if (read == BRead::packed) run.template operator()<BRead::packed>();
-        else if (read == BRead::direct) run.template operator()<BRead::direct>();
-        else run.template operator()<BRead::masked>();
+          std::size_t const grp = Sum ? group : kc, seg = Sum ? kb : kc;
+          std::ptrdiff_t const astep = direct_a ? static_cast<std::ptrdiff_t>(gemm_mr) * a.rs : apanel;
+          TC const* next = j0 + panel < jend ? &cat(i0, j0 + panel) : nullptr;
+          std::size_t const next_cols = j0 + panel < jend ? std::min(panel, jend - j0 - panel) : 0;
+          // Single-segment groups, several per block, on full panels of A read in place: the running sums in registers.
+          bool const ksum_registers = Sum && direct_a && seg >= grp && kc > grp && nr == gemm_nr && c.cs == 1;
+          auto const run = [&]<BRead Read>() {
+            if constexpr (Sum && gemm_ksum_mr > 0 && Read != BRead::masked) {
+              if (ksum_registers) {
+                ksum_panel_rows<Read>(mc, kc, grp, ablk, ars, acs, bpanel, brs, &cat(i0, j0), c.rs, k0 > 0);
+                return;
+              }
+            }
+            panel_rows<Read, Sum>(mc, nr, kc, grp, seg, ablk, astep, ars, acs, bpanel, brs, MatrixOut<TC>{&cat(i0, j0), c.rs, c.cs}, next,
+                                  next_cols, alpha, kbeta, k0 > 0);
+          };
+          if (read == BRead::packed) run.template operator()<BRead::packed>();
+          else if (read == BRead::direct) run.template operator()<BRead::direct>();
+          else run.template operator()<BRead::masked>();
+        }
       }
     }
   }

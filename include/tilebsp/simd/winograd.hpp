@@ -19,6 +19,7 @@
 
 #include <tilebsp/core/half.hpp>
 #include <tilebsp/simd/arch.hpp>
+#include <tilebsp/simd/blocks.hpp>
 #include <tilebsp/simd/conv_loop.hpp>
 #include <tilebsp/simd/gemm.hpp>
 #include <tilebsp/simd/tuning.hpp>
@@ -356,12 +357,12 @@ void winograd_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> 
   grid.nx = (r.hi[2] - grid.x0 + 1) / 2;
   grid.tiles = (r.hi[1] - grid.y0 + 1) / 2 * grid.nx;
   constexpr std::size_t ts = wino_tile_stride;
-  // Tiles per batch: whole register blocks, as many as keep V and M of a batch within 32 KiB (with a point's
-  // weights, in L1), at least one. At 14² with 16 channels per group: one block of 14 tiles instead of all 49
+  // Tiles per batch: whole register blocks, as many as keep V and M of a batch within L1 (Blocks::l1, with a
+  // point's weights), at least one. At 14² with 16 channels per group: one block of 14 tiles instead of all 49
   // (the 192 KiB this used to allow), so that the outputs transform no longer waits for products evicted to L2.
   std::size_t const rows1 = wino_rows(1);  // a multiple of wino_rows(2)
   std::size_t const block_bytes = rows1 * sizeof(float) * ts * (JP + CP) / lanes;
-  auto const batch_tiles = static_cast<std::int64_t>(rows1 * std::max<std::size_t>(1, (32u << 10) / block_bytes));
+  auto const batch_tiles = static_cast<std::int64_t>(rows1 * std::max<std::size_t>(1, blocks().l1 / block_bytes));
   auto const tb = static_cast<std::size_t>(std::min(grid.tiles, batch_tiles));
   if (pre && r.c0 % static_cast<std::int64_t>(lanes) != 0) pre = nullptr;
   float* const U = pre ? nullptr : wino_scratch(0).get(P * static_cast<std::size_t>(cj) * CP);

@@ -2,6 +2,7 @@
 // rows of 3-wide kernels (forward_rows), reading the source in place where it can.
 #pragma once
 
+#include <tilebsp/simd/blocks.hpp>
 #include <tilebsp/simd/conv/blocks.hpp>
 #include <tilebsp/simd/conv/forms.hpp>
 
@@ -44,10 +45,10 @@ StripBox build_strip(ConvLoop const& L, Operand6<TS const> const& src, ConvColum
   return {x, xs0, xs1, xs2};
 }
 
-/// Output positions of dimension 1 per box, so that a box stays within about 192 KiB.
+/// Output positions of dimension 1 per box, so that a box stays within Blocks::conv_box (3/16 of L2).
 inline std::int64_t strip_rows(ConvLoop const& L, std::array<std::int64_t, 3> const& ext_other, std::size_t row_floats) {
   std::int64_t const per_v1 = ext_other[0] * ext_other[2] * static_cast<std::int64_t>(row_floats);
-  std::int64_t const budget = (192 << 10) / 4;
+  std::int64_t const budget = static_cast<std::int64_t>(blocks().conv_box / sizeof(float));
   std::int64_t const a = std::max<std::int64_t>(1, L.dim[1].a);
   std::int64_t const halo = (L.dim[1].taps - 1) * L.dim[1].b + 1;
   return std::max<std::int64_t>(1, (budget / std::max<std::int64_t>(1, per_v1) - halo) / a + 1);
