@@ -79,7 +79,12 @@ function(tilebsp_kernel_levels out)
 endfunction()
 
 # tilebsp_add_compiled_library(<name> [EXCLUDE_FROM_ALL] [OPTIONS <flags>...]): the library, with the kernel sets of
-# TILEBSP_KERNEL_ISAS. OPTIONS: compile options of its own files (our warnings).
+# TILEBSP_KERNEL_ISAS, static, or shared with TILEBSP_SHARED_LIBRARY. OPTIONS: compile options of its own files (our
+# warnings). Its file is libtilebsp.a or libtilebsp.so.<major>.<minor> (the SONAME: 0.x releases may change the ABI
+# at each minor version), whose dynamic symbols are its API alone: everything is compiled with hidden visibility
+# but what TILEBSP_API marks (config.hpp: every definition the headers declare for the library, TILEBSP_INLINE, and
+# the operators' entry points), so that neither its inline functions nor the standard library's instances it holds
+# interpose on a program's.
 function(tilebsp_add_compiled_library name)
   cmake_parse_arguments(arg "EXCLUDE_FROM_ALL" "" "OPTIONS" ${ARGN})
   set(exclude)
@@ -98,6 +103,9 @@ function(tilebsp_add_compiled_library name)
     target_compile_options(${set_target} PRIVATE ${arg_OPTIONS})
     target_compile_definitions(${set_target} PRIVATE TILEBSP_COMPILED TILEBSP_KERNELS_VARIANT=${level})
     target_compile_options(${set_target} PRIVATE ${_tilebsp_march_${level}} $<$<CXX_COMPILER_ID:GNU>:-fno-gnu-unique>)
+    if(TILEBSP_SHARED_LIBRARY)
+      set_target_properties(${set_target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+    endif()
     set(object ${CMAKE_CURRENT_BINARY_DIR}/${set_target}.o)
     add_custom_command(OUTPUT ${object}
       COMMAND ${CMAKE_LINKER} -r --force-group-allocation -o ${object}.all.o $<TARGET_OBJECTS:${set_target}>
@@ -112,7 +120,18 @@ function(tilebsp_add_compiled_library name)
     list(APPEND have TILEBSP_KERNELS_${upper})
   endforeach()
   set_source_files_properties(${objects} PROPERTIES EXTERNAL_OBJECT TRUE GENERATED TRUE)
-  add_library(${name} STATIC ${exclude} ${front} ${objects})
+  if(TILEBSP_SHARED_LIBRARY)
+    add_library(${name} SHARED ${exclude} ${front} ${objects})
+    set_target_properties(${name} PROPERTIES CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON
+                          VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
+    # Every symbol the library uses is defined in it or in the libraries it links: a missing definition fails here,
+    # not in a program that links it.
+    target_link_options(${name} PRIVATE LINKER:--no-undefined LINKER:--version-script=${PROJECT_SOURCE_DIR}/cmake/tilebsp.map)
+    set_property(TARGET ${name} APPEND PROPERTY LINK_DEPENDS ${PROJECT_SOURCE_DIR}/cmake/tilebsp.map)
+  else()
+    add_library(${name} STATIC ${exclude} ${front} ${objects})
+  endif()
+  set_target_properties(${name} PROPERTIES OUTPUT_NAME tilebsp)
   target_link_libraries(${name} PUBLIC tilebsp::tilebsp)
   target_compile_options(${name} PRIVATE ${arg_OPTIONS})
   target_compile_definitions(${name} PUBLIC TILEBSP_COMPILED PRIVATE ${have})

@@ -67,7 +67,7 @@ std::string built_list() {
 
 }  // namespace
 
-KernelTable const& choose_kernels(char const* cap) {
+TILEBSP_API KernelTable const& choose_kernels(char const* cap) {
   auto const all = levels();
   std::size_t first = 0;  // the highest level allowed
   if (cap != nullptr && *cap != '\0') {
@@ -96,19 +96,19 @@ KernelTable const& choose_kernels(char const* cap) {
                      "; rebuild it with TILEBSP_KERNEL_ISAS including generic");
 }
 
-KernelTable const& kernels() {
+TILEBSP_API KernelTable const& kernels() {
   static KernelTable const& chosen = choose_kernels(std::getenv("TILEBSP_ISA"));
   return chosen;
 }
 
 }  // namespace detail
 
-std::string_view kernels_level() { return detail::kernels().level; }
-std::string_view kernels_isa() { return detail::kernels().isa; }
+TILEBSP_API std::string_view kernels_level() { return detail::kernels().level; }
+TILEBSP_API std::string_view kernels_isa() { return detail::kernels().isa; }
 
 #define TILEBSP_DETAIL_FORWARD(R, NAME, PARAMS) \
   template <>                                   \
-  R NAME TILEBSP_DETAIL_NAMED PARAMS {          \
+  TILEBSP_API R NAME TILEBSP_DETAIL_NAMED PARAMS { \
     return detail::kernels().NAME TILEBSP_DETAIL_ARGS PARAMS; \
   }
 TILEBSP_OPS_ALL_INSTANCES(TILEBSP_DETAIL_FORWARD)

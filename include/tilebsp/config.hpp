@@ -10,10 +10,19 @@ namespace tilebsp {
 inline constexpr char const* version = "0.1.0";
 }  // namespace tilebsp
 
-/// How the definitions of non-template functions are declared: inline when header-only (the default), plain in
-/// the one file of tilebsp::compiled that compiles them (TILEBSP_COMPILED: see docs/10).
+/// What tilebsp::compiled's shared library exports (TILEBSP_SHARED_LIBRARY: built with hidden visibility, so that
+/// only this is visible): the definitions below, the operators' entry points and the classes a program must share
+/// with it (exceptions). Harmless elsewhere.
+#if defined(__GNUC__)
+#define TILEBSP_API __attribute__((visibility("default")))
+#else
+#define TILEBSP_API
+#endif
+
+/// How the definitions of non-template functions are declared: inline when header-only (the default), plain and
+/// exported (TILEBSP_API) in the files of tilebsp::compiled that compile them (TILEBSP_COMPILED: see docs/10).
 #ifdef TILEBSP_COMPILED
-#define TILEBSP_INLINE
+#define TILEBSP_INLINE TILEBSP_API
 #else
 #define TILEBSP_INLINE inline
 #endif

@@ -20,7 +20,13 @@ namespace tilebsp::exec::detail {
 /// <tilebsp/report/auto_report.hpp> sets this (tilebsp::compiled includes it); an Engine that TILEBSP_ENGINE_OPTIONS
 /// asks for a report while it is unset throws option_error when it is made.
 using ReportWriter = void (*)(Profile const& profile, std::string const& dir);
+#if defined(TILEBSP_COMPILED)
+// One hook per process: tilebsp::compiled defines it (src/engine.cpp) and exports it, so that a program and the
+// library (a shared one keeps its own copy of every inline variable) read and set the same pointer.
+extern TILEBSP_API ReportWriter report_writer;
+#else
 inline ReportWriter report_writer = nullptr;
+#endif
 
 /// What TILEBSP_ENGINE_OPTIONS asks of an Engine.
 struct AutoReport {
