@@ -116,21 +116,21 @@ std::int64_t for_each_mapped(GraphImpl const& g, Tensor const& t, F&& f) {
   return unmapped;
 }
 
+/// The distinct non-empty `kernels` of operator records (the graph's or a profile's), in order of first use.
+template <class Records>
+std::vector<std::string> distinct_kernels(Records const& records) {
+  std::vector<std::string> k;
+  for (auto const& o : records)
+    if (!o.kernels.empty() && std::find(k.begin(), k.end(), o.kernels) == k.end()) k.push_back(o.kernels);
+  return k;
+}
+
 /// The instruction sets of the kernels that built `g`'s operators (OperatorRecord::kernels), each once in order of
 /// first use, joined by ", "; empty where no operator names one. Executable-cache entries record it and processes
 /// that share replicas compare it: another set of kernels computes other bits (docs/11).
 inline std::string operator_kernels(GraphImpl const& g) {
   std::string out;
-  for (auto const& o : g.operators) {
-    if (o.kernels.empty()) continue;
-    bool seen = false;
-    for (std::size_t at = 0; at < out.size() && !seen;) {
-      std::size_t const end = std::min(out.find(", ", at), out.size());
-      seen = out.compare(at, end - at, o.kernels) == 0;
-      at = end + 2;
-    }
-    if (!seen) out += (out.empty() ? "" : ", ") + o.kernels;
-  }
+  for (std::string const& k : distinct_kernels(g.operators)) out += (out.empty() ? "" : ", ") + k;
   return out;
 }
 

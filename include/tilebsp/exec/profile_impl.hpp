@@ -4,6 +4,7 @@
 
 #include <tilebsp/config.hpp>
 #include <tilebsp/core/error.hpp>
+#include <tilebsp/core/graph.hpp>
 #include <tilebsp/exec/profile.hpp>
 
 #include <algorithm>
@@ -35,12 +36,7 @@ TILEBSP_INLINE std::uint64_t Profile::collective_bytes() const {
   return c;
 }
 
-TILEBSP_INLINE std::vector<std::string> Profile::kernels() const {
-  std::vector<std::string> k;
-  for (auto const& o : operators)
-    if (!o.kernels.empty() && std::find(k.begin(), k.end(), o.kernels) == k.end()) k.push_back(o.kernels);
-  return k;
-}
+TILEBSP_INLINE std::vector<std::string> Profile::kernels() const { return core::detail::distinct_kernels(operators); }
 TILEBSP_INLINE std::uint64_t Profile::inter_ipu_bytes() const {
   std::uint64_t c = 0;
   for (auto const& p : programs)

@@ -148,6 +148,11 @@ class Reader {
     return v;
   }
   bool done() const noexcept { return p_ == end_; }
+  /// A string: its length (count) and its bytes.
+  std::string text() {
+    std::size_t const n = count();
+    return std::string(skip(n), n);
+  }
   /// The next n bytes, skipped.
   char const* skip(std::size_t n) {
     if (n > static_cast<std::size_t>(end_ - p_)) throw Bad{"truncated"};
@@ -438,11 +443,8 @@ TILEBSP_INLINE CacheLoad load_executable(std::string const& path, CacheKey key, 
     for (char c : cache_magic)
       if (head.get<char>() != c) throw cache::Bad{"not an executable cache entry"};
     if (head.get<std::uint32_t>() != cache_format) throw cache::Bad{"another entry format"};
-    std::string v(head.count(), '\0');
-    for (auto& c : v) c = head.get<char>();
-    if (v != version) throw cache::Bad{"written by tilebsp " + v + ", this is " + version};
-    std::string k(head.count(), '\0');
-    for (auto& c : k) c = head.get<char>();
+    if (std::string const v = head.text(); v != version) throw cache::Bad{"written by tilebsp " + v + ", this is " + version};
+    std::string const k = head.text();
     if (std::string const mine = core::detail::operator_kernels(g); k != mine)
       throw cache::Bad{"made by " + (k.empty() ? std::string("no") : k) + " kernels, this process runs " +
                        (mine.empty() ? std::string("none") : mine) + " (TILEBSP_ISA, docs/11)"};
