@@ -99,6 +99,7 @@ inline CacheSizes detect_cache_sizes() noexcept {
     char* unit = nullptr;
     unsigned long long const bytes = std::strtoull(size, &unit, 10);
     std::size_t const scale = unit && (*unit == 'K' || *unit == 'k') ? 1024 : unit && (*unit == 'M' || *unit == 'm') ? 1024 * 1024 : 1;
+    if (bytes > (std::size_t{64} << 30) / scale) continue;  // beyond any cache (and its product's range): not used
     found[lv] = static_cast<std::size_t>(bytes) * scale;
   }
 #endif
