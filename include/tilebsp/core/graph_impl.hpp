@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tilebsp/config.hpp>
+#include <tilebsp/core/detail/variable_mapping_impl.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/core/log.hpp>
 

@@ -20,6 +20,7 @@
 #include <tilebsp/ops/map.hpp>
 #include <tilebsp/plan/conv.hpp>
 #include <tilebsp/plan/conv_implementations.hpp>
+#include <tilebsp/plan/detail/conv.hpp>
 #include <tilebsp/program/host_path.hpp>
 #include <tilebsp/program/programs.hpp>
 #include <tilebsp/simd/conv.hpp>

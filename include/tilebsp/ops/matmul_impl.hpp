@@ -13,6 +13,7 @@
 #include <tilebsp/ops/detail/matmul_build.hpp>
 #include <tilebsp/ops/detail/instances.hpp>
 #include <tilebsp/ops/map.hpp>
+#include <tilebsp/plan/detail/search.hpp>
 #include <tilebsp/plan/matmul.hpp>
 #include <tilebsp/program/host_path.hpp>
 #include <tilebsp/program/programs.hpp>

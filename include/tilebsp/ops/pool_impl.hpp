@@ -14,6 +14,7 @@
 #include <tilebsp/ops/detail/instances.hpp>
 #include <tilebsp/ops/detail/rank6.hpp>
 #include <tilebsp/plan/conv.hpp>
+#include <tilebsp/plan/detail/conv.hpp>
 #include <tilebsp/program/host_path.hpp>
 #include <tilebsp/program/programs.hpp>
 #include <tilebsp/simd/arch.hpp>

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <tilebsp/config.hpp>
+#include <tilebsp/program/detail/pieces.hpp>
 #include <tilebsp/program/lower.hpp>
 
 #include <algorithm>

@@ -5,6 +5,7 @@
 #include <tilebsp/config.hpp>
 #include <tilebsp/core/detail/parallel.hpp>
 #include <tilebsp/plan/cost.hpp>
+#include <tilebsp/program/detail/pieces.hpp>
 #include <tilebsp/program/lower.hpp>
 #include <tilebsp/program/liveness.hpp>
 

@@ -5,6 +5,7 @@
 #include <tilebsp/config.hpp>
 #include <tilebsp/core/detail/parallel.hpp>
 #include <tilebsp/program/compute_set_impl.hpp>
+#include <tilebsp/program/detail/pieces.hpp>
 #include <tilebsp/program/lower.hpp>
 
 #include <algorithm>
@@ -19,6 +20,43 @@
 #include <vector>
 
 namespace tilebsp::program::detail {
+
+TILEBSP_INLINE ElementSet ElementSet::of(Tensor const& t, std::optional<std::pair<std::uint32_t, std::int64_t>>* duplicate) {
+  ElementSet s;
+  t.for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
+    if (stride == 1) {
+      s.r_.push_back({var, start, start + count});
+    } else if (stride == 0) {
+      s.r_.push_back({var, start, start + 1});
+      if (count > 1 && duplicate && !*duplicate) *duplicate = std::pair{var, start};
+    } else {
+      for (std::int64_t i = 0; i < count; ++i) s.r_.push_back({var, start + i * stride, start + i * stride + 1});
+    }
+  });
+  s.normalise(duplicate);
+  return s;
+}
+
+TILEBSP_INLINE void ElementSet::merge(ElementSet const& o) {
+  r_.insert(r_.end(), o.r_.begin(), o.r_.end());
+  normalise(nullptr);
+}
+
+TILEBSP_INLINE void ElementSet::normalise(std::optional<std::pair<std::uint32_t, std::int64_t>>* duplicate) {
+  std::sort(r_.begin(), r_.end(), [](Range const& a, Range const& b) {
+    return std::tie(a.var, a.begin) < std::tie(b.var, b.begin);
+  });
+  std::vector<Range> merged;
+  for (auto const& x : r_) {
+    if (!merged.empty() && merged.back().var == x.var && x.begin <= merged.back().end) {
+      if (x.begin < merged.back().end && duplicate && !*duplicate) *duplicate = std::pair{x.var, x.begin};
+      merged.back().end = std::max(merged.back().end, x.end);
+    } else {
+      merged.push_back(x);
+    }
+  }
+  r_ = std::move(merged);
+}
 // Besides the names lower.hpp imports:
 using core::detail::FieldBinding;
 using core::detail::Run;

@@ -10,6 +10,7 @@
 #include <tilebsp/ops/detail/rank6.hpp>
 #include <tilebsp/ops/map.hpp>
 #include <tilebsp/plan/conv.hpp>
+#include <tilebsp/plan/detail/conv.hpp>
 #include <tilebsp/program/programs.hpp>
 #include <tilebsp/simd/conv.hpp>
 #include <tilebsp/vertex/add_vertex.hpp>

@@ -10,6 +10,7 @@
 #include <tilebsp/ops/detail/host_work.hpp>
 #include <tilebsp/ops/detail/partials.hpp>
 #include <tilebsp/ops/map.hpp>
+#include <tilebsp/plan/detail/matmul.hpp>
 #include <tilebsp/plan/matmul.hpp>
 #include <tilebsp/program/host_path.hpp>
 #include <tilebsp/program/programs.hpp>
