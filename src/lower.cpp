@@ -1,2 +1,4 @@
-// tilebsp::compiled: the lowering's definitions, compiled once for every target that links the library.
+// tilebsp::compiled: the lowering's and the pipeline's definitions, compiled once for every target that links the
+// library.
 #include <tilebsp/program/lower_impl.hpp>
+#include <tilebsp/program/pipeline_impl.hpp>

@@ -42,23 +42,7 @@ using expr::Types;
 using expr::VT;
 
 /// NumPy broadcast of shapes; throws shape_error naming the op when they do not broadcast.
-inline Shape broadcast_shapes(char const* op, std::vector<Shape> const& shapes) {
-  std::size_t rank = 0;
-  for (auto const& s : shapes) rank = std::max(rank, s.size());
-  Shape out(rank, 1);
-  for (auto const& s : shapes)
-    for (std::size_t d = 0; d < s.size(); ++d) {
-      std::size_t& o = out[rank - s.size() + d];
-      if (s[d] == o || s[d] == 1) continue;
-      if (o != 1) {
-        std::string list;
-        for (auto const& x : shapes) list += (list.empty() ? "" : " and ") + to_string(x);
-        throw shape_error(std::string(op) + ": operand shapes " + list + " do not broadcast");
-      }
-      o = s[d];
-    }
-  return out;
-}
+TILEBSP_INLINE Shape broadcast_shapes(char const* op, std::vector<Shape> const& shapes);
 
 template <VT... Fixed>
 constexpr Types make_types() {
@@ -107,17 +91,7 @@ enum class Mode { new_output, in_place, given_output };
 inline constexpr std::size_t streaming_bytes = std::size_t{8} << 20;
 
 /// True when `t` shares elements of a variable with `out` without being the same view of it.
-inline bool overlaps_elsewhere(Tensor const& t, Tensor const& out) {
-  auto const a = t.affine(), b = out.affine();
-  if (a && b) return a->var == b->var && (a->start != b->start || a->strides != b->strides || t.shape() != out.shape());
-  std::vector<std::uint32_t> vars;
-  out.for_each_run([&](std::uint32_t v, std::int64_t, std::int64_t, std::int64_t) { vars.push_back(v); });
-  bool shared = false;
-  t.for_each_run([&](std::uint32_t v, std::int64_t, std::int64_t, std::int64_t) {
-    shared = shared || std::find(vars.begin(), vars.end(), v) != vars.end();
-  });
-  return shared;
-}
+TILEBSP_INLINE bool overlaps_elsewhere(Tensor const& t, Tensor const& out);
 
 /// The value type of an operand type named by the caller (map<float, half>(...)).
 template <class T>
@@ -367,3 +341,9 @@ T cast(Graph& g, Sequence& prog, T const& t, ElementType type) {
 TILEBSP_DECLARE_INSTANCES(TILEBSP_OPS_MAP_INSTANCES)
 }  // namespace ops
 }  // namespace tilebsp
+
+// Header-only (the default), the definitions follow; a target linking tilebsp::compiled (TILEBSP_COMPILED) gets
+// them from the library (src/map.cpp) instead.
+#ifndef TILEBSP_COMPILED
+#include <tilebsp/ops/map_impl.hpp>
+#endif

@@ -1,7 +1,7 @@
 // Graph::add_vertex<V>: checks connections against V's reflected fields at compile time and records the vertex.
 #pragma once
 
-#include <tilebsp/core/detail/parallel.hpp>
+#include <tilebsp/config.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/vertex/reflect.hpp>
 
@@ -214,26 +214,7 @@ constexpr void check_vertex() {
 /// add_vertices without its template: the records made by make(context, i). One copy of the build team and of
 /// the error handling serves every vertex type and every caller's lambda (a map instantiates add_vertices once
 /// per combination of operand types).
-inline void add_records(Graph& g, std::size_t count, VertexRecord (*make)(void*, std::size_t), void* context) {
-  // Made in place at the end of the graph's vertices (no record moved), taken back if one throws.
-  auto& impl = g.impl();
-  auto& vertices = impl.vertices;
-  std::size_t const base = vertices.size();
-  if (vertices.capacity() < base + count)  // grown geometrically, as push_back would
-    vertices.reserve(std::max(base + count, 2 * vertices.capacity()));
-  vertices.resize(base + count);
-  std::vector<Digest> digests(count);
-  try {
-    core::detail::parallel_for(g.build_threads(), count, 256, [&](std::size_t i, std::size_t) {
-      vertices[base + i] = make(context, i);
-      digests[i] = digest_of(vertices[base + i]);
-    });
-  } catch (...) {
-    vertices.resize(base);
-    throw;
-  }
-  for (auto const& [a, b] : digests) impl.vertex_hash.add2(a, b);
-}
+TILEBSP_INLINE void add_records(Graph& g, std::size_t count, VertexRecord (*make)(void*, std::size_t), void* context);
 
 }  // namespace vertex::detail
 
@@ -272,3 +253,9 @@ void add_vertices(Graph& g, std::size_t count, F&& make) {
 }  // namespace vertex
 
 }  // namespace tilebsp
+
+// Header-only (the default), the definitions follow; a target linking tilebsp::compiled (TILEBSP_COMPILED) gets
+// them from the library (src/core.cpp) instead.
+#ifndef TILEBSP_COMPILED
+#include <tilebsp/vertex/add_vertex_impl.hpp>
+#endif

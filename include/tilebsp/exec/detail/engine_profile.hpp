@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tilebsp/config.hpp>
+#include <tilebsp/core/log.hpp>
 #include <tilebsp/exec/detail/engine_core.hpp>
 #include <tilebsp/program/all_reduce.hpp>
 #include <tilebsp/exec/profile.hpp>

@@ -2,6 +2,7 @@
 // of channels) as one piece of several rows.
 #pragma once
 
+#include <tilebsp/config.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/core/mapping.hpp>
 #include <tilebsp/core/tensor.hpp>
@@ -34,64 +35,7 @@ inline bool rows_fit(MapPiece const& p, std::size_t total) {
 /// regions of one length at one stride (a run per position of a block of channels) is one piece of several rows
 /// where rows_fit. Each piece is one vertex, shared by the tile's workers. When `out` is a whole variable, the
 /// series come from its mapping's repeats (a few per block of positions) instead of its regions one by one.
-inline std::vector<MapPiece> pieces(Graph const& g, Tensor const& out) {
-  std::size_t const total = out.num_elements();
-  std::vector<MapPiece> found;  // regions (rows 1) and series (rows >= 2), tiles ascending, positions on each
-  auto const a = out.affine();
-  auto const& impl = g.impl();
-  bool done = false;
-  if (a && a->start == 0 && a->strides.size() == 1 && a->strides[0] == 1 &&
-      static_cast<std::int64_t>(total) == impl.variables[a->var].size) {
-    std::size_t const lo = g.first_tile(), hi = lo + g.num_tiles();
-    std::int64_t const mapped = impl.variables[a->var].mapping.for_each_series(
-        [&](std::int64_t b, std::int64_t e, std::uint32_t tile, std::int64_t period, std::size_t reps) {
-          if (tile < lo || tile >= hi) return;
-          found.push_back({tile - lo, static_cast<std::size_t>(b), static_cast<std::size_t>(e - b),
-                           static_cast<std::size_t>(period), reps});
-        });
-    if (mapped == static_cast<std::int64_t>(total)) {  // else tile_mapping below throws its mapping_error
-      tilebsp::core::detail::group_by_tile(found, g.num_tiles(), [](MapPiece const& p) { return p.tile; });
-      done = true;
-    } else {
-      found.clear();
-    }
-  }
-  if (!done)
-    for (auto const& [tile, iv] : g.tile_mapping(out))  // tiles ascending, regions ascending on each
-      found.push_back({tile, iv.begin, iv.size(), 0, 1});
-  std::vector<MapPiece> r;
-  // A series of rows as one piece, or, where its rows do not fit a reshape (the series spans all of out), its
-  // last run on its own.
-  auto const series = [&](MapPiece p) {
-    std::size_t const n = p.rows;
-    if (!rows_fit(p, total)) --p.rows;
-    if (p.rows >= 2) r.push_back(p);
-    else r.push_back({p.tile, p.begin, p.length, 0, 1});
-    if (p.rows < n) r.push_back({p.tile, p.begin + (n - 1) * p.stride, p.length, 0, 1});
-  };
-  for (std::size_t i = 0; i < found.size();) {
-    MapPiece const x = found[i];
-    if (x.rows >= 2) {
-      series(x);
-      ++i;
-      continue;
-    }
-    auto const joins = [&](std::size_t j, std::size_t stride) {
-      return j < found.size() && found[j].tile == x.tile && found[j].rows == 1 && found[j].length == x.length &&
-             found[j].begin - found[j - 1].begin == stride;
-    };
-    std::size_t n = 1;
-    std::size_t const stride = i + 1 < found.size() ? found[i + 1].begin - x.begin : 0;  // of the next region, if any
-    if (joins(i + 1, stride)) {
-      for (n = 2; joins(i + n, stride);) ++n;
-      series({x.tile, x.begin, x.length, stride, n});
-    } else {
-      r.push_back(x);
-    }
-    i += n;
-  }
-  return r;
-}
+TILEBSP_INLINE std::vector<MapPiece> pieces(Graph const& g, Tensor const& out);
 
 /// The elements of flat (1-D, `total` elements) that piece p covers: [length] for one run, else [rows, length].
 inline Tensor piece_of(Tensor const& flat, MapPiece const& p) {
