@@ -4,7 +4,6 @@
 #pragma once
 
 #include <tilebsp/plan/conv.hpp>
-#include <tilebsp/plan/detail/matmul.hpp>
 #include <tilebsp/plan/detail/search.hpp>
 #include <tilebsp/simd/conv_loop.hpp>
 
