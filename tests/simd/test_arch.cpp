@@ -1,10 +1,13 @@
 // simd::load_partial and simd::store_partial: the first n lanes move, nothing past them is read into the result
-// or written; simd::tuning: the overload for the most derived architecture tag is the one taken.
+// or written; simd::tuning: the overload for the most derived architecture tag is the one taken; comparisons of
+// booleans in expressions, on this build's masks.
+#include <tilebsp/expr/eval.hpp>
 #include <tilebsp/simd/arch.hpp>
 #include <tilebsp/simd/tuning.hpp>
 
 #include <doctest/doctest.h>
 
+#include <memory>
 #include <vector>
 
 namespace sd = tilebsp::simd;
@@ -53,5 +56,30 @@ TEST_CASE("tuning: each instruction set takes its own overload, the build's is s
       CHECK(3 * t.grad_row_channels[kv - 1] * kv + 3 * kv + 1 <= t.registers);
       CHECK(t.wino_rows[v - 1] * v + v + 1 <= t.registers);
     }
+  }
+}
+
+// xsimd 8.1's mask operations differ by instruction set: on AVX-512 the xor of two masks is their or, and on SSE2
+// != on masks compares them as floats (all ones is a NaN). == and != on booleans gave true == true as false on
+// AVX-512 hosts until the expressions compared masks for equality instead.
+TEST_CASE("expressions: == and != on booleans, every lane and the tail") {
+  namespace ex = tilebsp::expr;
+  using namespace ex;
+  std::size_t const n = 4 * sd::lanes + 3;
+  std::unique_ptr<bool[]> a(new bool[n]), b(new bool[n]), eq(new bool[n]), ne(new bool[n]);
+  for (std::size_t i = 0; i < n; ++i) {
+    a[i] = i % 2 != 0;
+    b[i] = i / 2 % 2 != 0;
+  }
+  ex::Operands o;
+  o.ptr[0] = a.get();
+  o.ptr[1] = b.get();
+  constexpr ex::Types in{ex::VT::boolean, ex::VT::boolean, ex::VT::any, ex::VT::any, ex::VT::any, ex::VT::any, ex::VT::any, ex::VT::any};
+  ex::evaluate<in, ex::VT::boolean>(_1 == _2, o, 2, eq.get(), n);
+  ex::evaluate<in, ex::VT::boolean>(_1 != _2, o, 2, ne.get(), n);
+  for (std::size_t i = 0; i < n; ++i) {
+    CAPTURE(i);
+    CHECK(eq[i] == (a[i] == b[i]));
+    CHECK(ne[i] == (a[i] != b[i]));
   }
 }

@@ -219,8 +219,10 @@ auto eval(Binary<Op, A, B> const& e, O const& o) {
     auto x = eval<In, T>(e.a, o);
     auto y = eval<In, T>(e.b, o);
     if constexpr (T == VT::boolean) {
-      if constexpr (std::is_same_v<Op, op::Equal>) return ~(x ^ y);
-      else return x ^ y;
+      // Mask equality, not x ^ y: xsimd 8.1's AVX-512 xor of two masks is their or (true ^ true gave true), and
+      // its SSE2 != on masks compares them as floats (all ones is a NaN: true != true gave true).
+      if constexpr (std::is_same_v<Op, op::Equal>) return x == y;
+      else return ~(x == y);
     } else {
       auto const cmp = [&](auto const& p, auto const& q) {
         if constexpr (std::is_same_v<Op, op::Less>) return detail::to_mask(p < q);
