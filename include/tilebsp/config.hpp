@@ -27,6 +27,16 @@ inline constexpr char const* version = "0.1.0";
 #define TILEBSP_INLINE inline
 #endif
 
+/// On the in-class declarations of virtual functions defined out of class (in an _impl.hpp): inline when
+/// header-only, so that the class has no key function and a file emits its vtable, and every virtual function the
+/// vtable names, only where it constructs one; empty for tilebsp::compiled, whose key function puts them in the
+/// library once.
+#ifdef TILEBSP_COMPILED
+#define TILEBSP_INLINE_VIRTUAL
+#else
+#define TILEBSP_INLINE_VIRTUAL inline
+#endif
+
 /// Marks functions that run once per report or per error (the profile's JSON and HTML, step descriptions):
 /// compiled for size, which costs less compile time in every file that instantiates the Engine.
 #if defined(__GNUC__)

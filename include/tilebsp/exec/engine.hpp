@@ -51,7 +51,7 @@ class EngineCore;
 class Engine : public HostContext {
  public:
   explicit Engine(Executable exe, EngineOptions opt = {});
-  ~Engine() override;
+  TILEBSP_INLINE_VIRTUAL ~Engine() override;
   Engine(Engine const&) = delete;
   Engine& operator=(Engine const&) = delete;
 
@@ -152,8 +152,8 @@ class Engine : public HostContext {
   /// Counters and timings so far, with the executable's cycle estimates and memory.
   Profile profile() const;
 
-  void read_bytes(Tensor const& t, void* dst, std::size_t bytes) const override;
-  void write_bytes(Tensor const& t, void const* src, std::size_t bytes) override;
+  TILEBSP_INLINE_VIRTUAL void read_bytes(Tensor const& t, void* dst, std::size_t bytes) const override;
+  TILEBSP_INLINE_VIRTUAL void write_bytes(Tensor const& t, void const* src, std::size_t bytes) override;
 
  private:
   static constexpr std::size_t all_replicas = ~std::size_t{0};

@@ -117,9 +117,9 @@ class EngineCore;
 class ReplicaContext final : public HostContext {
  public:
   ReplicaContext(EngineCore& core, std::size_t local) : core_(core), local_(local) {}
-  void read_bytes(Tensor const& t, void* dst, std::size_t bytes) const override;
-  void write_bytes(Tensor const& t, void const* src, std::size_t bytes) override;
-  std::size_t replica() const noexcept override;
+  TILEBSP_INLINE_VIRTUAL void read_bytes(Tensor const& t, void* dst, std::size_t bytes) const override;
+  TILEBSP_INLINE_VIRTUAL void write_bytes(Tensor const& t, void const* src, std::size_t bytes) override;
+  TILEBSP_INLINE_VIRTUAL std::size_t replica() const noexcept override;
 
  private:
   EngineCore& core_;
