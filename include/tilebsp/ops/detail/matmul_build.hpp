@@ -14,6 +14,7 @@
 #include <tilebsp/plan/matmul.hpp>
 #include <tilebsp/program/host_path.hpp>
 #include <tilebsp/program/programs.hpp>
+#include <tilebsp/simd/blocks.hpp>
 #include <tilebsp/simd/gemm.hpp>
 #include <tilebsp/vertex/add_vertex.hpp>
 
@@ -101,21 +102,27 @@ class MatmulHostKernel {
     void run(Bound const& at, unsigned /*t*/, unsigned threads) const {
       auto const& q = plan.problem;
       // Output blocks, handed out first come first served (a block's values do not depend on the thread or the
-      // division), at least 2 per thread where the rows allow, so that a thread the machine slows down takes fewer
-      // (finer blocks cost more than they balance on a quiet machine). Column panels first (each block reads or
-      // packs only its own columns of B), at most 256 wide and about one per thread, or all columns when A dwarfs
-      // B (M >= 4N: each block then reads only its own rows of A, the larger operand); then row blocks (a
-      // multiple of the micro-kernel's rows).
-      std::size_t const nr = simd::gemm_nr, mr = simd::gemm_mr, want = 2 * std::size_t{threads};
+      // division). Column panels first (each block reads or packs only its own columns of B), at most 256 wide and
+      // about one per thread, or all columns when A dwarfs B (M >= 4N: each block then reads only its own rows of
+      // A, the larger operand); then row blocks (a multiple of the micro-kernel's rows): at least 2 per thread where
+      // the rows allow, and up to 4 per thread while a block keeps at least the gemm's L2 block of rows (MC), so
+      // that a thread the machine slows down takes fewer. Blocks of MC rows cost no more traffic than one block of
+      // their sum: the gemm streams its K block of B once per MC rows either way.
+      std::size_t const nr = simd::gemm_nr, mr = simd::gemm_mr, mcb = simd::blocks().gemm_mc;
       auto const up = [](std::size_t v, std::size_t m) { return (v + m - 1) / m * m; };
       bool const tall = q.m >= 4 * q.n && q.n <= 256;
-      std::size_t cc = q.n <= nr || tall ? q.n : std::min<std::size_t>(256, up(std::max(nr, (q.n + threads - 1) / threads), nr));
-      std::size_t rc = q.m;
-      auto const blocks = [&] { return q.groups * ((q.m + rc - 1) / rc) * ((q.n + cc - 1) / cc); };
-      if (blocks() < want) {
-        std::size_t const row_units = (want + blocks() - 1) / blocks();
-        rc = std::min(q.m, up((q.m + row_units - 1) / row_units, mr));
-      }
+      std::size_t const cc = q.n <= nr || tall ? q.n : std::min<std::size_t>(256, up(std::max(nr, (q.n + threads - 1) / threads), nr));
+      std::size_t const col_blocks = q.groups * ((q.n + cc - 1) / cc);
+      auto const rows_for = [&](std::size_t per_thread) {
+        std::size_t const want = per_thread * std::size_t{threads};
+        if (col_blocks >= want) return q.m;
+        std::size_t const row_units = (want + col_blocks - 1) / col_blocks;
+        return std::min(q.m, up((q.m + row_units - 1) / row_units, mr));
+      };
+      std::size_t rc = rows_for(2);
+      if (std::size_t const fine = std::max(rows_for(4), std::min(q.m, mcb)); fine < rc)
+        rc = fine > mcb ? std::min(rc, up(fine, mcb)) : fine;  // whole MC blocks where a block has more
+      auto const blocks = [&] { return col_blocks * ((q.m + rc - 1) / rc); };
       std::size_t const mc = (q.m + rc - 1) / rc, nc = (q.n + cc - 1) / cc;
       at.queue->run(blocks(), threads, [&](std::size_t u) {
         std::size_t const g = u / (mc * nc), r0 = u / nc % mc * rc, c0 = u % nc * cc;
