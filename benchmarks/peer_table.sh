@@ -1,8 +1,10 @@
 #!/bin/sh
 # The per-row table of bench_matmul and bench_conv against oneDNN on this host: each binary once with interleaved
 # repetitions (ours and oneDNN alternate within the run), JSON kept in OUT_DIR, ratios printed by ratios.py with
-# the instruction sets the run recorded. For the AVX2 table on an AVX-512 host, pass a TILEBSP_MARCH=x86-64-v3
-# build and cap oneDNN: ONEDNN_MAX_CPU_ISA=AVX2 benchmarks/peer_table.sh build/avx2 (docs/11).
+# the instruction sets the run recorded. For the AVX2 table on an AVX-512 host, cap both, on a build whose library
+# holds the avx2 kernel set (-DTILEBSP_KERNEL_ISAS="host;avx2;generic"; without it the cap falls to the generic
+# set, which the table's first line then names): TILEBSP_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2
+# TILEBSP_CACHE_SIZES=32K,512K,32M benchmarks/peer_table.sh (docs/11).
 # Usage: benchmarks/peer_table.sh [build dir, default build/release] [out dir, default /tmp/peer_table] [repetitions]
 set -eu
 build=${1:-build/release}
