@@ -572,7 +572,7 @@ void pack_b_panels(Matrix<TB> b, std::size_t k, std::size_t n, std::size_t block
 /// instantiate the f32 gemm (an inline function's calls are instantiated in every file that includes it).
 template <int = 0>
 void gemm(std::size_t m, std::size_t n, std::size_t k, float alpha, MatrixRef a, MatrixRef b, float beta, float* c,
-                 std::size_t ldc) {
+          std::size_t ldc) {
   gemm(m, n, k, alpha, a, b, beta, MatrixOut<float>{c, static_cast<std::ptrdiff_t>(ldc), 1});
 }
 
