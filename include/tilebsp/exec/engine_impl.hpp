@@ -281,14 +281,6 @@ TILEBSP_INLINE std::size_t exec::detail::EngineCore::local_of(char const* op, st
   return replica - first_;
 }
 
-TILEBSP_INLINE void exec::detail::ReplicaContext::read_bytes(Tensor const& t, void* dst, std::size_t bytes) const {
-  core_.read_bytes(local_, t, dst, bytes);
-}
-TILEBSP_INLINE void exec::detail::ReplicaContext::write_bytes(Tensor const& t, void const* src, std::size_t bytes) {
-  core_.write_bytes(local_, t, src, bytes);
-}
-TILEBSP_INLINE std::size_t exec::detail::ReplicaContext::replica() const noexcept { return core_.first_ + local_; }
-
 TILEBSP_INLINE Engine::Engine(Executable exe, EngineOptions opt)
     : core_(std::make_unique<exec::detail::EngineCore>(std::move(exe), opt)) {}
 TILEBSP_INLINE Engine::~Engine() = default;

@@ -117,9 +117,9 @@ class EngineCore;
 class ReplicaContext final : public HostContext {
  public:
   ReplicaContext(EngineCore& core, std::size_t local) : core_(core), local_(local) {}
-  TILEBSP_INLINE_VIRTUAL void read_bytes(Tensor const& t, void* dst, std::size_t bytes) const override;
-  TILEBSP_INLINE_VIRTUAL void write_bytes(Tensor const& t, void const* src, std::size_t bytes) override;
-  TILEBSP_INLINE_VIRTUAL std::size_t replica() const noexcept override;
+  inline void read_bytes(Tensor const& t, void* dst, std::size_t bytes) const override;
+  inline void write_bytes(Tensor const& t, void const* src, std::size_t bytes) override;
+  inline std::size_t replica() const noexcept override;
 
  private:
   EngineCore& core_;
@@ -232,6 +232,17 @@ class EngineCore {
   std::mutex error_mutex_;
   std::exception_ptr error_;
 };
+
+// Defined here, inline in both builds and declared inline in the class: ReplicaContext then has no key function,
+// so its vtable is compiled only where one is made (EngineCore's constructor), not in every file that includes
+// this header, and a file that includes it alone has the definitions its vtable names.
+inline void ReplicaContext::read_bytes(Tensor const& t, void* dst, std::size_t bytes) const {
+  core_.read_bytes(local_, t, dst, bytes);
+}
+inline void ReplicaContext::write_bytes(Tensor const& t, void const* src, std::size_t bytes) {
+  core_.write_bytes(local_, t, src, bytes);
+}
+inline std::size_t ReplicaContext::replica() const noexcept { return core_.first_ + local_; }
 
 }  // namespace exec::detail
 }  // namespace tilebsp
