@@ -1,0 +1,21 @@
+# tilebsp::onnx, the ONNX importer (<tilebsp/onnx/...>, src/onnx/): defined when ONNX's C++ library is installed
+# (Debian: libonnx-dev libprotobuf-dev), as tilebsp::mpi is when MPI is. Its public headers hold no protobuf types;
+# ONNX and protobuf are private dependencies of the library.
+find_package(Protobuf QUIET)
+if(Protobuf_FOUND)
+  find_package(ONNX CONFIG QUIET)
+endif()
+if(TARGET onnx AND TARGET onnx_proto)
+  file(GLOB _tilebsp_onnx_sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/onnx/*.cpp)
+  add_library(tilebsp_onnx STATIC ${_tilebsp_onnx_sources})
+  add_library(tilebsp::onnx ALIAS tilebsp_onnx)
+  set_target_properties(tilebsp_onnx PROPERTIES EXPORT_NAME onnx POSITION_INDEPENDENT_CODE ON)
+  target_link_libraries(tilebsp_onnx PRIVATE onnx onnx_proto protobuf::libprotobuf)
+  if(_tilebsp_top_level)
+    target_link_libraries(tilebsp_onnx PUBLIC tilebsp_ops_native PRIVATE tilebsp_warnings)
+  elseif(TARGET tilebsp_compiled)
+    target_link_libraries(tilebsp_onnx PUBLIC tilebsp_compiled)
+  else()
+    target_link_libraries(tilebsp_onnx PUBLIC tilebsp::tilebsp)
+  endif()
+endif()

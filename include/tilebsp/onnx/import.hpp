@@ -1,0 +1,63 @@
+// onnx::import: an ONNX model (onnx::Model) built into a tile graph with tilebsp's operators. Activations keep
+// ONNX's logical layout (NCHW) as views over the channels-last tensors the convolutions produce, so layout changes
+// cost nothing; constant and shape subgraphs are folded on the host at import.
+#pragma once
+
+#include <tilebsp/core/graph.hpp>
+#include <tilebsp/onnx/model.hpp>
+#include <tilebsp/program/host_context.hpp>
+#include <tilebsp/program/programs.hpp>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tilebsp::onnx {
+
+enum class Precision { fp32, fp16 };
+
+struct ImportOptions {
+  /// Fixes every symbolic first dimension of the graph inputs (0: the model must have none).
+  std::int64_t batch_size = 0;
+  /// FP16 keeps activations and weights in half precision; partials set the matmuls' and convolutions' partials.
+  Precision precision = Precision::fp32;
+  ElementType partials = ElementType::f32;
+  /// availableMemoryProportion of the matmuls (MatMul, Gemm) and of the convolutions.
+  double matmul_amp = 0.6;
+  double conv_amp = 0.6;
+  /// Inputs whose values are known when the model is imported (shapes, indices): folded like initializers and
+  /// no longer inputs of the imported graph.
+  std::map<std::string, HostTensor> constant_inputs;
+};
+
+/// A graph input or output of the imported model, in ONNX's layout and with its ONNX element type; `tensor` is a
+/// view of the graph (its element type: f32 or f16 for floating types, i32 for integer ones, bool).
+struct ImportedValue {
+  std::string name;
+  DataType type = DataType::float32;
+  Tensor tensor;
+  std::vector<std::int64_t> shape() const;
+};
+
+struct Imported {
+  std::vector<ImportedValue> inputs;
+  std::vector<ImportedValue> outputs;
+};
+
+/// Builds `model` into `g`, appending its step to `prog`. Throws shape_error for a symbolic dimension that
+/// batch_size does not fix, unsupported_error for an operator, attribute or type tilebsp lacks, model_error for a
+/// node that contradicts its operator's definition; every message names the model, and a node's its name,
+/// operator and opset. Nothing is added to `prog` when it throws.
+Imported import(Graph& g, Sequence& prog, Model const& model, ImportOptions const& options = {});
+
+/// The operators of the default ONNX domain import() takes, sorted.
+std::vector<std::string> supported_operators();
+
+/// Writes `values` to input `v`: its shape must be v's and its type v's (float32 also fills float16 inputs).
+/// Throws shape_error or type_error naming the input.
+void write(HostContext& host, ImportedValue const& v, HostTensor const& values);
+/// Reads output (or input) `v` as a HostTensor of its ONNX type and shape.
+HostTensor read(HostContext const& host, ImportedValue const& v);
+
+}  // namespace tilebsp::onnx

@@ -1,0 +1,441 @@
+// onnx::import: the importer's driver (inputs, nodes in order, outputs), its shared helpers, and reading and
+// writing a model's inputs and outputs through a host context.
+#include "importer.hpp"
+
+#include <tilebsp/core/checked.hpp>
+#include <tilebsp/core/half.hpp>
+#include <tilebsp/core/mapping.hpp>
+#include <tilebsp/ops/conv.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <set>
+
+namespace tilebsp::onnx {
+
+namespace detail {
+
+std::size_t count(Dims const& shape) {
+  std::size_t n = 1;
+  for (auto d : shape) n *= static_cast<std::size_t>(d);
+  return n;
+}
+
+Dims broadcast(Dims const& a, Dims const& b) {
+  Dims r(std::max(a.size(), b.size()), 1);
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    std::int64_t const x = i < r.size() - a.size() ? 1 : a[i - (r.size() - a.size())];
+    std::int64_t const y = i < r.size() - b.size() ? 1 : b[i - (r.size() - b.size())];
+    if (x != y && x != 1 && y != 1) return {-1};
+    r[i] = x == 1 ? y : x;
+  }
+  return r;
+}
+
+std::size_t broadcast_index(Dims const& from, Dims const& to, std::size_t i) {
+  std::size_t src = 0, stride = 1;
+  for (std::size_t k = to.size(); k-- > 0;) {
+    auto const n = static_cast<std::size_t>(to[k]);
+    std::size_t const c = i % n;
+    i /= n;
+    std::size_t const fk = k + from.size();
+    if (fk < to.size()) continue;
+    auto const fn = static_cast<std::size_t>(from[fk - to.size()]);
+    if (fn != 1) src += c * stride;
+    stride *= fn;
+  }
+  return src;
+}
+
+HostTensor make_host(DataType type, Dims shape, std::function<double(std::size_t)> const& f) {
+  HostTensor t;
+  t.type = type;
+  t.shape = std::move(shape);
+  std::size_t const n = count(t.shape);
+  if (is_floating(type)) {
+    t.floats.resize(n);
+    for (std::size_t i = 0; i < n; ++i) t.floats[i] = static_cast<float>(f(i));
+  } else {
+    t.ints.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      double const v = f(i);
+      t.ints[i] = type == DataType::boolean ? (v != 0) : static_cast<std::int64_t>(v);
+    }
+  }
+  return t;
+}
+
+HostTensor gather_host(HostTensor const& t, Dims shape, std::vector<std::size_t> const& source) {
+  HostTensor r;
+  r.type = t.type;
+  r.shape = std::move(shape);
+  if (is_floating(t.type))
+    for (auto s : source) r.floats.push_back(t.floats[s]);
+  else
+    for (auto s : source) r.ints.push_back(t.ints[s]);
+  return r;
+}
+
+Importer::Importer(Graph& g_, Sequence& prog_, ModelData const& m, ImportOptions const& o)
+    : g(g_), prog(prog_), model(m), options(o) {}
+
+std::string Importer::where() const {
+  std::string s = model.name + ": ";
+  if (node) s += "node '" + node->name + "' (" + node->op_type + ", opset " + std::to_string(model.opset) + "): ";
+  return s;
+}
+void Importer::unsupported(std::string const& what) const { throw unsupported_error(where() + what); }
+void Importer::invalid(std::string const& what) const { throw model_error(where() + what); }
+
+Value const& Importer::in(std::size_t i) const {
+  if (!has(i)) invalid("input " + std::to_string(i) + " is missing");
+  auto it = values.find(node->inputs[i]);
+  if (it == values.end()) invalid("input '" + node->inputs[i] + "' is not produced before the node");
+  return it->second;
+}
+
+HostTensor const& Importer::known(std::size_t i, char const* what) const {
+  Value const& v = in(i);
+  if (!v.constant)
+    unsupported(std::string(what) + " (input " + std::to_string(i) + ", '" + node->inputs[i] +
+                "') must be known when the model is imported: a constant, an initializer or a folded shape "
+                "computation (fix an input with ImportOptions::constant_inputs)");
+  return *v.constant;
+}
+
+std::vector<std::int64_t> Importer::known_ints(std::size_t i, char const* what) const {
+  HostTensor const& t = known(i, what);
+  if (is_floating(t.type)) invalid(std::string(what) + " must be integers, got " + to_string(t.type));
+  return t.ints;
+}
+
+void Importer::out(std::size_t i, Value v) {
+  if (i >= node->outputs.size() || node->outputs[i].empty()) return;  // an optional output not asked for
+  values[node->outputs[i]] = std::move(v);
+}
+
+void Importer::out_tensor(std::size_t i, DataType type, Tensor t, std::vector<std::size_t> layout) {
+  Value v;
+  v.type = type;
+  for (auto d : t.shape()) v.shape.push_back(static_cast<std::int64_t>(d));
+  v.tensor = std::move(t);
+  v.layout = std::move(layout);
+  out(i, std::move(v));
+}
+
+void Importer::out_constant(std::size_t i, HostTensor t) {
+  Value v;
+  v.type = t.type;
+  v.shape = t.shape;
+  v.constant = std::move(t);
+  out(i, std::move(v));
+}
+
+std::int64_t Importer::attr_int(char const* name, std::int64_t fallback) const {
+  auto it = node->attributes.find(name);
+  if (it == node->attributes.end()) return fallback;
+  if (it->second.kind != Attribute::Kind::i) invalid(std::string("attribute '") + name + "' must be an integer");
+  return it->second.i;
+}
+float Importer::attr_float(char const* name, float fallback) const {
+  auto it = node->attributes.find(name);
+  if (it == node->attributes.end()) return fallback;
+  if (it->second.kind != Attribute::Kind::f) invalid(std::string("attribute '") + name + "' must be a float");
+  return it->second.f;
+}
+std::string Importer::attr_string(char const* name, std::string fallback) const {
+  auto it = node->attributes.find(name);
+  if (it == node->attributes.end()) return fallback;
+  if (it->second.kind != Attribute::Kind::s) invalid(std::string("attribute '") + name + "' must be a string");
+  return it->second.s;
+}
+std::vector<std::int64_t> Importer::attr_ints(char const* name, std::vector<std::int64_t> fallback) const {
+  auto it = node->attributes.find(name);
+  if (it == node->attributes.end()) return fallback;
+  if (it->second.kind != Attribute::Kind::ints) invalid(std::string("attribute '") + name + "' must be integers");
+  return it->second.ints;
+}
+void Importer::only_attrs(std::initializer_list<char const*> names) const {
+  for (auto const& [name, a] : node->attributes)
+    if (std::none_of(names.begin(), names.end(), [&](char const* n) { return name == n; }))
+      unsupported("attribute '" + name + "' is not supported");
+}
+
+ElementType Importer::graph_type(DataType t) const {
+  switch (t) {
+    case DataType::float32:
+    case DataType::float16: return float_type();
+    case DataType::int32:
+    case DataType::int64: return ElementType::i32;
+    case DataType::boolean: return ElementType::boolean;
+    default: unsupported("element type " + to_string(t) + " is not supported (float, float16, int32, int64 and bool are)");
+  }
+}
+
+Tensor Importer::tensor(Value const& v) {
+  if (!v.constant) return v.tensor;
+  HostTensor const& h = *v.constant;
+  Shape shape;
+  for (auto d : h.shape) shape.push_back(static_cast<std::size_t>(d));
+  ElementType const t = graph_type(h.type);
+  std::string const name = "onnx/constant" + std::to_string(next_constant_++);
+  Tensor r;
+  switch (t) {
+    case ElementType::f32: r = g.add_constant<float>(shape, std::span<float const>(h.floats), name); break;
+    case ElementType::f16: {
+      std::vector<half> hv(h.floats.begin(), h.floats.end());
+      r = g.add_constant<half>(shape, std::span<half const>(hv), name);
+      break;
+    }
+    case ElementType::i32: {
+      std::vector<std::int32_t> iv;
+      for (auto x : h.ints) {
+        if (x < std::numeric_limits<std::int32_t>::min() || x > std::numeric_limits<std::int32_t>::max())
+          unsupported("the constant value " + std::to_string(x) + " does not fit the 32-bit integers of the tiles");
+        iv.push_back(static_cast<std::int32_t>(x));
+      }
+      r = g.add_constant<std::int32_t>(shape, std::span<std::int32_t const>(iv), name);
+      break;
+    }
+    default: {
+      std::unique_ptr<bool[]> bv(new bool[h.ints.size()]);
+      for (std::size_t i = 0; i < h.ints.size(); ++i) bv[i] = h.ints[i] != 0;
+      r = g.add_constant<bool>(shape, std::span<bool const>(bv.get(), h.ints.size()), name);
+      break;
+    }
+  }
+  map_linearly(g, r);
+  return r;
+}
+
+Node const* Importer::sole_consumer(std::string const& value) const {
+  auto it = consumers.find(value);
+  if (graph_outputs.contains(value) || it == consumers.end() || it->second.size() != 1) return nullptr;
+  return it->second[0];
+}
+
+std::size_t Importer::axis(std::int64_t a, std::size_t rank) const {
+  auto const r = static_cast<std::int64_t>(rank);
+  if (a < -r || a >= r) invalid("axis " + std::to_string(a) + " is outside [-" + std::to_string(r) + ", " + std::to_string(r) + ")");
+  return static_cast<std::size_t>(a < 0 ? a + r : a);
+}
+
+ConvOptions Importer::conv_options() const {
+  return {.available_memory_proportion = options.conv_amp, .partials = options.partials};
+}
+MatmulOptions Importer::matmul_options() const {
+  return {.available_memory_proportion = options.matmul_amp, .partials = options.partials};
+}
+
+std::vector<std::size_t> Importer::choose_layout(Dims const& out, std::vector<Value const*> const& ops) const {
+  for (auto const* v : ops)
+    if (!v->constant && !v->layout.empty() && v->shape == out) return v->layout;
+  return {};
+}
+
+Tensor Importer::physical(Value const& v, Dims const& out, std::vector<std::size_t> const& layout) {
+  Tensor t = tensor(v);
+  if (layout.empty()) return t;
+  Shape full(out.size() - v.shape.size(), 1);
+  for (auto d : v.shape) full.push_back(static_cast<std::size_t>(d));
+  std::vector<std::size_t> inverse(layout.size());
+  for (std::size_t d = 0; d < layout.size(); ++d) inverse[layout[d]] = d;
+  return t.reshape(full).dimshuffle(inverse);
+}
+
+namespace {
+
+Registry const& registry() {
+  static Registry const r = [] {
+    Registry x;
+    add_tensor_ops(x);
+    add_math_ops(x);
+    add_nn_ops(x);
+    return x;
+  }();
+  return r;
+}
+
+}  // namespace
+}  // namespace detail
+
+std::vector<std::int64_t> ImportedValue::shape() const {
+  std::vector<std::int64_t> s;
+  for (auto d : tensor.shape()) s.push_back(static_cast<std::int64_t>(d));
+  return s;
+}
+
+std::vector<std::string> supported_operators() {
+  std::vector<std::string> r;
+  for (auto const& [name, fn] : detail::registry()) r.push_back(name);
+  return r;
+}
+
+Imported import(Graph& g, Sequence& prog, Model const& model, ImportOptions const& options) {
+  using namespace detail;
+  ModelData const& m = model.data();
+  Sequence body;
+  Importer imp(g, body, m, options);
+  auto const& ops = registry();
+  // Everything that can be refused without building is refused first: unsupported operators, unknown inputs.
+  for (auto const& n : m.nodes) {
+    if (!n.domain.empty())
+      throw unsupported_error(m.name + ": node '" + n.name + "' (" + n.op_type + ") is in domain '" + n.domain +
+                              "', which tilebsp does not support");
+    if (!ops.contains(n.op_type))
+      throw unsupported_error(m.name + ": node '" + n.name + "' uses operator " + n.op_type + " (opset " +
+                              std::to_string(m.opset) + "), which tilebsp does not support");
+  }
+  for (auto const& [name, _] : options.constant_inputs)
+    if (std::none_of(m.inputs.begin(), m.inputs.end(), [&](ValueInfo const& v) { return v.name == name; }))
+      throw option_error(m.name + ": constant_inputs names '" + name + "', which is not an input of the model");
+  if (options.batch_size < 0)
+    throw option_error(m.name + ": the batch size must be positive, got " + std::to_string(options.batch_size));
+  for (auto const& n : m.nodes)
+    for (auto const& i : n.inputs)
+      if (!i.empty()) imp.consumers[i].push_back(&n);
+  for (auto const& o : m.outputs) imp.graph_outputs.insert(o.name);
+  for (auto const& [name, t] : m.initializers) imp.values[name] = Value{t.type, t.shape, t, {}, {}};
+  // Inputs consumed by convolutions lie channels last, as the convolutions read them.
+  std::set<std::string> conv_inputs;
+  for (auto const& n : m.nodes)
+    if (n.op_type == "Conv" && !n.inputs.empty()) conv_inputs.insert(n.inputs[0]);
+  Imported r;
+  for (auto const& vi : m.inputs) {
+    if (auto it = options.constant_inputs.find(vi.name); it != options.constant_inputs.end()) {
+      imp.values[vi.name] = Value{it->second.type, it->second.shape, it->second, {}, {}};
+      continue;
+    }
+    Value v;
+    v.type = vi.type;
+    for (std::size_t d = 0; d < vi.dims.size(); ++d) {
+      std::int64_t x = vi.dims[d].value;
+      if (x < 0 && d == 0 && options.batch_size > 0) x = options.batch_size;
+      if (x < 0)
+        throw shape_error(m.name + ": input '" + vi.name + "' has the symbolic dimension " + std::to_string(d) +
+                          (vi.dims[d].param.empty() ? "" : " ('" + vi.dims[d].param + "')") +
+                          (d == 0 ? "; fix it with the batch size" : "; tilebsp needs static shapes"));
+      v.shape.push_back(x);
+    }
+    ElementType const et = [&] {
+      try {
+        return imp.graph_type(vi.type);
+      } catch (unsupported_error const&) {
+        throw unsupported_error(m.name + ": input '" + vi.name + "' is of type " + to_string(vi.type) +
+                                ", which tilebsp does not support");
+      }
+    }();
+    Shape shape;
+    for (auto x : v.shape) shape.push_back(static_cast<std::size_t>(x));
+    if (conv_inputs.contains(vi.name) && shape.size() >= 3 && shape.size() <= 5) {
+      Shape phys{shape[0]};
+      phys.insert(phys.end(), shape.begin() + 2, shape.end());
+      phys.push_back(shape[1]);
+      Tensor p = g.add_variable(et, phys, vi.name);
+      map_linearly(g, p);
+      v.layout.push_back(0);
+      v.layout.push_back(shape.size() - 1);
+      for (std::size_t d = 1; d + 1 < shape.size(); ++d) v.layout.push_back(d);
+      v.tensor = p.dimshuffle(v.layout);
+    } else {
+      v.tensor = g.add_variable(et, shape, vi.name);
+      map_linearly(g, v.tensor);
+    }
+    r.inputs.push_back({vi.name, vi.type, v.tensor});
+    imp.values[vi.name] = std::move(v);
+  }
+  for (auto const& n : m.nodes) {
+    if (imp.fused.contains(&n)) continue;
+    imp.node = &n;
+    try {
+      ops.at(n.op_type)(imp, n);
+    } catch (onnx::model_error const&) {
+      throw;
+    } catch (onnx::unsupported_error const&) {
+      throw;
+    } catch (shape_error const& e) {
+      throw shape_error(imp.where() + e.what());
+    } catch (type_error const& e) {
+      throw type_error(imp.where() + e.what());
+    }
+    for (auto const& o : n.outputs)
+      if (!o.empty() && !imp.values.contains(o) && &o == &n.outputs.front())
+        imp.invalid("produced no value for output '" + o + "'");
+  }
+  imp.node = nullptr;
+  for (auto const& vi : m.outputs) {
+    auto it = imp.values.find(vi.name);
+    if (it == imp.values.end()) throw model_error(m.name + ": output '" + vi.name + "' is not computed by any node");
+    Tensor t = imp.tensor(it->second);
+    r.outputs.push_back({vi.name, it->second.type, t});
+  }
+  prog.add(std::move(body));
+  return r;
+}
+
+void write(HostContext& host, ImportedValue const& v, HostTensor const& values) {
+  if (values.shape != v.shape()) {
+    auto str = [](std::vector<std::int64_t> const& s) {
+      std::string r = "[";
+      for (std::size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+      return r + "]";
+    };
+    throw shape_error("input '" + v.name + "' has shape " + str(v.shape()) + ", got values of shape " + str(values.shape));
+  }
+  bool const ok = values.type == v.type || (is_floating(v.type) && values.type == DataType::float32) ||
+                  (v.type == DataType::int64 && values.type == DataType::int32);
+  if (!ok)
+    throw type_error("input '" + v.name + "' is of type " + to_string(v.type) + ", got values of type " + to_string(values.type));
+  if (values.ints.size() + values.floats.size() != values.size())
+    throw shape_error("input '" + v.name + "': the values hold " + std::to_string(values.ints.size() + values.floats.size()) +
+                      " elements for their shape's " + std::to_string(values.size()));
+  switch (v.tensor.element_type()) {
+    case ElementType::f32: host.write(v.tensor, values.floats); break;
+    case ElementType::f16: host.write(v.tensor, std::vector<half>(values.floats.begin(), values.floats.end())); break;
+    case ElementType::i32: {
+      std::vector<std::int32_t> x;
+      for (auto i : values.ints) {
+        if (i < std::numeric_limits<std::int32_t>::min() || i > std::numeric_limits<std::int32_t>::max())
+          throw type_error("input '" + v.name + "': the value " + std::to_string(i) + " does not fit 32 bits");
+        x.push_back(static_cast<std::int32_t>(i));
+      }
+      host.write(v.tensor, x);
+      break;
+    }
+    default: {
+      std::vector<bool> b;
+      for (auto i : values.ints) b.push_back(i != 0);
+      host.write(v.tensor, b);
+      break;
+    }
+  }
+}
+
+HostTensor read(HostContext const& host, ImportedValue const& v) {
+  HostTensor t;
+  t.type = v.type;
+  t.shape = v.shape();
+  switch (v.tensor.element_type()) {
+    case ElementType::f32: t.floats = host.read<float>(v.tensor); break;
+    case ElementType::f16: {
+      auto const h = host.read<half>(v.tensor);
+      t.floats.assign(h.begin(), h.end());
+      break;
+    }
+    case ElementType::i32: {
+      auto const x = host.read<std::int32_t>(v.tensor);
+      t.ints.assign(x.begin(), x.end());
+      break;
+    }
+    default: {
+      auto const b = host.read<bool>(v.tensor);
+      t.ints.assign(b.begin(), b.end());
+      break;
+    }
+  }
+  return t;
+}
+
+}  // namespace tilebsp::onnx

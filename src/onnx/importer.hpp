@@ -1,0 +1,128 @@
+// The importer's state while it builds a model: the values by name (folded constants or graph tensors in ONNX's
+// layout), the node being built (for errors and attributes) and the helpers every operator uses.
+#pragma once
+
+#include "ir.hpp"
+
+#include <tilebsp/onnx/import.hpp>
+#include <tilebsp/ops/map.hpp>
+#include <tilebsp/plan/conv.hpp>
+#include <tilebsp/plan/matmul.hpp>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace tilebsp::onnx::detail {
+
+using Dims = std::vector<std::int64_t>;
+
+/// A value of the model: known at import (`constant`), or a graph tensor in ONNX's logical layout. `layout`, when
+/// not empty, says how the tensor's elements lie: tensor == physical.dimshuffle(layout) for a physical view that
+/// is in row-major order (the channels-last result of a convolution seen as NCHW has layout {0, 3, 1, 2}).
+struct Value {
+  DataType type = DataType::float32;
+  Dims shape;
+  std::optional<HostTensor> constant;
+  Tensor tensor;
+  std::vector<std::size_t> layout;
+};
+
+class Importer;
+using OpFn = void (*)(Importer&, Node const&);
+using Registry = std::map<std::string, OpFn>;
+void add_tensor_ops(Registry& r);
+void add_math_ops(Registry& r);
+void add_nn_ops(Registry& r);
+
+/// Host tensors: element counts, strides and indexing shared by the folding code.
+std::size_t count(Dims const& shape);
+Dims broadcast(Dims const& a, Dims const& b);
+/// The element of `t` (of shape `from`) at flat index i of the broadcast shape `to`.
+std::size_t broadcast_index(Dims const& from, Dims const& to, std::size_t i);
+/// A host tensor of `type` and `shape` whose element i is f(i) (doubles, rounded to the type).
+HostTensor make_host(DataType type, Dims shape, std::function<double(std::size_t)> const& f);
+/// The elements of `t` chosen by `source` (flat indices), as a tensor of `shape`.
+HostTensor gather_host(HostTensor const& t, Dims shape, std::vector<std::size_t> const& source);
+
+class Importer {
+ public:
+  Importer(Graph& g, Sequence& prog, ModelData const& m, ImportOptions const& o);
+
+  Graph& g;
+  Sequence& prog;
+  ModelData const& model;
+  ImportOptions const& options;
+  Node const* node = nullptr;
+  std::map<std::string, Value> values;
+  /// The nodes that read each value, and the graph outputs: what a fusion may absorb.
+  std::map<std::string, std::vector<Node const*>> consumers;
+  std::set<std::string> graph_outputs;
+  /// Nodes already built into an earlier node (a batch norm folded into its convolution, a ReLU into its map).
+  std::set<Node const*> fused;
+  /// The single node reading `value` when nothing else (no other node, no graph output) does.
+  Node const* sole_consumer(std::string const& value) const;
+
+  /// The errors of the node being built: "<model>: node '<name>' (<op>, opset <n>): <what>".
+  std::string where() const;
+  [[noreturn]] void unsupported(std::string const& what) const;
+  [[noreturn]] void invalid(std::string const& what) const;
+
+  std::size_t inputs() const { return node->inputs.size(); }
+  bool has(std::size_t i) const { return i < node->inputs.size() && !node->inputs[i].empty(); }
+  Value const& in(std::size_t i) const;
+  /// Input i, which must be known at import (a shape, axes, indices, weights).
+  HostTensor const& known(std::size_t i, char const* what) const;
+  std::vector<std::int64_t> known_ints(std::size_t i, char const* what) const;
+  void out(std::size_t i, Value v);
+  void out_tensor(std::size_t i, DataType type, Tensor t, std::vector<std::size_t> layout = {});
+  void out_constant(std::size_t i, HostTensor t);
+
+  bool has_attr(char const* name) const { return node->attributes.contains(name); }
+  std::int64_t attr_int(char const* name, std::int64_t fallback) const;
+  float attr_float(char const* name, float fallback) const;
+  std::string attr_string(char const* name, std::string fallback) const;
+  std::vector<std::int64_t> attr_ints(char const* name, std::vector<std::int64_t> fallback = {}) const;
+  /// Refuses attributes this importer does not read.
+  void only_attrs(std::initializer_list<char const*> names) const;
+
+  /// The graph type of an ONNX type: f32 or f16 (per the precision) for floating types, i32 for integers, bool.
+  ElementType graph_type(DataType t) const;
+  /// `v` on the graph (a constant becomes a graph constant, once).
+  Tensor tensor(Value const& v);
+  /// An axis in [-rank, rank) made non-negative.
+  std::size_t axis(std::int64_t a, std::size_t rank) const;
+
+  /// The planning options of the node's operators.
+  ConvOptions conv_options() const;
+  MatmulOptions matmul_options() const;
+  ElementType float_type() const { return options.precision == Precision::fp16 ? ElementType::f16 : ElementType::f32; }
+
+  /// An elementwise map of `e` over the operands (NumPy broadcasting): in the layout of the largest operand that
+  /// has one, so that maps after convolutions run over channels-last data in order.
+  template <class... Named, class E, class... V>
+  Tensor map(E const& e, std::vector<std::size_t>& layout, V const&... operands);
+
+ private:
+  std::map<std::string, Tensor> constants_;
+  std::size_t next_constant_ = 0;
+  std::vector<std::size_t> choose_layout(Dims const& out, std::vector<Value const*> const& ops) const;
+  Tensor physical(Value const& v, Dims const& out, std::vector<std::size_t> const& layout);
+};
+
+template <class... Named, class E, class... V>
+Tensor Importer::map(E const& e, std::vector<std::size_t>& layout, V const&... operands) {
+  Dims out;
+  ((out = broadcast(out, operands.shape)), ...);
+  layout = choose_layout(out, {&operands...});
+  Tensor r = ops::map<Named...>(g, prog, e, physical(operands, out, layout)...);
+  if (!layout.empty()) r = r.dimshuffle(layout);
+  return r;
+}
+
+}  // namespace tilebsp::onnx::detail

@@ -1,0 +1,547 @@
+// ONNX's network operators: convolutions (batch norms and ReLUs after them folded in), pooling, matrix products,
+// normalisations, softmax and reductions, on tilebsp's planned operators.
+#include "elementwise.hpp"
+
+#include <tilebsp/ops/conv.hpp>
+#include <tilebsp/ops/matmul.hpp>
+#include <tilebsp/ops/pool.hpp>
+#include <tilebsp/ops/reduce.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace tilebsp::onnx::detail {
+namespace {
+
+using namespace expr;
+
+Shape to_shape(Dims const& d) { return Shape(d.begin(), d.end()); }
+
+/// Channels-first (ONNX) to channels-last (tilebsp) and back, as dimension orders for dimshuffle.
+std::vector<std::size_t> to_last(std::size_t rank) {
+  std::vector<std::size_t> p{0};
+  for (std::size_t d = 2; d < rank; ++d) p.push_back(d);
+  p.push_back(1);
+  return p;
+}
+std::vector<std::size_t> to_first(std::size_t rank) {
+  std::vector<std::size_t> p{0, rank - 1};
+  for (std::size_t d = 1; d + 1 < rank; ++d) p.push_back(d);
+  return p;
+}
+
+void require_float(Importer& imp, Value const& v) {
+  if (!is_floating(v.type)) imp.unsupported("element type " + to_string(v.type) + " (this operator takes floating types)");
+}
+
+/// A float host tensor on the graph in the model's float type.
+Tensor host_tensor(Importer& imp, Dims shape, std::vector<float> values) {
+  Value v;
+  v.type = DataType::float32;
+  v.shape = shape;
+  HostTensor h;
+  h.type = DataType::float32;
+  h.shape = std::move(shape);
+  h.floats = std::move(values);
+  v.constant = std::move(h);
+  return imp.tensor(v);
+}
+
+/// Window geometry shared by Conv and the pools: strides, pads (after auto_pad and ceil_mode) and dilations.
+struct Window {
+  std::vector<std::int64_t> kernel, stride, lower, upper, dilation;
+};
+
+Window window(Importer& imp, Dims const& field, std::vector<std::int64_t> kernel, bool ceil_mode) {
+  std::size_t const r = field.size();
+  Window w;
+  w.kernel = std::move(kernel);
+  if (w.kernel.size() != r) imp.invalid("kernel_shape names " + std::to_string(w.kernel.size()) + " dimensions for a field of " + std::to_string(r));
+  w.stride = imp.attr_ints("strides", std::vector<std::int64_t>(r, 1));
+  w.dilation = imp.attr_ints("dilations", std::vector<std::int64_t>(r, 1));
+  auto const pads = imp.attr_ints("pads", std::vector<std::int64_t>(2 * r, 0));
+  if (w.stride.size() != r || w.dilation.size() != r || pads.size() != 2 * r) imp.invalid("strides, dilations or pads do not match the field's rank");
+  for (std::size_t d = 0; d < r; ++d) {
+    if (w.stride[d] < 1 || w.dilation[d] < 1 || w.kernel[d] < 1) imp.invalid("kernel sizes, strides and dilations must be positive");
+    if (pads[d] < 0 || pads[d + r] < 0) imp.unsupported("negative pads");
+  }
+  w.lower.assign(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(r));
+  w.upper.assign(pads.begin() + static_cast<std::ptrdiff_t>(r), pads.end());
+  std::string const auto_pad = imp.attr_string("auto_pad", "NOTSET");
+  for (std::size_t d = 0; d < r; ++d) {
+    std::int64_t const k = (w.kernel[d] - 1) * w.dilation[d] + 1;
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      std::int64_t const out = (field[d] + w.stride[d] - 1) / w.stride[d];
+      std::int64_t const total = std::max<std::int64_t>(0, (out - 1) * w.stride[d] + k - field[d]);
+      std::int64_t const small = total / 2;
+      w.lower[d] = auto_pad == "SAME_UPPER" ? small : total - small;
+      w.upper[d] = total - w.lower[d];
+    } else if (auto_pad == "VALID") {
+      w.lower[d] = w.upper[d] = 0;
+    } else if (auto_pad != "NOTSET") {
+      imp.invalid("auto_pad '" + auto_pad + "' is not one of NOTSET, SAME_UPPER, SAME_LOWER and VALID");
+    }
+    std::int64_t const span = field[d] + w.lower[d] + w.upper[d] - k;
+    if (span < 0) imp.invalid("the (dilated) kernel is larger than the padded input");
+    if (ceil_mode) {
+      std::int64_t out = (span + w.stride[d] - 1) / w.stride[d] + 1;
+      if ((out - 1) * w.stride[d] >= field[d] + w.lower[d]) --out;  // the last window must start in the input
+      w.upper[d] += std::max<std::int64_t>(0, (out - 1) * w.stride[d] + k - (field[d] + w.lower[d] + w.upper[d]));
+    }
+  }
+  return w;
+}
+
+std::int64_t out_size(Window const& w, Dims const& field, std::size_t d) {
+  std::int64_t const k = (w.kernel[d] - 1) * w.dilation[d] + 1;
+  return (field[d] + w.lower[d] + w.upper[d] - k) / w.stride[d] + 1;
+}
+
+/// The convolution of logical (channels-first) `x` with tilebsp weights [G, k..., Ci, Co] and a per-channel
+/// bias (empty: none); `relu` fuses a ReLU. Returns the channels-first view of the channels-last result.
+Value convolve(Importer& imp, Value const& x, Window const& w, std::int64_t groups, std::int64_t out_channels,
+               std::vector<float> const& weights, std::vector<float> bias, bool relu_after, std::string const& name) {
+  std::size_t const rank = x.shape.size();
+  Dims const field(x.shape.begin() + 2, x.shape.end());
+  ConvParams p;
+  p.batch = x.shape[0];
+  p.input_field = field;
+  p.kernel_shape = w.kernel;
+  p.channels(x.shape[1], out_channels, groups);
+  p.stride = w.stride;
+  p.padding_lower = w.lower;
+  p.padding_upper = w.upper;
+  p.kernel_dilation = w.dilation;
+  Dims wshape{groups};
+  wshape.insert(wshape.end(), w.kernel.begin(), w.kernel.end());
+  wshape.push_back(p.input_channels);
+  wshape.push_back(p.output_channels);
+  Tensor const wt = host_tensor(imp, wshape, weights);
+  Tensor const in = imp.tensor(x).dimshuffle(to_last(rank));
+  Tensor y = ops::conv(imp.g, imp.prog, in, wt, p, imp.conv_options(), name);
+  if (!bias.empty()) {
+    Tensor const b = host_tensor(imp, {static_cast<std::int64_t>(bias.size())}, std::move(bias)).broadcast(y.shape());
+    if (y.element_type() == ElementType::f16) {
+      if (relu_after) ops::map_in_place<half, half>(imp.g, imp.prog, relu(_1 + _2), y, b);
+      else ops::map_in_place<half, half>(imp.g, imp.prog, _1 + _2, y, b);
+    } else {
+      if (relu_after) ops::map_in_place<float, float>(imp.g, imp.prog, relu(_1 + _2), y, b);
+      else ops::map_in_place<float, float>(imp.g, imp.prog, _1 + _2, y, b);
+    }
+  } else if (relu_after) {
+    if (y.element_type() == ElementType::f16) ops::map_in_place<half>(imp.g, imp.prog, relu(_1), y);
+    else ops::map_in_place<float>(imp.g, imp.prog, relu(_1), y);
+  }
+  Value r;
+  r.type = x.type;
+  r.layout = to_first(rank);
+  r.tensor = y.dimshuffle(r.layout);
+  for (auto d : r.tensor.shape()) r.shape.push_back(static_cast<std::int64_t>(d));
+  return r;
+}
+
+void conv(Importer& imp, Node const& n) {
+  imp.only_attrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
+  Value const& x = imp.in(0);
+  require_float(imp, x);
+  HostTensor const& W = imp.known(1, "the weights");
+  std::size_t const rank = x.shape.size();
+  if (rank < 3 || rank > 5) imp.unsupported("a convolution over " + std::to_string(rank - 2) + " spatial dimensions (1 to 3 are supported)");
+  if (W.shape.size() != rank) imp.invalid("the weights' rank differs from the input's");
+  std::int64_t const G = imp.attr_int("group", 1), M = W.shape[0], C = x.shape[1];
+  if (G < 1 || C % G != 0 || M % G != 0 || W.shape[1] != C / G)
+    imp.invalid("weights of shape [" + std::to_string(M) + ", " + std::to_string(W.shape[1]) + ", ...] do not fit " +
+                std::to_string(C) + " input channels in " + std::to_string(G) + " groups");
+  Dims const field(x.shape.begin() + 2, x.shape.end());
+  Dims const kernel(W.shape.begin() + 2, W.shape.end());
+  auto const ks = imp.attr_ints("kernel_shape", kernel);
+  if (ks != kernel) imp.invalid("kernel_shape differs from the weights' shape");
+  Window const w = window(imp, field, kernel, false);
+  // ONNX weights [M, C/G, k...] to tilebsp's [G, k..., C/G, M/G].
+  std::int64_t const Ci = C / G, Co = M / G;
+  std::size_t const K = count(kernel);
+  std::vector<float> wt(W.floats.size());
+  std::vector<float> bias;
+  if (imp.has(2)) {
+    HostTensor const& B = imp.known(2, "the bias");
+    if (B.size() != static_cast<std::size_t>(M)) imp.invalid("the bias holds " + std::to_string(B.size()) + " values for " + std::to_string(M) + " channels");
+    bias = B.floats;
+  }
+  std::vector<double> scale(static_cast<std::size_t>(M), 1.0);
+  // A batch norm that alone reads the convolution's result folds into its weights and bias.
+  Node const* bn = imp.sole_consumer(n.outputs[0]);
+  std::string out_name = n.outputs[0];
+  if (bn && bn->op_type == "BatchNormalization" && bn->inputs.size() == 5 && bn->outputs.size() == 1) {
+    auto known = [&](std::size_t i) -> HostTensor const* {
+      auto it = imp.values.find(bn->inputs[i]);
+      return it != imp.values.end() && it->second.constant && it->second.constant->size() == static_cast<std::size_t>(M)
+                 ? &*it->second.constant : nullptr;
+    };
+    HostTensor const *s = known(1), *b = known(2), *mean = known(3), *var = known(4);
+    auto const eps = bn->attributes.contains("epsilon") ? bn->attributes.at("epsilon").f : 1e-5f;
+    bool const training = bn->attributes.contains("training_mode") && bn->attributes.at("training_mode").i != 0;
+    if (s && b && mean && var && !training) {
+      if (bias.empty()) bias.assign(static_cast<std::size_t>(M), 0.0f);
+      for (std::size_t m = 0; m < static_cast<std::size_t>(M); ++m) {
+        scale[m] = s->floats[m] / std::sqrt(static_cast<double>(var->floats[m]) + eps);
+        bias[m] = static_cast<float>((bias[m] - mean->floats[m]) * scale[m] + b->floats[m]);
+      }
+      imp.fused.insert(bn);
+      out_name = bn->outputs[0];
+    }
+  }
+  for (std::int64_t m = 0; m < M; ++m)
+    for (std::int64_t c = 0; c < Ci; ++c)
+      for (std::size_t k = 0; k < K; ++k) {
+        std::int64_t const g = m / Co, o = m % Co;
+        std::size_t const dst = ((static_cast<std::size_t>(g) * K + k) * static_cast<std::size_t>(Ci) + static_cast<std::size_t>(c)) * static_cast<std::size_t>(Co) + static_cast<std::size_t>(o);
+        wt[dst] = static_cast<float>(W.floats[(static_cast<std::size_t>(m * Ci + c)) * K + k] * scale[static_cast<std::size_t>(m)]);
+      }
+  // A ReLU that alone reads the result joins the bias map.
+  Node const* after = imp.sole_consumer(out_name);
+  bool const relu_after = after && after->op_type == "Relu";
+  if (relu_after) {
+    imp.fused.insert(after);
+    out_name = after->outputs[0];
+  }
+  Value y = convolve(imp, x, w, G, M, wt, std::move(bias), relu_after, n.name);
+  imp.values[out_name] = std::move(y);
+}
+
+void batch_norm(Importer& imp, Node const&) {
+  imp.only_attrs({"epsilon", "momentum", "training_mode"});
+  if (imp.attr_int("training_mode", 0) != 0) imp.unsupported("training_mode 1: tilebsp imports models for inference");
+  Value const& x = imp.in(0);
+  require_float(imp, x);
+  double const eps = imp.attr_float("epsilon", 1e-5f);
+  Dims pshape{x.shape.size() > 1 ? x.shape[1] : 1};
+  for (std::size_t d = 2; d < x.shape.size(); ++d) pshape.push_back(1);
+  std::vector<Value> p;
+  for (std::size_t i = 1; i < 5; ++i) {
+    Value v = imp.in(i);
+    if (count(v.shape) != static_cast<std::size_t>(pshape[0])) imp.invalid("input " + std::to_string(i) + " must hold one value per channel");
+    v.shape = pshape;
+    if (v.constant) v.constant->shape = pshape;
+    else v.tensor = v.tensor.reshape(to_shape(pshape));
+    p.push_back(std::move(v));
+  }
+  if (p[0].constant && p[1].constant && p[2].constant && p[3].constant) {
+    // Known statistics: one multiply-add per element.
+    std::size_t const C = static_cast<std::size_t>(pshape[0]);
+    std::vector<float> a(C), b(C);
+    for (std::size_t c = 0; c < C; ++c) {
+      double const s = p[0].constant->floats[c] / std::sqrt(static_cast<double>(p[3].constant->floats[c]) + eps);
+      a[c] = static_cast<float>(s);
+      b[c] = static_cast<float>(p[1].constant->floats[c] - p[2].constant->floats[c] * s);
+    }
+    Value va = p[0], vb = p[1];
+    va.constant->floats = std::move(a);
+    vb.constant->floats = std::move(b);
+    return imp.out(0, graph_map<FloatTypes>(imp, _1 * _2 + _3, x.type, x, va, vb));
+  }
+  imp.out(0, graph_map<FloatTypes>(imp, (_1 - _4) * _2 * rsqrt(_5 + constant(eps)) + _3, x.type, x, p[0], p[1], p[2], p[3]));
+}
+
+PoolParams pool_params(Window const& w) {
+  return {.kernel_shape = w.kernel, .stride = w.stride, .padding_lower = w.lower, .padding_upper = w.upper};
+}
+
+void max_pool(Importer& imp, Node const& n) {
+  imp.only_attrs({"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"});
+  Value const& x = imp.in(0);
+  require_float(imp, x);
+  if (n.outputs.size() > 1 && !n.outputs[1].empty()) imp.unsupported("the Indices output");
+  if (imp.attr_int("storage_order", 0) != 0) imp.unsupported("storage_order 1");
+  std::size_t const rank = x.shape.size();
+  if (rank < 3 || rank > 5) imp.unsupported("pooling over " + std::to_string(rank - 2) + " spatial dimensions");
+  Dims const field(x.shape.begin() + 2, x.shape.end());
+  Window const w = window(imp, field, imp.attr_ints("kernel_shape"), imp.attr_int("ceil_mode", 0) != 0);
+  for (auto d : w.dilation)
+    if (d != 1) imp.unsupported("dilated max pooling");
+  for (std::size_t d = 0; d < field.size(); ++d)
+    if (w.lower[d] >= w.kernel[d] || w.upper[d] >= w.kernel[d]) imp.unsupported("pads as large as the kernel");
+  Tensor y = ops::max_pool(imp.g, imp.prog, imp.tensor(x).dimshuffle(to_last(rank)), pool_params(w), n.name);
+  Value r;
+  r.type = x.type;
+  r.layout = to_first(rank);
+  r.tensor = y.dimshuffle(r.layout);
+  for (auto d : r.tensor.shape()) r.shape.push_back(static_cast<std::int64_t>(d));
+  imp.out(0, r);
+}
+
+void average_pool(Importer& imp, Node const& n) {
+  imp.only_attrs({"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"});
+  Value const& x = imp.in(0);
+  require_float(imp, x);
+  std::size_t const rank = x.shape.size();
+  if (rank < 3 || rank > 5) imp.unsupported("pooling over " + std::to_string(rank - 2) + " spatial dimensions");
+  Dims const field(x.shape.begin() + 2, x.shape.end());
+  auto const pads = imp.attr_ints("pads", std::vector<std::int64_t>(2 * field.size(), 0));
+  Window const w = window(imp, field, imp.attr_ints("kernel_shape"), imp.attr_int("ceil_mode", 0) != 0);
+  bool const include_pad = imp.attr_int("count_include_pad", 0) != 0;
+  // A depthwise convolution with weights 1, then each output position divided by its window's count: the
+  // elements inside the input (and the explicit pads, with count_include_pad; never ceil_mode's extension).
+  std::int64_t const C = x.shape[1];
+  std::size_t const K = count(w.kernel);
+  Dims out;
+  for (std::size_t d = 0; d < field.size(); ++d) out.push_back(out_size(w, field, d));
+  std::vector<float> divisor(count(out));
+  for (std::size_t i = 0; i < divisor.size(); ++i) {
+    std::size_t rest = i;
+    double cnt = 1;
+    for (std::size_t d = field.size(); d-- > 0;) {
+      std::int64_t const o = static_cast<std::int64_t>(rest % static_cast<std::size_t>(out[d]));
+      rest /= static_cast<std::size_t>(out[d]);
+      std::int64_t const start = o * w.stride[d] - w.lower[d];
+      std::int64_t lo = 0, hi = field[d];
+      if (include_pad) {
+        std::string const ap = imp.attr_string("auto_pad", "NOTSET");
+        lo = -(ap == "NOTSET" ? pads[d] : w.lower[d]);
+        hi = field[d] + (ap == "NOTSET" ? pads[d + field.size()] : w.upper[d]);
+      }
+      std::int64_t c = 0;
+      for (std::int64_t k = 0; k < w.kernel[d]; ++k) {
+        std::int64_t const p = start + k * w.dilation[d];
+        c += p >= lo && p < hi;
+      }
+      cnt *= static_cast<double>(c);
+    }
+    divisor[i] = static_cast<float>(1.0 / cnt);
+  }
+  Value y = convolve(imp, x, w, C, C, std::vector<float>(static_cast<std::size_t>(C) * K, 1.0f), {}, false, n.name);
+  Value d;
+  d.type = x.type;
+  d.shape = out;
+  d.constant = HostTensor{DataType::float32, out, std::move(divisor), {}};
+  imp.out(0, graph_map<FloatTypes>(imp, _1 * _2, x.type, y, d));
+}
+
+/// Reduces `x` over `axes` with `op`, keeping the dimensions (size 1) when `keep`.
+Value reduced(Importer& imp, Value const& x, std::vector<std::size_t> const& axes, ops::ReduceOp op, bool keep) {
+  Value r;
+  r.type = x.type;
+  Dims kept;
+  for (std::size_t d = 0; d < x.shape.size(); ++d) {
+    bool const gone = std::find(axes.begin(), axes.end(), d) != axes.end();
+    if (!gone) r.shape.push_back(x.shape[d]);
+    kept.push_back(gone ? 1 : x.shape[d]);
+  }
+  if (axes.empty()) {
+    r = x;
+    return r;
+  }
+  Tensor t = ops::reduce(imp.g, imp.prog, imp.tensor(x), axes, op, imp.node->name);
+  if (keep) r.shape = kept;
+  r.tensor = t.reshape(to_shape(r.shape));
+  return r;
+}
+
+void global_pool(Importer& imp, Node const& n) {
+  imp.only_attrs({});
+  Value const& x = imp.in(0);
+  require_float(imp, x);
+  std::vector<std::size_t> axes;
+  double positions = 1;
+  for (std::size_t d = 2; d < x.shape.size(); ++d) axes.push_back(d), positions *= static_cast<double>(x.shape[d]);
+  bool const avg = n.op_type == "GlobalAveragePool";
+  Value r = reduced(imp, x, axes, avg ? ops::ReduceOp::add : ops::ReduceOp::max, true);
+  if (avg) r = graph_map<FloatTypes>(imp, _1 * constant(1.0 / positions), x.type, r);
+  imp.out(0, r);
+}
+
+void reduce_op(Importer& imp, Node const& n) {
+  imp.only_attrs({"axes", "keepdims", "noop_with_empty_axes"});
+  Value const& x = imp.in(0);
+  require_float(imp, x);
+  std::vector<std::int64_t> axes = imp.attr_ints("axes");
+  if (imp.has(1)) axes = imp.known_ints(1, "the axes");
+  bool const keep = imp.attr_int("keepdims", 1) != 0;
+  std::vector<std::size_t> dims;
+  if (axes.empty()) {
+    if (imp.attr_int("noop_with_empty_axes", 0) != 0) return imp.out(0, x);
+    for (std::size_t d = 0; d < x.shape.size(); ++d) dims.push_back(d);
+  } else {
+    for (auto a : axes) dims.push_back(imp.axis(a, x.shape.size()));
+    std::sort(dims.begin(), dims.end());
+    dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  }
+  double n_reduced = 1;
+  for (auto d : dims) n_reduced *= static_cast<double>(x.shape[d]);
+  std::string const& op = n.op_type;
+  if (op == "ReduceSum") return imp.out(0, reduced(imp, x, dims, ops::ReduceOp::add, keep));
+  if (op == "ReduceMax") return imp.out(0, reduced(imp, x, dims, ops::ReduceOp::max, keep));
+  if (op == "ReduceMin") return imp.out(0, reduced(imp, x, dims, ops::ReduceOp::min, keep));
+  if (op == "ReduceProd") return imp.out(0, reduced(imp, x, dims, ops::ReduceOp::mul, keep));
+  if (op == "ReduceSumSquare") return imp.out(0, reduced(imp, x, dims, ops::ReduceOp::square_add, keep));
+  if (op == "ReduceLogSumExp") return imp.out(0, reduced(imp, x, dims, ops::ReduceOp::log_add, keep));
+  if (op == "ReduceL2") {
+    Value s = reduced(imp, x, dims, ops::ReduceOp::square_add, keep);
+    return imp.out(0, graph_map<FloatTypes>(imp, sqrt(_1), x.type, s));
+  }
+  if (op == "ReduceL1") {
+    Value a = graph_map<FloatTypes>(imp, abs(_1), x.type, x);
+    return imp.out(0, reduced(imp, a, dims, ops::ReduceOp::add, keep));
+  }
+  if (op == "ReduceLogSum") {
+    Value s = reduced(imp, x, dims, ops::ReduceOp::add, keep);
+    return imp.out(0, graph_map<FloatTypes>(imp, log(_1), x.type, s));
+  }
+  Value s = reduced(imp, x, dims, ops::ReduceOp::add, keep);  // ReduceMean
+  imp.out(0, graph_map<FloatTypes>(imp, _1 * constant(1.0 / n_reduced), x.type, s));
+}
+
+void softmax(Importer& imp, Node const& n) {
+  imp.only_attrs({"axis"});
+  Value const& x = imp.in(0);
+  require_float(imp, x);
+  std::size_t const a = imp.axis(imp.attr_int("axis", -1), x.shape.size());
+  Value const m = reduced(imp, x, {a}, ops::ReduceOp::max, true);
+  Value const e = graph_map<FloatTypes>(imp, exp(_1 - _2), x.type, x, m);
+  Value const s = reduced(imp, e, {a}, ops::ReduceOp::add, true);
+  if (n.op_type == "LogSoftmax") imp.out(0, graph_map<FloatTypes>(imp, _1 - _2 - log(_3), x.type, x, m, s));
+  else imp.out(0, graph_map<FloatTypes>(imp, _1 / _2, x.type, e, s));
+}
+
+void layer_norm(Importer& imp, Node const& n) {
+  imp.only_attrs({"axis", "epsilon", "stash_type"});
+  Value const& x = imp.in(0);
+  require_float(imp, x);
+  std::size_t const a = imp.axis(imp.attr_int("axis", -1), x.shape.size());
+  double const eps = imp.attr_float("epsilon", 1e-5f);
+  std::vector<std::size_t> dims;
+  double cnt = 1;
+  for (std::size_t d = a; d < x.shape.size(); ++d) dims.push_back(d), cnt *= static_cast<double>(x.shape[d]);
+  double const inv = 1.0 / cnt;
+  Value const sum = reduced(imp, x, dims, ops::ReduceOp::add, true);
+  Value const centred = graph_map<FloatTypes>(imp, _1 - _2 * constant(inv), x.type, x, sum);
+  Value const sq = reduced(imp, centred, dims, ops::ReduceOp::square_add, true);
+  Value const& scale = imp.in(1);
+  if (imp.has(2)) {
+    Value const& bias = imp.in(2);
+    imp.out(0, graph_map<FloatTypes>(imp, _1 * rsqrt(_2 * constant(inv) + constant(eps)) * _3 + _4, x.type, centred, sq, scale, bias));
+  } else {
+    imp.out(0, graph_map<FloatTypes>(imp, _1 * rsqrt(_2 * constant(inv) + constant(eps)) * _3, x.type, centred, sq, scale));
+  }
+  if (n.outputs.size() > 1 && !n.outputs[1].empty()) imp.out(1, graph_map<FloatTypes>(imp, _1 * constant(inv), x.type, sum));
+  if (n.outputs.size() > 2 && !n.outputs[2].empty())
+    imp.out(2, graph_map<FloatTypes>(imp, rsqrt(_1 * constant(inv) + constant(eps)), x.type, sq));
+}
+
+/// a x b with NumPy's matmul broadcasting, on ops::matmul (grouped for batched operands).
+Value matmul_values(Importer& imp, Value const& a0, Value const& b0) {
+  require_float(imp, a0);
+  if (a0.type != b0.type) imp.invalid("the operands' types differ");
+  Tensor a = imp.tensor(a0), b = imp.tensor(b0);
+  Dims as = a0.shape, bs = b0.shape;
+  bool const a_vec = as.size() == 1, b_vec = bs.size() == 1;
+  if (a_vec) as.insert(as.begin(), 1), a = a.reshape(to_shape(as));
+  if (b_vec) bs.push_back(1), b = b.reshape(to_shape(bs));
+  std::int64_t const M = as[as.size() - 2], K = as.back(), N = bs.back();
+  if (bs[bs.size() - 2] != K) imp.invalid("inner dimensions differ: " + std::to_string(K) + " and " + std::to_string(bs[bs.size() - 2]));
+  Dims const abatch(as.begin(), as.end() - 2), bbatch(bs.begin(), bs.end() - 2);
+  Dims const batch = broadcast(abatch, bbatch);
+  if (batch == Dims{-1}) imp.invalid("the batch dimensions do not broadcast");
+  Tensor y;
+  auto const opts = imp.matmul_options();
+  std::string const& name = imp.node->name;
+  if (bbatch.empty() || count(bbatch) == 1) {
+    // One right operand (weights): the batch joins the rows, one product.
+    std::int64_t const rows = static_cast<std::int64_t>(count(abatch)) * M;
+    Tensor const a2 = a.reshape({static_cast<std::size_t>(rows), static_cast<std::size_t>(K)});
+    y = ops::matmul(imp.g, imp.prog, a2, b.reshape({static_cast<std::size_t>(K), static_cast<std::size_t>(N)}), opts, name);
+    Dims shape = batch;
+    shape.push_back(M);
+    shape.push_back(N);
+    if (count(abatch) != count(batch)) {  // a broadcast over b's batch of one
+      Dims s = abatch;
+      s.push_back(M), s.push_back(N);
+      y = y.reshape(to_shape(s));
+      Shape full(shape.size() - s.size(), 1);
+      full.insert(full.end(), s.begin(), s.end());
+      y = y.reshape(full).broadcast(to_shape(shape));
+    }
+    y = y.reshape(to_shape(shape));
+  } else {
+    auto const groups = count(batch);
+    auto grouped = [&](Tensor const& t, Dims const& tb, std::int64_t r, std::int64_t c) {
+      Shape full(batch.size() - tb.size(), 1);
+      full.insert(full.end(), tb.begin(), tb.end());
+      full.push_back(static_cast<std::size_t>(r)), full.push_back(static_cast<std::size_t>(c));
+      Shape target = to_shape(batch);
+      target.push_back(static_cast<std::size_t>(r)), target.push_back(static_cast<std::size_t>(c));
+      return t.reshape(full).broadcast(target).reshape({groups, static_cast<std::size_t>(r), static_cast<std::size_t>(c)});
+    };
+    y = ops::matmul(imp.g, imp.prog, grouped(a, abatch, M, K), grouped(b, bbatch, K, N), opts, name);
+    Shape shape = to_shape(batch);
+    shape.push_back(static_cast<std::size_t>(M)), shape.push_back(static_cast<std::size_t>(N));
+    y = y.reshape(shape);
+  }
+  Dims out = batch;
+  if (!a_vec) out.push_back(M);
+  if (!b_vec) out.push_back(N);
+  Value r;
+  r.type = a0.type;
+  r.shape = out;
+  r.tensor = y.reshape(to_shape(out));
+  return r;
+}
+
+void matmul(Importer& imp, Node const&) {
+  imp.only_attrs({});
+  imp.out(0, matmul_values(imp, imp.in(0), imp.in(1)));
+}
+
+void gemm(Importer& imp, Node const&) {
+  imp.only_attrs({"alpha", "beta", "transA", "transB"});
+  Value a = imp.in(0), b = imp.in(1);
+  if (a.shape.size() != 2 || b.shape.size() != 2) imp.invalid("A and B must be matrices");
+  auto transposed = [&](Value v) {
+    std::swap(v.shape[0], v.shape[1]);
+    if (v.constant) {
+      HostTensor t = *v.constant;
+      auto const r = static_cast<std::size_t>(v.shape[1]), c = static_cast<std::size_t>(v.shape[0]);
+      for (std::size_t i = 0; i < r; ++i)
+        for (std::size_t j = 0; j < c; ++j) t.floats[j * r + i] = v.constant->floats[i * c + j];
+      t.shape = v.shape;
+      v.constant = std::move(t);
+    } else {
+      v.tensor = v.tensor.transpose();
+      v.layout.clear();
+    }
+    return v;
+  };
+  if (imp.attr_int("transA", 0)) a = transposed(a);
+  if (imp.attr_int("transB", 0)) b = transposed(b);
+  double const alpha = imp.attr_float("alpha", 1.0f), beta = imp.attr_float("beta", 1.0f);
+  Value y = matmul_values(imp, a, b);
+  if (imp.has(2) && beta != 0) {
+    Value const& c = imp.in(2);
+    if (alpha == 1 && beta == 1) y = graph_map<FloatTypes>(imp, _1 + _2, y.type, y, c);
+    else y = graph_map<FloatTypes>(imp, _1 * constant(alpha) + _2 * constant(beta), y.type, y, c);
+  } else if (alpha != 1) {
+    y = graph_map<FloatTypes>(imp, _1 * constant(alpha), y.type, y);
+  }
+  imp.out(0, y);
+}
+
+}  // namespace
+
+void add_nn_ops(Registry& r) {
+  r["Conv"] = conv;
+  r["BatchNormalization"] = batch_norm;
+  r["MaxPool"] = max_pool;
+  r["AveragePool"] = average_pool;
+  r["GlobalAveragePool"] = global_pool;
+  r["GlobalMaxPool"] = global_pool;
+  for (char const* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare",
+                         "ReduceLogSumExp", "ReduceL1", "ReduceL2", "ReduceLogSum"})
+    r[op] = reduce_op;
+  r["Softmax"] = softmax;
+  r["LogSoftmax"] = softmax;
+  r["LayerNormalization"] = layer_norm;
+  r["MatMul"] = matmul;
+  r["Gemm"] = gemm;
+}
+
+}  // namespace tilebsp::onnx::detail
