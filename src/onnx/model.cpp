@@ -128,6 +128,41 @@ class TensorReader {
     return t;
   }
 
+  /// The `bytes` bytes of an external tensor, from the file its external_data names (inside the model's folder).
+  std::string read_external(::onnx::TensorProto const& p, std::string const& what, std::size_t bytes) const {
+    std::string location;
+    std::int64_t offset = 0, length = -1;
+    for (auto const& kv : p.external_data()) {
+      try {
+        if (kv.key() == "location") location = kv.value();
+        else if (kv.key() == "offset") offset = std::stoll(kv.value());
+        else if (kv.key() == "length") length = std::stoll(kv.value());
+      } catch (std::exception const&) {
+        fail(what, "has external data whose " + kv.key() + " is not a number: '" + kv.value() + "'");
+      }
+    }
+    std::filesystem::path const rel(location);
+    if (location.empty() || rel.is_absolute() ||
+        std::any_of(rel.begin(), rel.end(), [](auto const& part) { return part == ".."; }))
+      fail(what, "names external data at '" + location + "', which is not a path inside the model's folder");
+    if (offset < 0 || (length >= 0 && static_cast<std::uint64_t>(length) != bytes))
+      fail(what, "has external data of offset " + std::to_string(offset) + " and length " + std::to_string(length) +
+                     " for " + std::to_string(bytes) + " bytes");
+    auto const path = folder_ / rel;
+    std::ifstream f(path, std::ios::binary);
+    if (!f) fail(what, "keeps its data in '" + path.string() + "', which cannot be opened");
+    f.seekg(0, std::ios::end);
+    auto const size = static_cast<std::uint64_t>(f.tellg());
+    if (static_cast<std::uint64_t>(offset) > size || size - static_cast<std::uint64_t>(offset) < bytes)
+      fail(what, "needs " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) + " of '" +
+                     path.string() + "', which holds " + std::to_string(size) + " (a truncated data file)");
+    std::string data(bytes, '\0');
+    f.seekg(offset);
+    f.read(data.data(), static_cast<std::streamsize>(bytes));
+    if (!f) fail(what, "could not read its data from '" + path.string() + "'");
+    return data;
+  }
+
  private:
   [[noreturn]] void fail(std::string const& what, std::string const& problem) const {
     throw model_error(where_ + ": " + what + " " + problem);
@@ -163,40 +198,6 @@ class TensorReader {
     }
   }
 
-  std::string read_external(::onnx::TensorProto const& p, std::string const& what, std::size_t bytes) const {
-    std::string location;
-    std::int64_t offset = 0, length = -1;
-    for (auto const& kv : p.external_data()) {
-      try {
-        if (kv.key() == "location") location = kv.value();
-        else if (kv.key() == "offset") offset = std::stoll(kv.value());
-        else if (kv.key() == "length") length = std::stoll(kv.value());
-      } catch (std::exception const&) {
-        fail(what, "has external data whose " + kv.key() + " is not a number: '" + kv.value() + "'");
-      }
-    }
-    std::filesystem::path const rel(location);
-    if (location.empty() || rel.is_absolute() ||
-        std::any_of(rel.begin(), rel.end(), [](auto const& part) { return part == ".."; }))
-      fail(what, "names external data at '" + location + "', which is not a path inside the model's folder");
-    if (offset < 0 || (length >= 0 && static_cast<std::uint64_t>(length) != bytes))
-      fail(what, "has external data of offset " + std::to_string(offset) + " and length " + std::to_string(length) +
-                     " for " + std::to_string(bytes) + " bytes");
-    auto const path = folder_ / rel;
-    std::ifstream f(path, std::ios::binary);
-    if (!f) fail(what, "keeps its data in '" + path.string() + "', which cannot be opened");
-    f.seekg(0, std::ios::end);
-    auto const size = static_cast<std::uint64_t>(f.tellg());
-    if (static_cast<std::uint64_t>(offset) > size || size - static_cast<std::uint64_t>(offset) < bytes)
-      fail(what, "needs " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) + " of '" +
-                     path.string() + "', which holds " + std::to_string(size) + " (a truncated data file)");
-    std::string data(bytes, '\0');
-    f.seekg(offset);
-    f.read(data.data(), static_cast<std::streamsize>(bytes));
-    if (!f) fail(what, "could not read its data from '" + path.string() + "'");
-    return data;
-  }
-
   std::string where_;
   std::filesystem::path folder_;
 };
@@ -230,6 +231,18 @@ Attribute attribute(::onnx::AttributeProto const& a, TensorReader const& reader,
 }
 
 Model from_proto(::onnx::ModelProto& m, std::string const& name, std::filesystem::path const& folder) {
+  // Initializers kept in external files are read here, with our checks, and held inline from then on: ONNX's
+  // checker would look for the files relative to the working directory rather than the model's folder.
+  TensorReader const external(name, folder);
+  for (auto& t : *m.mutable_graph()->mutable_initializer()) {
+    if (t.data_location() != ::onnx::TensorProto::EXTERNAL) continue;
+    std::size_t const eb = element_bytes(static_cast<DataType>(t.data_type()));
+    auto const n = checked::product(t.dims());
+    if (eb == 0 || !n || *n > max_elements) continue;  // read() names the problem
+    t.set_raw_data(external.read_external(t, "initializer '" + t.name() + "'", *n * eb));
+    t.clear_external_data();
+    t.set_data_location(::onnx::TensorProto::DEFAULT);
+  }
   try {
     ::onnx::checker::check_model(m);
   } catch (std::exception const& e) {

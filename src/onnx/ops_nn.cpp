@@ -121,7 +121,8 @@ Value convolve(Importer& imp, Value const& x, Window const& w, std::int64_t grou
   Tensor const in = imp.tensor(x).dimshuffle(to_last(rank));
   Tensor y = ops::conv(imp.g, imp.prog, in, wt, p, imp.conv_options(), name);
   if (!bias.empty()) {
-    Tensor const b = host_tensor(imp, {static_cast<std::int64_t>(bias.size())}, std::move(bias)).broadcast(y.shape());
+    auto const channels = static_cast<std::int64_t>(bias.size());
+    Tensor const b = host_tensor(imp, {channels}, std::move(bias)).broadcast(y.shape());
     if (y.element_type() == ElementType::f16) {
       if (relu_after) ops::map_in_place<half, half>(imp.g, imp.prog, relu(_1 + _2), y, b);
       else ops::map_in_place<half, half>(imp.g, imp.prog, _1 + _2, y, b);

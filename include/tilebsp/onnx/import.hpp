@@ -20,9 +20,11 @@ enum class Precision { fp32, fp16 };
 struct ImportOptions {
   /// Fixes every symbolic first dimension of the graph inputs (0: the model must have none).
   std::int64_t batch_size = 0;
-  /// FP16 keeps activations and weights in half precision; partials set the matmuls' and convolutions' partials.
+  /// FP16 keeps activations and weights in half precision (inputs and outputs stay as the model declares them).
   Precision precision = Precision::fp32;
-  ElementType partials = ElementType::f32;
+  /// The partial sums of the matmuls (MatMul, Gemm) and of the convolutions: f32 or f16.
+  ElementType matmul_partials = ElementType::f32;
+  ElementType conv_partials = ElementType::f32;
   /// availableMemoryProportion of the matmuls (MatMul, Gemm) and of the convolutions.
   double matmul_amp = 0.6;
   double conv_amp = 0.6;

@@ -1,0 +1,368 @@
+// samples/tilebsp: the `tilebsp` command-line tool. Runs an ONNX model on the modelled IPU (tilebsp::onnx), converts
+// it once into a folder that later runs start from without compiling, and describes it; the options follow
+// ipu_saved_model_cli's IPU options with dashes (their underscore spellings are accepted too).
+#include "../common/cli.hpp"
+#include "../common/compile_progress.hpp"
+#include "../common/rng.hpp"
+
+#include <tilebsp/onnx/import.hpp>
+#include <tilebsp/onnx/npy.hpp>
+#include <tilebsp/tilebsp.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace tb = tilebsp;
+namespace onnx = tilebsp::onnx;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char const* usage = R"(usage: tilebsp run MODEL.onnx|DIR [options]
+       tilebsp convert MODEL.onnx --outdir DIR [options]
+       tilebsp info MODEL.onnx [--batch-size N]
+Runs an ONNX model on a modelled IPU Mk2, converts it once (DIR then runs without compiling), or describes it.
+  --inputs NAME=FILE.npy ...   input values (one per input; a model with one input also takes FILE.npy alone);
+                               inputs not given get standard normal values (seed 1)
+  --outdir DIR                 run: write each output as DIR/NAME.npy; convert: the folder to write
+  --batch-size N               fixes the model's symbolic batch dimension (default: 1 where it is symbolic)
+  --batch-per-step N           batches per device run, the on-device repeat count (default 1)
+  --iterations N               device runs to time; the first is warm-up unless it is the only one (default 5)
+  --precision-mode FP32|FP16   activations and weights in float or half (default FP32)
+  --matmul-amp X               availableMemoryProportion of MatMul and Gemm, in [0, 1] (default 0.6)
+  --conv-amp X                 availableMemoryProportion of Conv, in [0, 1] (default 0.6)
+  --matmul-partial-type T      float or half partial sums of MatMul and Gemm (default float)
+  --conv-partial-type T        float or half partial sums of Conv (default float)
+  --num-ipus N                 IPUs of the target (default 1)
+  --host-threads N             host threads (0: all; results do not depend on it) (default 0)
+  --executable-cache DIR       keep compiled executables in DIR; the same model and options load from there
+  --report DIR                 write the HTML report and profile to DIR
+)";
+
+struct Options {
+  std::string command, model, outdir, report, executable_cache;
+  std::map<std::string, std::string> inputs;
+  std::string sole_input;
+  onnx::ImportOptions import;
+  std::int64_t batch_per_step = 1;
+  int iterations = 5;
+  std::size_t num_ipus = 1, host_threads = 0;
+};
+
+tb::ElementType partial_type(samples::Cli const& cli, std::string const& flag, std::string const& v) {
+  if (v == "float" || v == "FLOAT" || v == "f32") return tb::ElementType::f32;
+  if (v == "half" || v == "HALF" || v == "f16") return tb::ElementType::f16;
+  cli.bad(flag + " must be float or half, got '" + v + "'");
+}
+
+/// The options given to `convert`, as the command line that gives them again (DIR/options.txt).
+std::vector<std::string> saved_flags(int argc, char** argv) {
+  std::vector<std::string> r;
+  for (int i = 3; i < argc; ++i) {
+    std::string a = argv[i];
+    std::replace(a.begin(), a.end(), '_', '-');
+    if (a == "--outdir" || a == "--inputs" || a == "--report") {
+      ++i;
+      continue;
+    }
+    r.push_back(argv[i]);
+  }
+  return r;
+}
+
+void apply(samples::Cli const& cli, Options& o, std::string flag, std::string const& v) {
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  if (flag == "--inputs") {
+    auto const eq = v.find('=');
+    if (eq == std::string::npos) o.sole_input = v;
+    else o.inputs[v.substr(0, eq)] = v.substr(eq + 1);
+  } else if (flag == "--outdir") {
+    o.outdir = v;
+  } else if (flag == "--batch-size") {
+    o.import.batch_size = cli.integer(flag, v, 1);
+  } else if (flag == "--batch-per-step") {
+    o.batch_per_step = cli.integer(flag, v, 1);
+  } else if (flag == "--iterations") {
+    o.iterations = static_cast<int>(cli.integer(flag, v, 1));
+  } else if (flag == "--precision-mode") {
+    if (v == "FP32" || v == "fp32") o.import.precision = onnx::Precision::fp32;
+    else if (v == "FP16" || v == "fp16") o.import.precision = onnx::Precision::fp16;
+    else cli.bad(flag + " must be FP32 or FP16, got '" + v + "'");
+  } else if (flag == "--matmul-amp") {
+    o.import.matmul_amp = cli.number(flag, v, 0, 1, "a number in [0, 1]");
+  } else if (flag == "--conv-amp") {
+    o.import.conv_amp = cli.number(flag, v, 0, 1, "a number in [0, 1]");
+  } else if (flag == "--matmul-partial-type") {
+    o.import.matmul_partials = partial_type(cli, flag, v);
+  } else if (flag == "--conv-partial-type") {
+    o.import.conv_partials = partial_type(cli, flag, v);
+  } else if (flag == "--num-ipus") {
+    o.num_ipus = static_cast<std::size_t>(cli.integer(flag, v, 1));
+  } else if (flag == "--host-threads") {
+    o.host_threads = static_cast<std::size_t>(cli.integer(flag, v, 0));
+  } else if (flag == "--executable-cache") {
+    o.executable_cache = v;
+  } else if (flag == "--report") {
+    o.report = v;
+  } else {
+    cli.bad("unknown option " + flag);
+  }
+}
+
+Options parse(int argc, char** argv) {
+  samples::Cli const cli("tilebsp");
+  if (argc >= 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::cout << usage;
+    std::exit(0);
+  }
+  if (argc < 3) cli.bad("name a command (run, convert or info) and a model");
+  Options o;
+  o.command = argv[1];
+  o.model = argv[2];
+  if (o.command != "run" && o.command != "convert" && o.command != "info")
+    cli.bad("unknown command '" + o.command + "' (run, convert or info)");
+  // A converted folder: its model and options first, then the command line's.
+  if (o.command == "run" && fs::is_directory(o.model)) {
+    fs::path const dir = o.model;
+    if (!fs::exists(dir / "model.onnx") || !fs::exists(dir / "options.txt"))
+      cli.bad(dir.string() + " is not a folder written by tilebsp convert (model.onnx and options.txt)");
+    std::ifstream f(dir / "options.txt");
+    std::vector<std::string> saved;
+    for (std::string line; std::getline(f, line);)
+      if (!line.empty()) saved.push_back(line);
+    for (std::size_t i = 0; i + 1 < saved.size(); i += 2) apply(cli, o, saved[i], saved[i + 1]);
+    o.model = (dir / "model.onnx").string();
+    o.executable_cache = (dir / "executable").string();
+  }
+  for (int i = 3; i < argc; ++i) {
+    std::string const a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << usage;
+      std::exit(0);
+    }
+    if (a.rfind("--", 0) != 0) cli.bad("unexpected argument '" + a + "'");
+    if (i + 1 >= argc) cli.bad(a + " needs a value");
+    std::string flag = a;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    apply(cli, o, a, argv[++i]);
+    // --inputs takes several values: NAME=FILE ... up to the next flag.
+    while (flag == "--inputs" && i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) apply(cli, o, a, argv[++i]);
+  }
+  if (o.command == "convert" && o.outdir.empty()) cli.bad("convert needs --outdir DIR");
+  if (o.num_ipus != 1) cli.bad("--num-ipus " + std::to_string(o.num_ipus) + ": the importer builds models on 1 IPU so far");
+  return o;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::string shape_text(std::vector<std::int64_t> const& s) {
+  std::string r = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+std::string file_name(std::string name) {
+  for (auto& c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) c = '_';
+  return name;
+}
+
+int info(Options const& o) {
+  onnx::Model const m = onnx::Model::load(o.model);
+  std::printf("model: %s\nproducer: %s\nopset: %lld%s\nparameters: %zu\n", o.model.c_str(), m.producer().c_str(),
+              static_cast<long long>(m.opset()),
+              m.file_opset() != m.opset() ? (" (upgraded from " + std::to_string(m.file_opset()) + ")").c_str() : "",
+              m.parameter_count());
+  auto dims = [](onnx::ValueInfo const& v) {
+    std::string r = "[";
+    for (std::size_t i = 0; i < v.dims.size(); ++i)
+      r += (i ? ", " : "") + (v.dims[i].value >= 0 ? std::to_string(v.dims[i].value) : v.dims[i].param.empty() ? "?" : v.dims[i].param);
+    return r + "]";
+  };
+  for (auto const& v : m.inputs()) std::printf("input: %s %s %s\n", v.name.c_str(), onnx::to_string(v.type).c_str(), dims(v).c_str());
+  for (auto const& v : m.outputs()) std::printf("output: %s %s %s\n", v.name.c_str(), onnx::to_string(v.type).c_str(), dims(v).c_str());
+  auto const supported = onnx::supported_operators();
+  std::map<std::string, std::size_t> uses;
+  for (auto const& n : m.nodes()) ++uses[n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type];
+  std::size_t missing = 0;
+  std::printf("operators (%zu nodes):\n", m.nodes().size());
+  for (auto const& [op, k] : uses) {
+    bool const ok = std::binary_search(supported.begin(), supported.end(), op);
+    missing += !ok;
+    std::printf("  %-24s %5zu  %s\n", op.c_str(), k, ok ? "supported" : "NOT SUPPORTED");
+  }
+  // Multiply-adds: build the graph on a modelled IPU and count the convolutions' and matmuls' work.
+  if (missing == 0) {
+    tb::Graph g{tb::targets::ipu_mk2(1)};
+    tb::Sequence prog;
+    onnx::ImportOptions io = o.import;
+    if (io.batch_size == 0) io.batch_size = 1;
+    onnx::import(g, prog, m, io);
+    tb::Executable const exe = tb::compile(g, {.allow_out_of_memory = true}, prog);
+    std::printf("estimated cycles per batch of %lld: %llu\n", static_cast<long long>(io.batch_size),
+                static_cast<unsigned long long>(exe.estimated_cycles(0)));
+  }
+  std::printf("supported: %s\n", missing == 0 ? "yes" : "no");
+  return missing == 0 ? 0 : 1;
+}
+
+int run(Options const& o, int argc, char** argv) {
+  auto t0 = std::chrono::steady_clock::now();
+  onnx::Model const m = onnx::Model::load(o.model);
+  onnx::ImportOptions io = o.import;
+  bool const symbolic = std::any_of(m.inputs().begin(), m.inputs().end(), [](onnx::ValueInfo const& v) {
+    return !v.dims.empty() && v.dims[0].value < 0;
+  });
+  if (io.batch_size == 0 && symbolic) io.batch_size = 1;
+  // Inputs: from .npy files, checked against the model before anything is built.
+  std::map<std::string, onnx::HostTensor> given;
+  if (!o.sole_input.empty()) {
+    if (m.inputs().size() != 1)
+      throw tb::option_error("--inputs " + o.sole_input + ": the model has " + std::to_string(m.inputs().size()) +
+                             " inputs; name each as NAME=FILE.npy");
+    given[m.inputs()[0].name] = onnx::load_npy(o.sole_input);
+  }
+  for (auto const& [name, file] : o.inputs) {
+    if (std::none_of(m.inputs().begin(), m.inputs().end(), [&](onnx::ValueInfo const& v) { return v.name == name; }))
+      throw tb::option_error("--inputs " + name + "=" + file + ": the model has no input '" + name + "'");
+    given[name] = onnx::load_npy(file);
+  }
+  for (auto const& v : m.inputs()) {  // every given input's shape and type, before anything is built
+    auto const it = given.find(v.name);
+    if (it == given.end()) continue;
+    std::string const file = o.inputs.count(v.name) ? o.inputs.at(v.name) : o.sole_input;
+    std::vector<std::int64_t> want;
+    for (std::size_t d = 0; d < v.dims.size(); ++d) want.push_back(v.dims[d].value < 0 && d == 0 ? io.batch_size : v.dims[d].value);
+    if (it->second.shape != want)
+      throw tb::shape_error("input '" + v.name + "' is " + shape_text(want) + " but " + file + " holds " + shape_text(it->second.shape));
+    bool const type_ok = it->second.type == v.type || (onnx::is_floating(v.type) && it->second.type == onnx::DataType::float32);
+    if (!type_ok)
+      throw tb::type_error("input '" + v.name + "' is " + onnx::to_string(v.type) + " but " + file + " holds " +
+                           onnx::to_string(it->second.type));
+  }
+  tb::Graph g{tb::targets::ipu_mk2(o.num_ipus)};
+  g.set_build_threads(o.host_threads);
+  tb::Sequence step;
+  onnx::Imported const imp = onnx::import(g, step, m, io);
+  std::vector<onnx::HostTensor> values;
+  samples::Rng rng(1);
+  for (auto const& in : imp.inputs) {
+    if (auto it = given.find(in.name); it != given.end()) {
+      values.push_back(it->second);
+      continue;
+    }
+    onnx::HostTensor t;
+    t.type = in.type;
+    t.shape = in.shape();
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      if (onnx::is_floating(in.type)) t.floats.push_back(static_cast<float>(rng.normal_pair().first));
+      else t.ints.push_back(0);
+    }
+    values.push_back(std::move(t));
+  }
+  tb::Program const program = tb::repeat(static_cast<std::size_t>(o.batch_per_step), std::move(step));
+  double const build_s = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  tb::Executable exe = tb::compile(g,
+                                   {.allow_out_of_memory = true,
+                                    .threads = o.host_threads,
+                                    .cache_dir = o.executable_cache,
+                                    .progress = samples::compile_progress("tilebsp")},
+                                   program);
+  samples::end_compile_progress();
+  double const compile_s = seconds_since(t0);
+  bool const from_cache = exe.loaded_from_cache();
+  double const peak_gb = samples::peak_resident_bytes() / 1e9;
+  std::printf("model: %s, opset %lld, %zu parameters, %zu nodes\n", o.model.c_str(), static_cast<long long>(m.opset()),
+              m.parameter_count(), m.nodes().size());
+  std::printf("target %zu x IPU Mk2 (%zu tiles), batch %lld, %s, conv AMP %.2f, matmul AMP %.2f, %s kernels\n",
+              o.num_ipus, g.num_tiles(), static_cast<long long>(io.batch_size),
+              io.precision == onnx::Precision::fp16 ? "FP16" : "FP32", io.conv_amp, io.matmul_amp,
+              std::string(tb::ops::kernels_isa()).c_str());
+  std::printf("graph built in %.2f s, %s in %.2f s; peak resident memory %.2f GB\n", build_s,
+              from_cache ? "executable loaded from cache" : "compiled", compile_s, peak_gb);
+  if (o.command == "convert") {
+    fs::create_directories(o.outdir);
+    fs::copy_file(o.model, fs::path(o.outdir) / "model.onnx", fs::copy_options::overwrite_existing);
+    std::ofstream f(fs::path(o.outdir) / "options.txt");
+    for (auto const& flag : saved_flags(argc, argv)) f << flag << "\n";
+    tb::compile(g, {.allow_out_of_memory = true, .threads = o.host_threads, .cache_dir = (fs::path(o.outdir) / "executable").string()},
+                program);
+    std::printf("converted: %s (run it with: tilebsp run %s)\n", o.outdir.c_str(), o.outdir.c_str());
+    std::printf("startup: build_s %.3f compile_s %.3f\n", build_s, compile_s);
+    return 0;
+  }
+  tb::Engine engine{std::move(exe), {.host_threads = o.host_threads, .profiling = !o.report.empty()}};
+  for (std::size_t i = 0; i < imp.inputs.size(); ++i) onnx::write(engine, imp.inputs[i], values[i]);
+  double const items = static_cast<double>(io.batch_size > 0 ? io.batch_size : 1) * static_cast<double>(o.batch_per_step);
+  std::vector<double> rate, latency;
+  for (int it = 0; it < o.iterations; ++it) {
+    t0 = std::chrono::steady_clock::now();
+    engine.run();
+    double const s = seconds_since(t0);
+    bool const counted = it > 0 || o.iterations == 1;
+    std::printf("iteration %d: %9.2f items/s  %9.2f ms/batch%s\n", it, items / s, s * 1e3 / static_cast<double>(o.batch_per_step),
+                counted ? "" : "  (warm-up, not counted)");
+    if (counted) rate.push_back(items / s), latency.push_back(s * 1e3 / static_cast<double>(o.batch_per_step));
+  }
+  auto mean = [](std::vector<double> const& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return s / static_cast<double>(v.size());
+  };
+  tb::Profile const profile = engine.profile();
+  double const ipu_s = static_cast<double>(profile.estimated_cycles()) / g.target().clock_hz / o.iterations;
+  std::uint64_t const peak = profile.max_tile_bytes();
+  std::printf("peak memory per tile: %llu of %zu bytes (%.1f%%): %s\n", static_cast<unsigned long long>(peak),
+              g.target().bytes_per_tile, 100.0 * static_cast<double>(peak) / static_cast<double>(g.target().bytes_per_tile),
+              peak <= g.target().bytes_per_tile ? "fits" : "does NOT fit");
+  if (!o.outdir.empty()) fs::create_directories(o.outdir);
+  for (auto const& out : imp.outputs) {
+    onnx::HostTensor const t = onnx::read(engine, out);
+    double mean_abs = 0;
+    for (std::size_t i = 0; i < t.size(); ++i) mean_abs += std::abs(t.value(i)) / static_cast<double>(t.size());
+    std::printf("output %s %s: mean |x| %.6g", out.name.c_str(), shape_text(t.shape).c_str(), mean_abs);
+    if (!o.outdir.empty()) {
+      std::string const path = (fs::path(o.outdir) / (file_name(out.name) + ".npy")).string();
+      onnx::save_npy(path, t);
+      std::printf(", written to %s", path.c_str());
+    }
+    std::printf("\n");
+  }
+  if (!o.report.empty()) {
+    tb::report::write_report(profile, o.report);
+    std::printf("report written to %s\n", o.report.c_str());
+  }
+  std::printf("throughput_items_per_s: %.3f\nlatency_ms: %.3f\nestimated_items_per_s: %.1f\n", mean(rate), mean(latency),
+              items / ipu_s);
+  std::printf("startup: build_s %.3f compile_s %.3f executable %s\n", build_s, compile_s, from_cache ? "loaded" : "compiled");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options const o = parse(argc, argv);
+  try {
+    if (o.command == "info") return info(o);
+    return run(o, argc, argv);
+  } catch (tb::option_error const& e) {
+    std::cerr << "tilebsp: " << e.what() << "\n(see tilebsp --help)\n";
+    return 2;
+  } catch (tb::error const& e) {
+    std::cerr << "tilebsp: " << e.what() << "\n";
+    return 1;
+  }
+}

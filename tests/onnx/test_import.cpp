@@ -1,0 +1,368 @@
+// tilebsp::onnx: models built here with ONNX's own protobuf classes, imported, run and checked against plain
+// loops; every bad input the importer names gets its exception type and message checked.
+#include <tilebsp/onnx/import.hpp>
+#include <tilebsp/onnx/npy.hpp>
+#include <tilebsp/tilebsp.hpp>
+
+#include <onnx/onnx_pb.h>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace to = tilebsp::onnx;  // ::onnx is ONNX's own namespace
+namespace tb = tilebsp;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A ModelProto under construction: opset 17, a graph named "g".
+struct Builder {
+  ::onnx::ModelProto m;
+  Builder() {
+    m.set_ir_version(8);
+    m.set_producer_name("tilebsp tests");
+    auto* o = m.add_opset_import();
+    o->set_domain("");
+    o->set_version(17);
+    m.mutable_graph()->set_name("g");
+  }
+  void value(::onnx::ValueInfoProto* v, std::string const& name, std::vector<std::int64_t> const& dims,
+             int type = ::onnx::TensorProto::FLOAT, std::string const& symbolic = "") {
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(type);
+    auto* s = t->mutable_shape();
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+      auto* d = s->add_dim();
+      if (i == 0 && !symbolic.empty()) d->set_dim_param(symbolic);
+      else d->set_dim_value(dims[i]);
+    }
+  }
+  void input(std::string const& name, std::vector<std::int64_t> const& dims, int type = ::onnx::TensorProto::FLOAT,
+             std::string const& symbolic = "") {
+    value(m.mutable_graph()->add_input(), name, dims, type, symbolic);
+  }
+  void output(std::string const& name, std::vector<std::int64_t> const& dims, int type = ::onnx::TensorProto::FLOAT,
+              std::string const& symbolic = "") {
+    value(m.mutable_graph()->add_output(), name, dims, type, symbolic);
+  }
+  ::onnx::TensorProto* init(std::string const& name, std::vector<std::int64_t> const& dims, std::vector<float> const& v) {
+    auto* t = m.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::FLOAT);
+    for (auto d : dims) t->add_dims(d);
+    for (float x : v) t->add_float_data(x);
+    return t;
+  }
+  void init_ints(std::string const& name, std::vector<std::int64_t> const& v) {
+    auto* t = m.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::INT64);
+    t->add_dims(static_cast<std::int64_t>(v.size()));
+    for (auto x : v) t->add_int64_data(x);
+  }
+  ::onnx::NodeProto* node(std::string const& op, std::vector<std::string> const& in, std::vector<std::string> const& out,
+                          std::string const& name = "") {
+    auto* n = m.mutable_graph()->add_node();
+    n->set_op_type(op);
+    n->set_name(name.empty() ? op + "_node" : name);
+    for (auto const& i : in) n->add_input(i);
+    for (auto const& o : out) n->add_output(o);
+    return n;
+  }
+  static void ints(::onnx::NodeProto* n, std::string const& name, std::vector<std::int64_t> const& v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::INTS);
+    for (auto x : v) a->add_ints(x);
+  }
+  static void integer(::onnx::NodeProto* n, std::string const& name, std::int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  std::string bytes() const { return m.SerializeAsString(); }
+  to::Model model(std::string const& name = "test.onnx") const { return to::Model::parse(bytes(), name); }
+};
+
+template <class E>
+std::string message_of(auto&& f) {
+  try {
+    f();
+  } catch (E const& e) {
+    return e.what();
+  }
+  return "(no exception)";
+}
+
+std::vector<float> ramp(std::size_t n, float scale, float offset) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = std::sin(static_cast<float>(i) * scale + offset);
+  return v;
+}
+
+/// Imports, compiles and runs `m` with the given inputs on `threads` host threads; returns the first output.
+to::HostTensor run(to::Model const& m, std::vector<to::HostTensor> const& inputs, std::size_t threads = 0,
+                     to::ImportOptions const& options = {}, bool host_kernels = true) {
+  tb::Graph g{tb::targets::tiny(8, 1 << 20)};
+  tb::Sequence prog;
+  to::Imported const imp = to::import(g, prog, m, options);
+  tb::Engine engine{tb::compile(g, {.allow_out_of_memory = true}, prog), {.host_threads = threads, .host_kernels = host_kernels}};
+  for (std::size_t i = 0; i < inputs.size(); ++i) to::write(engine, imp.inputs.at(i), inputs[i]);
+  engine.run();
+  return to::read(engine, imp.outputs.at(0));
+}
+
+}  // namespace
+
+TEST_CASE("a small CNN (Conv + BatchNormalization + Relu + MaxPool + GlobalAveragePool + Gemm) matches plain loops") {
+  // x [2, 3, 6, 6] -> conv 3x3 pad 1 (4 channels) -> batch norm -> relu -> max pool 2x2 -> mean -> gemm (5 classes)
+  Builder b;
+  b.input("x", {2, 3, 6, 6}, ::onnx::TensorProto::FLOAT, "N");
+  b.output("y", {2, 5}, ::onnx::TensorProto::FLOAT, "N");
+  auto const w = ramp(4 * 3 * 9, 0.37f, 0.1f), bias = ramp(4, 1.1f, 0.3f);
+  auto const gamma = std::vector<float>{1.2f, 0.8f, 1.0f, 0.5f}, beta = std::vector<float>{0.1f, -0.2f, 0.3f, 0.0f};
+  auto const mean = std::vector<float>{0.05f, -0.1f, 0.2f, 0.0f}, var = std::vector<float>{0.9f, 1.1f, 1.3f, 0.7f};
+  auto const fc = ramp(5 * 4, 0.53f, 0.7f), fcb = ramp(5, 0.9f, 0.2f);
+  b.init("w", {4, 3, 3, 3}, w);
+  b.init("b", {4}, bias);
+  b.init("gamma", {4}, gamma);
+  b.init("beta", {4}, beta);
+  b.init("mean", {4}, mean);
+  b.init("var", {4}, var);
+  b.init("fc", {5, 4}, fc);
+  b.init("fcb", {5}, fcb);
+  auto* conv = b.node("Conv", {"x", "w", "b"}, {"c"}, "conv");
+  Builder::ints(conv, "pads", {1, 1, 1, 1});
+  b.node("BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {"n"}, "bn");
+  b.node("Relu", {"n"}, {"r"}, "relu");
+  auto* pool = b.node("MaxPool", {"r"}, {"p"}, "pool");
+  Builder::ints(pool, "kernel_shape", {2, 2});
+  Builder::ints(pool, "strides", {2, 2});
+  b.node("GlobalAveragePool", {"p"}, {"gap"}, "gap");
+  b.node("Flatten", {"gap"}, {"f"}, "flatten");
+  auto* gemm = b.node("Gemm", {"f", "fc", "fcb"}, {"y"}, "fc");
+  Builder::integer(gemm, "transB", 1);
+  to::Model const m = b.model();
+
+  to::HostTensor x{to::DataType::float32, {2, 3, 6, 6}, ramp(2 * 3 * 36, 0.21f, 0.0f), {}};
+  // The reference, in double.
+  std::vector<double> want(2 * 5);
+  for (int n = 0; n < 2; ++n) {
+    double feat[4] = {};
+    for (int co = 0; co < 4; ++co) {
+      double act[6][6];
+      for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 6; ++j) {
+          double s = bias[static_cast<std::size_t>(co)];
+          for (int ci = 0; ci < 3; ++ci)
+            for (int ki = 0; ki < 3; ++ki)
+              for (int kj = 0; kj < 3; ++kj) {
+                int const y = i + ki - 1, z = j + kj - 1;
+                if (y < 0 || y >= 6 || z < 0 || z >= 6) continue;
+                s += static_cast<double>(x.floats[static_cast<std::size_t>(((n * 3 + ci) * 6 + y) * 6 + z)]) *
+                     w[static_cast<std::size_t>(((co * 3 + ci) * 3 + ki) * 3 + kj)];
+              }
+          auto const c = static_cast<std::size_t>(co);
+          s = (s - mean[c]) / std::sqrt(static_cast<double>(var[c]) + 1e-5) * gamma[c] + beta[c];
+          act[i][j] = std::max(s, 0.0);
+        }
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j)
+          feat[co] += std::max({act[2 * i][2 * j], act[2 * i + 1][2 * j], act[2 * i][2 * j + 1], act[2 * i + 1][2 * j + 1]}) / 9;
+    }
+    for (int k = 0; k < 5; ++k) {
+      double s = fcb[static_cast<std::size_t>(k)];
+      for (int c = 0; c < 4; ++c) s += feat[c] * fc[static_cast<std::size_t>(k * 4 + c)];
+      want[static_cast<std::size_t>(n * 5 + k)] = s;
+    }
+  }
+  to::ImportOptions opts;
+  opts.batch_size = 2;
+  to::HostTensor const y = run(m, {x}, 0, opts);
+  REQUIRE(y.shape == std::vector<std::int64_t>{2, 5});
+  for (std::size_t i = 0; i < want.size(); ++i) CHECK(y.floats[i] == doctest::Approx(want[i]).epsilon(1e-5));
+
+  SUBCASE("the same bits on 1 and 2 host threads, and from the tile vertices as from the host kernels") {
+    auto const one = run(m, {x}, 1, opts), two = run(m, {x}, 2, opts), tiles = run(m, {x}, 2, opts, false);
+    CHECK(one.floats == y.floats);
+    CHECK(two.floats == y.floats);
+    CHECK(tiles.floats == y.floats);
+  }
+  SUBCASE("FP16 with float partials stays within 1e-2 of the reference") {
+    to::ImportOptions h = opts;
+    h.precision = to::Precision::fp16;
+    to::HostTensor const yh = run(m, {x}, 0, h);
+    double peak = 0;
+    for (double v : want) peak = std::max(peak, std::abs(v));
+    for (std::size_t i = 0; i < want.size(); ++i) CHECK(std::abs(yh.floats[i] - want[i]) <= 2e-2 * peak);
+  }
+}
+
+TEST_CASE("shape subgraphs fold at import: Shape, Gather, Unsqueeze, Concat and Reshape") {
+  // y = reshape(x, concat(unsqueeze(shape(x)[0]), [-1])): PyTorch's flatten as exported.
+  Builder b;
+  b.input("x", {3, 2, 4});
+  b.output("y", {3, 8});
+  b.init_ints("zero", {0});
+  b.init_ints("minus_one", {-1});
+  b.node("Shape", {"x"}, {"s"});
+  auto* gather = b.node("Gather", {"s", "zero"}, {"n"});
+  Builder::integer(gather, "axis", 0);
+  auto* cat = b.node("Concat", {"n", "minus_one"}, {"shape"});
+  Builder::integer(cat, "axis", 0);
+  b.node("Reshape", {"x", "shape"}, {"r"});
+  b.node("Relu", {"r"}, {"y"});
+  to::HostTensor x{to::DataType::float32, {3, 2, 4}, ramp(24, 0.5f, 0.0f), {}};
+  to::HostTensor const y = run(b.model(), {x});
+  CHECK(y.shape == std::vector<std::int64_t>{3, 8});
+  for (std::size_t i = 0; i < 24; ++i) CHECK(y.floats[i] == std::max(0.0f, x.floats[i]));
+}
+
+TEST_CASE("bad models are refused before anything is built, naming the file, node, operator and opset") {
+  SUBCASE("not an ONNX file") {
+    CHECK(message_of<to::model_error>([] { to::Model::parse("hello, world", "hello.onnx"); }) ==
+          "hello.onnx: not an ONNX model (the bytes do not parse as a ModelProto: not ONNX, or truncated)");
+  }
+  SUBCASE("a truncated file") {
+    Builder b;
+    b.input("x", {64});
+    b.output("y", {64});
+    b.init("w", {64}, ramp(64, 0.1f, 0.0f))->clear_float_data();
+    b.m.mutable_graph()->mutable_initializer(0)->set_raw_data(std::string(256, '\0'));
+    b.node("Add", {"x", "w"}, {"y"});
+    std::string const bytes = b.bytes();
+    std::string const cut = bytes.substr(0, bytes.size() / 2);
+    CHECK_THROWS_AS(to::Model::parse(cut, "cut.onnx"), to::model_error);
+    CHECK(message_of<to::model_error>([&] { to::Model::parse(cut, "cut.onnx"); }).starts_with("cut.onnx: "));
+  }
+  SUBCASE("raw data shorter than the tensor") {
+    Builder b;
+    b.input("x", {64});
+    b.output("y", {64});
+    b.init("w", {64}, {})->set_raw_data(std::string(100, '\0'));
+    b.node("Add", {"x", "w"}, {"y"});
+    CHECK(message_of<to::model_error>([&] { b.model("short.onnx"); }) ==
+          "short.onnx: initializer 'w' holds 100 bytes of raw data for 64 elements of 4 bytes (a truncated or corrupt file)");
+  }
+  SUBCASE("missing external data, and external data outside the model's folder") {
+    fs::path const dir = fs::temp_directory_path() / "tilebsp_onnx_external";
+    fs::create_directories(dir);
+    for (auto [location, problem] : {std::pair{"weights.bin", "cannot be opened"}, std::pair{"../weights.bin", "not a path inside"}}) {
+      Builder b;
+      b.input("x", {4});
+      b.output("y", {4});
+      auto* t = b.init("w", {4}, {});
+      t->set_data_location(::onnx::TensorProto::EXTERNAL);
+      auto* kv = t->add_external_data();
+      kv->set_key("location");
+      kv->set_value(location);
+      b.node("Add", {"x", "w"}, {"y"});
+      std::ofstream((dir / "model.onnx").string(), std::ios::binary) << b.bytes();
+      std::string const what = message_of<to::model_error>([&] { to::Model::load((dir / "model.onnx").string()); });
+      CHECK(what.find("initializer 'w'") != std::string::npos);
+      CHECK(what.find(problem) != std::string::npos);
+    }
+    fs::remove_all(dir);
+  }
+  SUBCASE("a symbolic dimension the batch size does not fix") {
+    Builder b;
+    b.input("x", {0, 3}, ::onnx::TensorProto::FLOAT, "N");
+    b.output("y", {0, 3}, ::onnx::TensorProto::FLOAT, "N");
+    b.node("Relu", {"x"}, {"y"});
+    tb::Graph g{tb::targets::tiny(4)};
+    tb::Sequence prog;
+    CHECK(message_of<tb::shape_error>([&] { to::import(g, prog, b.model(), {}); }) ==
+          "test.onnx: input 'x' has the symbolic dimension 0 ('N'); fix it with the batch size");
+    to::ImportOptions o;
+    o.batch_size = 5;
+    CHECK(to::import(g, prog, b.model(), o).inputs.at(0).shape() == std::vector<std::int64_t>{5, 3});
+  }
+  SUBCASE("an unsupported operator, attribute and type") {
+    Builder b;
+    b.input("x", {4});
+    b.input("y", {4});
+    b.output("z", {4});
+    b.node("Mod", {"x", "y"}, {"z"}, "remainder");
+    tb::Graph g{tb::targets::tiny(4)};
+    tb::Sequence prog;
+    CHECK(message_of<to::unsupported_error>([&] { to::import(g, prog, b.model(), {}); }) ==
+          "test.onnx: node 'remainder' uses operator Mod (opset 17), which tilebsp does not support");
+
+    Builder p;
+    p.input("x", {1, 1, 4, 4});
+    p.output("y", {1, 1, 2, 2});
+    auto* pool = p.node("MaxPool", {"x"}, {"y"}, "pool");
+    Builder::ints(pool, "kernel_shape", {2, 2});
+    Builder::ints(pool, "strides", {2, 2});
+    Builder::integer(pool, "storage_order", 1);
+    CHECK(message_of<to::unsupported_error>([&] { to::import(g, prog, p.model(), {}); }) ==
+          "test.onnx: node 'pool' (MaxPool, opset 17): storage_order 1");
+
+    Builder d;
+    d.input("x", {4}, ::onnx::TensorProto::DOUBLE);
+    d.output("y", {4}, ::onnx::TensorProto::DOUBLE);
+    d.node("Relu", {"x"}, {"y"});
+    CHECK(message_of<to::unsupported_error>([&] { to::import(g, prog, d.model(), {}); }) ==
+          "test.onnx: input 'x' is of type double, which tilebsp does not support");
+  }
+  SUBCASE("a value that must be known at import") {
+    Builder b;
+    b.input("x", {2, 3});
+    b.input("shape", {2}, ::onnx::TensorProto::INT64);
+    b.output("y", {3, 2});
+    b.node("Reshape", {"x", "shape"}, {"y"}, "reshape");
+    tb::Graph g{tb::targets::tiny(4)};
+    tb::Sequence prog;
+    std::string const what = message_of<to::unsupported_error>([&] { to::import(g, prog, b.model(), {}); });
+    CHECK(what.starts_with("test.onnx: node 'reshape' (Reshape, opset 17): the shape (input 1, 'shape') must be known"));
+    to::ImportOptions o;
+    o.constant_inputs["shape"] = to::HostTensor{to::DataType::int64, {2}, {}, {3, 2}};
+    CHECK(to::import(g, prog, b.model(), o).outputs.at(0).shape() == std::vector<std::int64_t>{3, 2});
+    o.constant_inputs["nothing"] = o.constant_inputs["shape"];
+    CHECK(message_of<tb::option_error>([&] { to::import(g, prog, b.model(), o); }) ==
+          "test.onnx: constant_inputs names 'nothing', which is not an input of the model");
+  }
+}
+
+TEST_CASE("inputs of the wrong shape or type are refused by name") {
+  Builder b;
+  b.input("x", {2, 3});
+  b.output("y", {2, 3});
+  b.node("Relu", {"x"}, {"y"});
+  tb::Graph g{tb::targets::tiny(4)};
+  tb::Sequence prog;
+  auto const imp = to::import(g, prog, b.model(), {});
+  tb::Engine engine{tb::compile(g, prog)};
+  CHECK(message_of<tb::shape_error>([&] {
+          to::write(engine, imp.inputs[0], {to::DataType::float32, {3}, {1, 2, 3}, {}});
+        }) == "input 'x' has shape [2, 3], got values of shape [3]");
+  CHECK(message_of<tb::type_error>([&] {
+          to::write(engine, imp.inputs[0], {to::DataType::int64, {2, 3}, {}, {1, 2, 3, 4, 5, 6}});
+        }) == "input 'x' is of type float, got values of type int64");
+}
+
+TEST_CASE(".npy files: written and read back; bad files are model_errors naming the file") {
+  fs::path const p = fs::temp_directory_path() / "tilebsp_test.npy";
+  to::HostTensor const t{to::DataType::float32, {2, 3}, {1, -2, 3.5f, 4, 5, 6}, {}};
+  to::save_npy(p.string(), t);
+  to::HostTensor const r = to::load_npy(p.string());
+  CHECK(r.shape == t.shape);
+  CHECK(r.floats == t.floats);
+  to::HostTensor const i{to::DataType::int64, {4}, {}, {1, -2, 1 << 30, 7}};
+  to::save_npy(p.string(), i);
+  CHECK(to::load_npy(p.string()).ints == i.ints);
+  std::ifstream f(p, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  CHECK(message_of<to::model_error>([&] { to::parse_npy(bytes.substr(0, bytes.size() - 3), "cut.npy"); }) ==
+        "cut.npy: not a valid .npy file: it holds 29 bytes of data for 4 elements of 8 bytes (a truncated or padded file)");
+  CHECK(message_of<to::model_error>([&] { to::parse_npy("PK\x03\x04 not numpy", "zip.npy"); }) ==
+        "zip.npy: not a valid .npy file: it does not begin with \\x93NUMPY");
+  fs::remove(p);
+}
