@@ -24,6 +24,13 @@ if(TARGET tilebsp_mpi)  # tilebsp::mpi, imported only where the consumer finds M
   install(EXPORT tilebspMpiTargets NAMESPACE tilebsp:: DESTINATION ${_tilebsp_cmake_dir})
 endif()
 
+if(TARGET tilebsp_onnx AND TARGET tilebsp_compiled)  # tilebsp::onnx and the tilebsp tool, with the compiled library
+  install(TARGETS tilebsp_onnx EXPORT tilebspOnnxTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(EXPORT tilebspOnnxTargets NAMESPACE tilebsp:: DESTINATION ${_tilebsp_cmake_dir})
+  if(TARGET tilebsp_cli)
+    install(TARGETS tilebsp_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  endif()
+endif()
 configure_package_config_file(cmake/tilebspConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/tilebspConfig.cmake
   INSTALL_DESTINATION ${_tilebsp_cmake_dir})

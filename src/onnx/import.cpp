@@ -238,11 +238,14 @@ std::vector<std::size_t> Importer::choose_layout(Dims const& out, std::vector<Va
 Tensor Importer::physical(Value const& v, Dims const& out, std::vector<std::size_t> const& layout) {
   Tensor t = tensor(v);
   if (layout.empty()) return t;
-  Shape full(out.size() - v.shape.size(), 1);
-  for (auto d : v.shape) full.push_back(static_cast<std::size_t>(d));
+  if (v.shape.size() < out.size()) {  // leading dimensions of 1 (a reshape of a strided view would lose its strides)
+    Shape full(out.size() - v.shape.size(), 1);
+    for (auto d : v.shape) full.push_back(static_cast<std::size_t>(d));
+    t = t.reshape(full);
+  }
   std::vector<std::size_t> inverse(layout.size());
   for (std::size_t d = 0; d < layout.size(); ++d) inverse[layout[d]] = d;
-  return t.reshape(full).dimshuffle(inverse);
+  return t.dimshuffle(inverse);
 }
 
 namespace {

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 
 namespace tilebsp::onnx {
@@ -257,6 +258,18 @@ Model from_proto(::onnx::ModelProto& m, std::string const& name, std::filesystem
   if (data->file_opset > max_opset)
     throw unsupported_error(name + ": opset " + std::to_string(data->file_opset) + " is newer than the opsets tilebsp takes (" +
                             std::to_string(min_opset) + " to " + std::to_string(max_opset) + ")");
+  // Every graph output must be computed (ONNX 1.12's checker lets an output that nothing produces through, and its
+  // version converter then crashes on it).
+  {
+    std::set<std::string> defined;
+    for (auto const& i : m.graph().input()) defined.insert(i.name());
+    for (auto const& i : m.graph().initializer()) defined.insert(i.name());
+    for (auto const& n : m.graph().node())
+      for (auto const& o : n.output()) defined.insert(o);
+    for (auto const& o : m.graph().output())
+      if (!defined.contains(o.name()))
+        throw model_error(name + ": graph output '" + o.name() + "' is not an input, an initializer or a node's output");
+  }
   if (data->file_opset < min_opset) {
     try {
       m = ::onnx::version_conversion::ConvertVersion(m, static_cast<int>(min_opset));

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 namespace tilebsp::onnx::detail {
 namespace {
@@ -21,6 +22,15 @@ void binary(Importer& imp, E const& e, F const& f, bool bool_result = false) {
   Value const& a = imp.in(0);
   Value const& b = imp.in(1);
   same_types(imp, a, b);
+  // A ReLU that alone reads a float result joins its map (a residual add and its ReLU: one pass over the data).
+  Node const* next = imp.sole_consumer(imp.node->outputs[0]);
+  if constexpr (!std::is_same_v<Types, BoolTypes>) {
+    if (!bool_result && next && next->op_type == "Relu" && is_floating(a.type) && !(a.constant && b.constant)) {
+      imp.fused.insert(next);
+      imp.values[next->outputs[0]] = graph_map<FloatTypes>(imp, relu(e), a.type, a, b);
+      return;
+    }
+  }
   imp.out(0, elementwise<Types>(imp, e, f, bool_result ? DataType::boolean : a.type, a, b));
 }
 

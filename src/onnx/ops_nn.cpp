@@ -122,7 +122,7 @@ Value convolve(Importer& imp, Value const& x, Window const& w, std::int64_t grou
   Tensor y = ops::conv(imp.g, imp.prog, in, wt, p, imp.conv_options(), name);
   if (!bias.empty()) {
     auto const channels = static_cast<std::int64_t>(bias.size());
-    Tensor const b = host_tensor(imp, {channels}, std::move(bias)).broadcast(y.shape());
+    Tensor const b = host_tensor(imp, {channels}, std::move(bias));  // the map broadcasts it over the positions
     if (y.element_type() == ElementType::f16) {
       if (relu_after) ops::map_in_place<half, half>(imp.g, imp.prog, relu(_1 + _2), y, b);
       else ops::map_in_place<half, half>(imp.g, imp.prog, _1 + _2, y, b);

@@ -82,15 +82,25 @@ Outcome run_case(fs::path const& dir) {
         options.constant_inputs[it->name] = inputs[static_cast<std::size_t>(it - ins.begin())];
       }
     }
-    tilebsp::Engine engine{tilebsp::compile(g, {.allow_out_of_memory = true}, prog)};
-    for (std::size_t i = 0, k = 0; i < inputs.size(); ++i) {
-      if (options.constant_inputs.contains(model.inputs()[i].name)) continue;
-      onnx::write(engine, imported.inputs.at(k++), inputs[i]);
-    }
-    engine.run();
-    for (std::size_t i = 0; i < outputs.size(); ++i) {
-      std::string const problem = compare(outputs[i], onnx::read(engine, imported.outputs.at(i)), imported.outputs[i].name);
-      if (!problem.empty()) return {Outcome::fail, problem};
+    // Run twice: on the operators' host kernels, and vertex by vertex on the tiles; both must match the reference,
+    // and each other bitwise.
+    tilebsp::Executable const exe = tilebsp::compile(g, {.allow_out_of_memory = true}, prog);
+    std::vector<onnx::HostTensor> first;
+    for (bool host_kernels : {true, false}) {
+      tilebsp::Engine engine{exe, {.host_threads = 2, .host_kernels = host_kernels}};
+      for (std::size_t i = 0, k = 0; i < inputs.size(); ++i) {
+        if (options.constant_inputs.contains(model.inputs()[i].name)) continue;
+        onnx::write(engine, imported.inputs.at(k++), inputs[i]);
+      }
+      engine.run();
+      for (std::size_t i = 0; i < outputs.size(); ++i) {
+        onnx::HostTensor const got = onnx::read(engine, imported.outputs.at(i));
+        std::string const problem = compare(outputs[i], got, imported.outputs[i].name);
+        if (!problem.empty()) return {Outcome::fail, problem + (host_kernels ? "" : " (on the tiles)")};
+        if (host_kernels) first.push_back(got);
+        else if (got.floats != first[i].floats || got.ints != first[i].ints)
+          return {Outcome::fail, imported.outputs[i].name + ": the tiles' result differs from the host kernels'"};
+      }
     }
   } catch (onnx::unsupported_error const& e) {
     return {Outcome::refused, e.what()};
