@@ -1,8 +1,9 @@
 # Passes when every marked example in tests/docs/test_examples.cpp appears verbatim in the documents that show
 # it, so the code shown to readers is the code that is compiled and tested.
 file(READ ${SOURCE_DIR}/tests/docs/test_examples.cpp source)
+file(READ ${SOURCE_DIR}/tests/onnx/test_import.cpp onnx_source)  # tilebsp::onnx's examples (its own suite)
 function(check_example marker)
-  string(REGEX MATCH "// \\[${marker}\\]\n(.*)// \\[${marker}\\]" _ "${source}")
+  string(REGEX MATCH "// \\[${marker}\\]\n(.*)// \\[${marker}\\]" _ "${source}${onnx_source}")
   set(snippet "${CMAKE_MATCH_1}")
   if(snippet STREQUAL "")
     message(FATAL_ERROR "no [${marker}] region in test_examples.cpp")
@@ -28,6 +29,7 @@ check_example(cache-example docs/01-machine-model.md)
 check_example(shared-cache-example docs/01-machine-model.md)
 check_example(checked-example docs/12-untrusted-input.md)
 check_example(vertices-example docs/10-architecture.md)
+check_example(onnx-example docs/13-onnx.md)
 check_example(pipeline-example docs/07-multi-ipu.md)
 check_example(replication-example docs/08-replication.md)
 check_example(profiling-example docs/09-profiling.md)

@@ -366,3 +366,41 @@ TEST_CASE(".npy files: written and read back; bad files are model_errors naming 
         "zip.npy: not a valid .npy file: it does not begin with \\x93NUMPY");
   fs::remove(p);
 }
+
+namespace {
+/// docs/13-onnx.md's example: a model file run on a modelled IPU.
+to::HostTensor documented_example(std::string const& path, to::HostTensor const& images) {
+  // [onnx-example]
+  tilebsp::onnx::Model const model = tilebsp::onnx::Model::load(path);  // read, checked, upgraded to opset 13+
+  tilebsp::Graph g{tilebsp::targets::ipu_mk2()};
+  tilebsp::Sequence prog;
+  tilebsp::onnx::ImportOptions options;
+  options.batch_size = images.shape[0];  // fixes the symbolic batch dimension
+  tilebsp::onnx::Imported const net = tilebsp::onnx::import(g, prog, model, options);
+  tilebsp::Engine engine{tilebsp::compile(g, prog)};
+  tilebsp::onnx::write(engine, net.inputs[0], images);  // a HostTensor: e.g. tilebsp::onnx::load_npy("x.npy")
+  engine.run();
+  return tilebsp::onnx::read(engine, net.outputs[0]);
+  // [onnx-example]
+}
+}  // namespace
+
+TEST_CASE("docs/13's example runs a model file") {
+  Builder b;
+  b.input("x", {0, 2, 3, 3}, ::onnx::TensorProto::FLOAT, "batch");
+  b.output("y", {0, 1, 3, 3}, ::onnx::TensorProto::FLOAT, "batch");
+  b.init("w", {1, 2, 1, 1}, {0.5f, -2.0f});
+  b.node("Conv", {"x", "w"}, {"c"});
+  b.node("Sigmoid", {"c"}, {"y"});
+  fs::path const path = fs::temp_directory_path() / "tilebsp_docs_example.onnx";
+  std::ofstream(path.string(), std::ios::binary) << b.bytes();
+  to::HostTensor const x{to::DataType::float32, {3, 2, 3, 3}, ramp(54, 0.3f, 0.1f), {}};
+  to::HostTensor const y = documented_example(path.string(), x);
+  REQUIRE(y.shape == std::vector<std::int64_t>{3, 1, 3, 3});
+  for (std::size_t n = 0; n < 3; ++n)
+    for (std::size_t p = 0; p < 9; ++p) {
+      double const c = 0.5 * x.floats[n * 18 + p] - 2.0 * x.floats[n * 18 + 9 + p];
+      CHECK(y.floats[n * 9 + p] == doctest::Approx(1 / (1 + std::exp(-c))).epsilon(1e-6));
+    }
+  fs::remove(path);
+}

@@ -1,5 +1,5 @@
-// onnx::Model: an ONNX file read with ONNX's own library (its protobuf classes, checker, version converter and shape
-// inference) into tilebsp's protobuf-free form. Loading checks everything that does not depend on import options;
+// onnx::Model: an ONNX file read with ONNX's own library (its protobuf classes, checker and version converter) into
+// tilebsp's protobuf-free form. Loading checks everything that does not depend on import options;
 // import() (<tilebsp/onnx/import.hpp>) builds the graph.
 #pragma once
 
