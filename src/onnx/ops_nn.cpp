@@ -318,8 +318,10 @@ void average_pool(Importer& imp, Node const& n) {
   imp.out(0, graph_map<FloatTypes>(imp, _1 * _2, x.type, y, d));
 }
 
-/// Reduces `x` over `axes` with `op`, keeping the dimensions (size 1) when `keep`.
-Value reduced(Importer& imp, Value const& x, std::vector<std::size_t> const& axes, ops::ReduceOp op, bool keep) {
+/// Reduces `x` over `axes` with `op`, times `scale` (in f32, before rounding: means stay within f16's range),
+/// keeping the dimensions (size 1) when `keep`.
+Value reduced(Importer& imp, Value const& x, std::vector<std::size_t> const& axes, ops::ReduceOp op, bool keep,
+              double scale = 1.0) {
   Value r;
   r.type = x.type;
   Dims kept;
@@ -332,7 +334,7 @@ Value reduced(Importer& imp, Value const& x, std::vector<std::size_t> const& axe
     r = x;
     return r;
   }
-  Tensor t = ops::reduce(imp.g, imp.prog, imp.tensor(x), axes, op, imp.node->name);
+  Tensor t = ops::scaled_reduce(imp.g, imp.prog, imp.tensor(x), axes, op, static_cast<float>(scale), imp.node->name);
   if (keep) r.shape = kept;
   r.tensor = t.reshape(to_shape(r.shape));
   return r;
@@ -346,9 +348,7 @@ void global_pool(Importer& imp, Node const& n) {
   double positions = 1;
   for (std::size_t d = 2; d < x.shape.size(); ++d) axes.push_back(d), positions *= static_cast<double>(x.shape[d]);
   bool const avg = n.op_type == "GlobalAveragePool";
-  Value r = reduced(imp, x, axes, avg ? ops::ReduceOp::add : ops::ReduceOp::max, true);
-  if (avg) r = graph_map<FloatTypes>(imp, _1 * constant(1.0 / positions), x.type, r);
-  imp.out(0, r);
+  imp.out(0, reduced(imp, x, axes, avg ? ops::ReduceOp::add : ops::ReduceOp::max, true, avg ? 1.0 / positions : 1.0));
 }
 
 void reduce_op(Importer& imp, Node const& n) {
@@ -388,8 +388,7 @@ void reduce_op(Importer& imp, Node const& n) {
     Value s = reduced(imp, x, dims, ops::ReduceOp::add, keep);
     return imp.out(0, graph_map<FloatTypes>(imp, log(_1), x.type, s));
   }
-  Value s = reduced(imp, x, dims, ops::ReduceOp::add, keep);  // ReduceMean
-  imp.out(0, graph_map<FloatTypes>(imp, _1 * constant(1.0 / n_reduced), x.type, s));
+  imp.out(0, reduced(imp, x, dims, ops::ReduceOp::add, keep, 1.0 / n_reduced));  // ReduceMean
 }
 
 void softmax(Importer& imp, Node const& n) {
@@ -414,19 +413,18 @@ void layer_norm(Importer& imp, Node const& n) {
   double cnt = 1;
   for (std::size_t d = a; d < x.shape.size(); ++d) dims.push_back(d), cnt *= static_cast<double>(x.shape[d]);
   double const inv = 1.0 / cnt;
-  Value const sum = reduced(imp, x, dims, ops::ReduceOp::add, true);
-  Value const centred = graph_map<FloatTypes>(imp, _1 - _2 * constant(inv), x.type, x, sum);
-  Value const sq = reduced(imp, centred, dims, ops::ReduceOp::square_add, true);
+  Value const mean = reduced(imp, x, dims, ops::ReduceOp::add, true, inv);
+  Value const centred = graph_map<FloatTypes>(imp, _1 - _2, x.type, x, mean);
+  Value const var = reduced(imp, centred, dims, ops::ReduceOp::square_add, true, inv);
   Value const& scale = imp.in(1);
   if (imp.has(2)) {
     Value const& bias = imp.in(2);
-    imp.out(0, graph_map<FloatTypes>(imp, _1 * rsqrt(_2 * constant(inv) + constant(eps)) * _3 + _4, x.type, centred, sq, scale, bias));
+    imp.out(0, graph_map<FloatTypes>(imp, _1 * rsqrt(_2 + constant(eps)) * _3 + _4, x.type, centred, var, scale, bias));
   } else {
-    imp.out(0, graph_map<FloatTypes>(imp, _1 * rsqrt(_2 * constant(inv) + constant(eps)) * _3, x.type, centred, sq, scale));
+    imp.out(0, graph_map<FloatTypes>(imp, _1 * rsqrt(_2 + constant(eps)) * _3, x.type, centred, var, scale));
   }
-  if (n.outputs.size() > 1 && !n.outputs[1].empty()) imp.out(1, graph_map<FloatTypes>(imp, _1 * constant(inv), x.type, sum));
-  if (n.outputs.size() > 2 && !n.outputs[2].empty())
-    imp.out(2, graph_map<FloatTypes>(imp, rsqrt(_1 * constant(inv) + constant(eps)), x.type, sq));
+  if (n.outputs.size() > 1 && !n.outputs[1].empty()) imp.out(1, mean);
+  if (n.outputs.size() > 2 && !n.outputs[2].empty()) imp.out(2, graph_map<FloatTypes>(imp, rsqrt(_1 + constant(eps)), x.type, var));
 }
 
 /// a x b with NumPy's matmul broadcasting, on ops::matmul (grouped for batched operands).

@@ -38,8 +38,8 @@ namespace detail {
 struct ModelData;
 }
 
-/// The opsets the importer takes: models of opset 13 to 17; older ones are upgraded to 13 by ONNX's version
-/// converter when it can.
+/// The opsets the importer takes: models of opset 13 to 17; opsets 7 to 12 are upgraded to 13 by ONNX's version
+/// converter, older ones are refused by number.
 inline constexpr std::int64_t min_opset = 13;
 inline constexpr std::int64_t max_opset = 17;
 

@@ -25,9 +25,17 @@ template <class T, class = detail::only<T, Tensor>>
 T reduce(Graph& g, Sequence& prog, T const& t, std::vector<std::size_t> const& dims, ReduceOp op,
          std::string const& name = "reduce");
 
-#define TILEBSP_OPS_REDUCE_INSTANCES(X)                                                           \
-  X(Tensor, reduce, (Graph&, Sequence&, Tensor const&, std::vector<std::size_t> const&, ReduceOp, \
-                     std::string const&))
+/// reduce, with the result multiplied by `scale` in f32 before it is rounded to t's type (PopLibs' ReduceParams
+/// scale): a mean of f16 values is add with scale 1/n, and stays within f16's range where the sum would not.
+template <class T, class = detail::only<T, Tensor>>
+T scaled_reduce(Graph& g, Sequence& prog, T const& t, std::vector<std::size_t> const& dims, ReduceOp op, float scale,
+                std::string const& name = "reduce");
+
+#define TILEBSP_OPS_REDUCE_INSTANCES(X)                                                                       \
+  X(Tensor, reduce, (Graph&, Sequence&, Tensor const&, std::vector<std::size_t> const&, ReduceOp,             \
+                     std::string const&))                                                                     \
+  X(Tensor, scaled_reduce, (Graph&, Sequence&, Tensor const&, std::vector<std::size_t> const&, ReduceOp, float, \
+                            std::string const&))
 TILEBSP_DECLARE_INSTANCES(TILEBSP_OPS_REDUCE_INSTANCES)
 }  // namespace tilebsp::ops
 

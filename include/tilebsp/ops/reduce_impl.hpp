@@ -61,17 +61,17 @@ struct ReduceColumns {
   }
 };
 
-/// Stage 2: out[i] = combination of the next counts[i] partials, in order.
+/// Stage 2: out[i] = combination of the next counts[i] partials, in order, times scale.
 template <class T, simd::Reduction R>
 struct ReduceFinal {
   BOOST_HANA_DEFINE_STRUCT(ReduceFinal, (input<float>, partials), (output<T>, out),
-                           (param<std::vector<std::uint32_t>>, counts));
+                           (param<std::vector<std::uint32_t>>, counts), (param<float>, scale));
   void compute() {
     std::size_t p = 0;
     for (std::size_t i = 0; i < out.size(); ++i) {
       float acc = simd::identity(R);
       for (std::uint32_t j = 0; j < counts.get()[i]; ++j) acc = simd::combine(R, acc, partials[p++]);
-      out[i] = T(acc);
+      out[i] = T(scale == 1.0f ? acc : acc * scale);
     }
   }
   std::uint64_t cycle_estimate() const { return 20 + 2 * partials.size() + out.size(); }
@@ -100,7 +100,8 @@ inline std::vector<std::vector<Interval>> split_for_workers(std::vector<Interval
 }
 
 template <class T, simd::Reduction R>
-Tensor reduce(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::size_t> const& dims, std::string const& name) {
+Tensor reduce(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::size_t> const& dims, float scale,
+              std::string const& name) {
   OperatorScope const scope(g, "reduce", name, simd::isa_name());
   std::vector<bool> reduced(t.rank(), false);
   for (auto d : dims) {
@@ -244,7 +245,7 @@ Tensor reduce(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::size_t
           at += of_row[k].size();
         }
         g.set_tile_mapping(gathered.slice(begin, at), tile);
-        g.add_vertex<ReduceFinal<T, R>>(stage2, tile, gathered.slice(begin, at), out_flat.slice(rows), counts);
+        g.add_vertex<ReduceFinal<T, R>>(stage2, tile, gathered.slice(begin, at), out_flat.slice(rows), counts, scale);
       }
   if (!pieces.empty()) {
     prog.add(execute(stage1));
@@ -255,10 +256,11 @@ Tensor reduce(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::size_t
 }
 
 template <simd::Reduction R>
-Tensor reduce_as(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::size_t> const& dims, std::string const& name) {
+Tensor reduce_as(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::size_t> const& dims, float scale,
+                 std::string const& name) {
   switch (t.element_type()) {
-    case ElementType::f32: return reduce<float, R>(g, prog, t, dims, name);
-    case ElementType::f16: return reduce<half, R>(g, prog, t, dims, name);
+    case ElementType::f32: return reduce<float, R>(g, prog, t, dims, scale, name);
+    case ElementType::f16: return reduce<half, R>(g, prog, t, dims, scale, name);
     default:
       throw type_error("reduce: only f32 and f16 tensors can be reduced, not " + std::string(name_of(t.element_type())));
   }
@@ -267,18 +269,24 @@ Tensor reduce_as(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::siz
 }  // namespace detail
 
 template <class T, class>
-T reduce(Graph& g, Sequence& prog, T const& t, std::vector<std::size_t> const& dims, ReduceOp op,
-         std::string const& name) {
+T scaled_reduce(Graph& g, Sequence& prog, T const& t, std::vector<std::size_t> const& dims, ReduceOp op, float scale,
+                std::string const& name) {
   g.check_tensor("reduce", t);
   switch (op) {
-    case ReduceOp::add: return detail::reduce_as<ReduceOp::add>(g, prog, t, dims, name);
-    case ReduceOp::mul: return detail::reduce_as<ReduceOp::mul>(g, prog, t, dims, name);
-    case ReduceOp::max: return detail::reduce_as<ReduceOp::max>(g, prog, t, dims, name);
-    case ReduceOp::min: return detail::reduce_as<ReduceOp::min>(g, prog, t, dims, name);
-    case ReduceOp::square_add: return detail::reduce_as<ReduceOp::square_add>(g, prog, t, dims, name);
-    case ReduceOp::log_add: return detail::reduce_as<ReduceOp::log_add>(g, prog, t, dims, name);
+    case ReduceOp::add: return detail::reduce_as<ReduceOp::add>(g, prog, t, dims, scale, name);
+    case ReduceOp::mul: return detail::reduce_as<ReduceOp::mul>(g, prog, t, dims, scale, name);
+    case ReduceOp::max: return detail::reduce_as<ReduceOp::max>(g, prog, t, dims, scale, name);
+    case ReduceOp::min: return detail::reduce_as<ReduceOp::min>(g, prog, t, dims, scale, name);
+    case ReduceOp::square_add: return detail::reduce_as<ReduceOp::square_add>(g, prog, t, dims, scale, name);
+    case ReduceOp::log_add: return detail::reduce_as<ReduceOp::log_add>(g, prog, t, dims, scale, name);
   }
   throw option_error("reduce: unknown operation");
+}
+
+template <class T, class>
+T reduce(Graph& g, Sequence& prog, T const& t, std::vector<std::size_t> const& dims, ReduceOp op,
+         std::string const& name) {
+  return scaled_reduce(g, prog, t, dims, op, 1.0f, name);
 }
 
 }  // namespace tilebsp::ops
