@@ -119,6 +119,28 @@ TEST_CASE("reduce over a transposed view: the dimension kept last is not the fas
   CHECK(e.read<float>(maxs) == std::vector<float>{49, 49, 49, -51, 49, 49});
 }
 
+TEST_CASE("scaled_reduce scales in f32 before rounding: an f16 mean whose sum overflows f16") {
+  tb::Graph g{tb::targets::tiny(4, 1 << 20)};
+  auto x = g.add_variable<tb::half>({3, 64}, "x");
+  tb::map_linearly(g, x);
+  tb::Sequence prog;
+  auto const mean = tb::ops::scaled_reduce(g, prog, x, {1}, Op::add, 1.0f / 64, "mean");  // sums up to 128000
+  auto const sum = tb::ops::reduce(g, prog, x, {1}, Op::add, "sum");
+  auto const msq = tb::ops::scaled_reduce(g, prog, x, {1}, Op::square_add, 0.5f, "half the sum of squares");
+  tb::Engine e{tb::compile(g, prog), {.host_threads = 2}};
+  std::vector<tb::half> values;
+  for (int r = 0; r < 3; ++r)
+    for (int i = 0; i < 64; ++i) values.push_back(tb::half(r == 0 ? 2000.0f : r == 1 ? -3.0f : static_cast<float>(i % 4)));
+  e.write(x, values);
+  e.run();
+  auto const m = e.read<tb::half>(mean), s = e.read<tb::half>(sum), q = e.read<tb::half>(msq);
+  CHECK(static_cast<float>(m[0]) == 2000.0f);
+  CHECK(static_cast<float>(m[1]) == -3.0f);
+  CHECK(static_cast<float>(m[2]) == 1.5f);
+  CHECK(std::isinf(static_cast<float>(s[0])));  // the unscaled sum does not fit f16
+  CHECK(static_cast<float>(q[2]) == 112.0f);    // (0 + 1 + 4 + 9) * 16 / 2
+}
+
 TEST_CASE("reductions of every tested length, including empty ones") {
   for (std::size_t n : tbt::lengths()) {
     check_reduce<float>(Op::add, {n}, {0}, -1, 1);
