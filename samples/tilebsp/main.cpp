@@ -275,10 +275,12 @@ int run(Options const& o, int argc, char** argv) {
   tb::Program const program = tb::repeat(static_cast<std::size_t>(o.batch_per_step), std::move(step));
   double const build_s = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
+  std::string const cache = o.command == "convert" ? (fs::path(o.outdir) / "executable").string() : o.executable_cache;
+  if (o.command == "convert") fs::create_directories(o.outdir);
   tb::Executable exe = tb::compile(g,
                                    {.allow_out_of_memory = true,
                                     .threads = o.host_threads,
-                                    .cache_dir = o.executable_cache,
+                                    .cache_dir = cache,
                                     .progress = samples::compile_progress("tilebsp")},
                                    program);
   samples::end_compile_progress();
@@ -293,13 +295,10 @@ int run(Options const& o, int argc, char** argv) {
               std::string(tb::ops::kernels_isa()).c_str());
   std::printf("graph built in %.2f s, %s in %.2f s; peak resident memory %.2f GB\n", build_s,
               from_cache ? "executable loaded from cache" : "compiled", compile_s, peak_gb);
-  if (o.command == "convert") {
-    fs::create_directories(o.outdir);
+  if (o.command == "convert") {  // the executable is in DIR/executable already; the model and options beside it
     fs::copy_file(o.model, fs::path(o.outdir) / "model.onnx", fs::copy_options::overwrite_existing);
     std::ofstream f(fs::path(o.outdir) / "options.txt");
     for (auto const& flag : saved_flags(argc, argv)) f << flag << "\n";
-    tb::compile(g, {.allow_out_of_memory = true, .threads = o.host_threads, .cache_dir = (fs::path(o.outdir) / "executable").string()},
-                program);
     std::printf("converted: %s (run it with: tilebsp run %s)\n", o.outdir.c_str(), o.outdir.c_str());
     std::printf("startup: build_s %.3f compile_s %.3f\n", build_s, compile_s);
     return 0;

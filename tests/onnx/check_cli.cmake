@@ -1,0 +1,53 @@
+# The `tilebsp` tool end to end on a small model (tests/fuzz/corpus/onnx_model/conv_initializers.onnx: Conv with
+# weights and bias, then Relu, symbolic batch): info, run with --inputs/--outdir, convert and run DIR (which loads
+# the executable instead of compiling), and the bad inputs it must refuse by name with exit code 1 or 2.
+# Run: cmake -DTOOL=<tilebsp> -DMODEL=<model.onnx> -DWORK_DIR=<dir> -DPYTHON=<python3 with numpy> -P check_cli.cmake
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+function(tool expect_rc pattern)
+  execute_process(COMMAND ${TOOL} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL expect_rc OR NOT "${out}${err}" MATCHES "${pattern}")
+    message(FATAL_ERROR "tilebsp ${ARGN}: exit ${rc} (expected ${expect_rc}), output:\n${out}${err}\n(expected to match: ${pattern})")
+  endif()
+  message(STATUS "tilebsp ${ARGN}: exit ${rc} as expected")
+endfunction()
+execute_process(COMMAND ${PYTHON} -c "
+import numpy as np
+np.save('${WORK_DIR}/x.npy', (np.arange(2 * 3 * 4 * 4, dtype=np.float32).reshape(2, 3, 4, 4) / 20 - 1))
+np.save('${WORK_DIR}/wrong.npy', np.zeros((2, 3, 5, 4), dtype=np.float32))
+np.save('${WORK_DIR}/ints.npy', np.zeros((2, 3, 4, 4), dtype=np.int64))
+open('${WORK_DIR}/cut.npy', 'wb').write(open('${WORK_DIR}/x.npy', 'rb').read()[:100])
+" RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "could not write the inputs with ${PYTHON}")
+endif()
+tool(0 "input: x float \\[N, 3, 4, 4\\].*Conv +1  supported.*supported: yes" info ${MODEL})
+tool(0 "written to .*throughput_items_per_s: [0-9.]+" run ${MODEL} --batch-size 2 --inputs ${WORK_DIR}/x.npy --outdir ${WORK_DIR}/out --iterations 2)
+# The outputs against plain NumPy: conv 3x3 pad 1 of the model's weights (arange / 50) and bias, then ReLU.
+execute_process(COMMAND ${PYTHON} -c "
+import numpy as np
+x = np.load('${WORK_DIR}/x.npy'); y = np.load('${WORK_DIR}/out/y.npy')
+w = np.arange(2 * 3 * 3 * 3, dtype=np.float64).reshape(2, 3, 3, 3) / 50; b = np.array([0.5, -0.5])
+p = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+ref = np.zeros((2, 2, 4, 4))
+for i in range(4):
+    for j in range(4):
+        ref[:, :, i, j] = np.einsum('nckl,ockl->no', p[:, :, i:i + 3, j:j + 3], w) + b
+ref = np.maximum(ref, 0)
+err = np.abs(y - ref).max()
+print('max error', err)
+assert y.shape == (2, 2, 4, 4) and err < 1e-5, err
+" RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "tilebsp run: y.npy differs from NumPy's result")
+endif()
+tool(0 "converted: " convert ${MODEL} --batch-size 2 --outdir ${WORK_DIR}/converted)
+tool(0 "executable loaded from cache" run ${WORK_DIR}/converted --inputs ${WORK_DIR}/x.npy --iterations 1)
+# Bad input: each refused by name, before anything is built.
+tool(1 "input 'x' is \\[2, 3, 4, 4\\] but .*wrong.npy holds \\[2, 3, 5, 4\\]" run ${MODEL} --batch-size 2 --inputs ${WORK_DIR}/wrong.npy)
+tool(1 "input 'x' is float but .*ints.npy holds int64" run ${MODEL} --batch-size 2 --inputs ${WORK_DIR}/ints.npy)
+tool(1 "cut.npy: not a valid .npy file" run ${MODEL} --batch-size 2 --inputs ${WORK_DIR}/cut.npy)
+tool(1 "not an ONNX model" run ${WORK_DIR}/x.npy)
+tool(2 "the model has no input 'nothing'" run ${MODEL} --inputs nothing=${WORK_DIR}/x.npy)
+tool(2 "--precision-mode must be FP32 or FP16" run ${MODEL} --precision-mode FP8)
+tool(2 "is not a folder written by tilebsp convert" run ${WORK_DIR}/out)
