@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 namespace tilebsp::onnx::detail {
 namespace {
@@ -31,6 +32,21 @@ std::vector<std::size_t> permuted_indices(Dims const& shape, std::vector<std::si
     src[i] = s;
   }
   return src;
+}
+
+/// A joined view (a concat of several pieces) copied once into a tensor of its own: the operators after it (maps,
+/// convolutions, matmuls) then read one strided tensor and run their host kernels, where a joined view would send
+/// them through exchanges and per-tile vertices; the copy costs what PyTorch's and ONNX Runtime's Concat costs.
+/// The copy lies in the pieces' common element order (`layout`), so a channel concat of convolution results stays
+/// channels last.
+Tensor materialised(Importer& imp, Tensor const& view, std::vector<std::size_t> const& layout) {
+  std::vector<std::size_t> inverse(layout.size());
+  for (std::size_t d = 0; d < layout.size(); ++d) inverse[layout[d]] = d;
+  Tensor const source = layout.empty() ? view : view.dimshuffle(inverse);
+  Tensor t = imp.g.add_variable(source.element_type(), source.shape(), imp.node->name + "/joined");
+  map_linearly(imp.g, t);
+  imp.prog.add(copy(source, t));
+  return layout.empty() ? t : t.dimshuffle(layout);
 }
 
 /// Value `v` with the elements at `idx` along `axis` (any order, repeats allowed).
@@ -68,8 +84,13 @@ Value select(Importer& imp, Value const& v, std::size_t axis, std::vector<std::i
   Value r;
   r.type = v.type;
   r.shape = shape;
-  r.tensor = pieces.size() == 1 ? pieces[0] : concat(pieces, axis);
-  if (pieces.size() == 1 && idx.size() > 1 && idx[1] > idx[0]) r.layout = v.layout;
+  if (pieces.size() == 1) {
+    r.tensor = pieces[0];
+    if (idx.size() > 1 && idx[1] > idx[0]) r.layout = v.layout;
+  } else {
+    r.tensor = materialised(imp, concat(pieces, axis), v.layout);
+    r.layout = v.layout;
+  }
   return r;
 }
 
@@ -130,10 +151,21 @@ Value concatenated(Importer& imp, std::vector<Value const*> const& parts, std::s
     r.constant = std::move(h);
     return r;
   }
+  // The copy's element order: the graph pieces' common layout (constants have none of their own).
   std::vector<Tensor> ts;
-  for (auto const* p : parts)
-    if (count(p->shape) > 0) ts.push_back(imp.tensor(*p));
-  r.tensor = ts.size() == 1 ? ts[0] : concat(ts, axis);
+  std::optional<std::vector<std::size_t>> common;
+  for (auto const* p : parts) {
+    if (count(p->shape) == 0) continue;
+    if (!p->constant) common = !common || *common == p->layout ? p->layout : std::vector<std::size_t>{};
+    ts.push_back(imp.tensor(*p));
+  }
+  std::vector<std::size_t> const layout = common.value_or(std::vector<std::size_t>{});
+  if (ts.size() == 1) {
+    r.tensor = ts[0];
+  } else {
+    r.tensor = materialised(imp, concat(ts, axis), layout);
+    r.layout = layout;
+  }
   return r;
 }
 
