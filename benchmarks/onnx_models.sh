@@ -2,7 +2,7 @@
 # torchvision classifiers through `tilebsp run` and ONNX Runtime, same file, same batch, same threads, one run.
 # Usage: benchmarks/onnx_models.sh BUILD_DIR ORT_DIR MODELS_DIR [MODEL ...]
 #   BUILD_DIR: a release build (its samples/tilebsp/tilebsp); ORT_DIR: ../shared/peers/onnxruntime after its
-#   `npm install` (its README); MODELS_DIR: where the models are exported (export_torchvision.py, batch 4) when
+#   `npm install` (its README); MODELS_DIR: where the models are exported (benchmarks/onnx_export.py) when
 #   missing. Environment: BATCH (4), THREADS (2), RUNS (6: ours counts all but the first, ORT's after 2 warm-ups).
 # Prints per model: our items/s, ONNX Runtime's, the ratio, startup (our build + compile, ORT's session
 # creation), and the largest difference from PyTorch's outputs as a fraction of PyTorch's largest |output|.
@@ -17,7 +17,7 @@ mkdir -p "$models"
 printf "%-18s %10s %10s %7s %12s %10s %12s\n" model "ours/s" "ort/s" ratio "startup s" "ort s" "err vs torch"
 for m in "${list[@]}"; do
   if [ ! -f "$models/$m.onnx" ]; then
-    /usr/bin/python3 "$ort/export_torchvision.py" "$m" "$models" --batch "$batch" > /dev/null 2>&1
+    /usr/bin/python3 "$(dirname "$0")/onnx_export.py" "$m" "$models" --batch "$batch" > /dev/null 2>&1
   fi
   ours=$("$tool" run "$models/$m.onnx" --batch-size "$batch" --inputs "$models/$m.input.npy" --outdir "$models/out_$m" \
          --iterations "$runs" --host-threads "$threads" 2>&1) || { echo "$m: tilebsp failed: $ours" | tail -3; continue; }
