@@ -98,10 +98,34 @@ std::int64_t out_size(Window const& w, Dims const& field, std::size_t d) {
   return (field[d] + w.lower[d] + w.upper[d] - k) / w.stride[d] + 1;
 }
 
+/// The activation a convolution's bias map applies on the way: what a ReLU, a Clip with known bounds (ReLU6) or a
+/// SiLU (x * Sigmoid(x), EfficientNet's) that alone reads the convolution would do in a pass of its own.
+struct Epilogue {
+  enum class Kind { none, relu, clip, silu } kind = Kind::none;
+  double lo = 0, hi = 0;
+};
+
+/// y = act(y + bias) (or act(y) without a bias) in place, in one map over the channels-last result.
+template <class T, class... B>
+void epilogue(Importer& imp, Tensor const& y, Epilogue const& e, B const&... bias) {
+  auto const run = [&](auto const& v) {
+    switch (e.kind) {
+      case Epilogue::Kind::none: ops::map_in_place<T, as<T, B>...>(imp.g, imp.prog, v, y, bias...); break;
+      case Epilogue::Kind::relu: ops::map_in_place<T, as<T, B>...>(imp.g, imp.prog, relu(v), y, bias...); break;
+      case Epilogue::Kind::clip:
+        ops::map_in_place<T, as<T, B>...>(imp.g, imp.prog, min(max(v, constant(e.lo)), constant(e.hi)), y, bias...);
+        break;
+      case Epilogue::Kind::silu: ops::map_in_place<T, as<T, B>...>(imp.g, imp.prog, v * sigmoid(v), y, bias...); break;
+    }
+  };
+  if constexpr (sizeof...(B) > 0) run(_1 + _2);
+  else if (e.kind != Epilogue::Kind::none) run(_1);
+}
+
 /// The convolution of logical (channels-first) `x` with tilebsp weights [G, k..., Ci, Co] and a per-channel
-/// bias (empty: none); `relu` fuses a ReLU. Returns the channels-first view of the channels-last result.
+/// bias (empty: none), then `act`. Returns the channels-first view of the channels-last result.
 Value convolve(Importer& imp, Value const& x, Window const& w, std::int64_t groups, std::int64_t out_channels,
-               std::vector<float> const& weights, std::vector<float> bias, bool relu_after, std::string const& name) {
+               std::vector<float> const& weights, std::vector<float> bias, Epilogue const& act, std::string const& name) {
   std::size_t const rank = x.shape.size();
   Dims const field(x.shape.begin() + 2, x.shape.end());
   ConvParams p;
@@ -120,19 +144,15 @@ Value convolve(Importer& imp, Value const& x, Window const& w, std::int64_t grou
   Tensor const wt = host_tensor(imp, wshape, weights);
   Tensor const in = imp.tensor(x).dimshuffle(to_last(rank));
   Tensor y = ops::conv(imp.g, imp.prog, in, wt, p, imp.conv_options(), name);
+  bool const half_type = y.element_type() == ElementType::f16;
   if (!bias.empty()) {
     auto const channels = static_cast<std::int64_t>(bias.size());
     Tensor const b = host_tensor(imp, {channels}, std::move(bias));  // the map broadcasts it over the positions
-    if (y.element_type() == ElementType::f16) {
-      if (relu_after) ops::map_in_place<half, half>(imp.g, imp.prog, relu(_1 + _2), y, b);
-      else ops::map_in_place<half, half>(imp.g, imp.prog, _1 + _2, y, b);
-    } else {
-      if (relu_after) ops::map_in_place<float, float>(imp.g, imp.prog, relu(_1 + _2), y, b);
-      else ops::map_in_place<float, float>(imp.g, imp.prog, _1 + _2, y, b);
-    }
-  } else if (relu_after) {
-    if (y.element_type() == ElementType::f16) ops::map_in_place<half>(imp.g, imp.prog, relu(_1), y);
-    else ops::map_in_place<float>(imp.g, imp.prog, relu(_1), y);
+    if (half_type) epilogue<half>(imp, y, act, b);
+    else epilogue<float>(imp, y, act, b);
+  } else {
+    if (half_type) epilogue<half>(imp, y, act);
+    else epilogue<float>(imp, y, act);
   }
   Value r;
   r.type = x.type;
@@ -140,6 +160,50 @@ Value convolve(Importer& imp, Value const& x, Window const& w, std::int64_t grou
   r.tensor = y.dimshuffle(r.layout);
   for (auto d : r.tensor.shape()) r.shape.push_back(static_cast<std::int64_t>(d));
   return r;
+}
+
+/// The activation that alone reads `value` (Relu; Clip with known bounds; Sigmoid whose result only a Mul by
+/// `value` reads, that Mul being the only other reader of `value`: SiLU), marked fused, with `value` renamed to
+/// the activation's result. None when there is no such node.
+Epilogue fuse_activation(Importer& imp, std::string& value) {
+  auto const it = imp.consumers.find(value);
+  if (it == imp.consumers.end() || imp.graph_outputs.contains(value)) return {};
+  auto const& readers = it->second;
+  if (readers.size() == 1 && readers[0]->op_type == "Relu") {
+    imp.fused.insert(readers[0]);
+    value = readers[0]->outputs[0];
+    return {Epilogue::Kind::relu};
+  }
+  if (readers.size() == 1 && readers[0]->op_type == "Clip" && readers[0]->outputs.size() == 1) {
+    Node const& c = *readers[0];
+    auto known = [&](std::size_t i) -> HostTensor const* {
+      if (i >= c.inputs.size() || c.inputs[i].empty()) return nullptr;
+      auto v = imp.values.find(c.inputs[i]);
+      return v != imp.values.end() && v->second.constant && v->second.constant->size() == 1 ? &*v->second.constant : nullptr;
+    };
+    HostTensor const *lo = known(1), *hi = known(2);
+    if (lo && hi && c.attributes.empty()) {
+      imp.fused.insert(readers[0]);
+      value = c.outputs[0];
+      return {Epilogue::Kind::clip, lo->value(0), hi->value(0)};
+    }
+  }
+  if (readers.size() == 2) {
+    for (int s = 0; s < 2; ++s) {
+      Node const* sig = readers[static_cast<std::size_t>(s)];
+      Node const* mul = readers[static_cast<std::size_t>(1 - s)];
+      if (sig->op_type != "Sigmoid" || mul->op_type != "Mul" || sig->outputs.size() != 1) continue;
+      if (imp.sole_consumer(sig->outputs[0]) != mul || mul->inputs.size() != 2) continue;
+      bool const pair = (mul->inputs[0] == value && mul->inputs[1] == sig->outputs[0]) ||
+                        (mul->inputs[1] == value && mul->inputs[0] == sig->outputs[0]);
+      if (!pair) continue;
+      imp.fused.insert(sig);
+      imp.fused.insert(mul);
+      value = mul->outputs[0];
+      return {Epilogue::Kind::silu};
+    }
+  }
+  return {};
 }
 
 void conv(Importer& imp, Node const& n) {
@@ -199,14 +263,8 @@ void conv(Importer& imp, Node const& n) {
         std::size_t const dst = ((static_cast<std::size_t>(g) * K + k) * static_cast<std::size_t>(Ci) + static_cast<std::size_t>(c)) * static_cast<std::size_t>(Co) + static_cast<std::size_t>(o);
         wt[dst] = static_cast<float>(W.floats[(static_cast<std::size_t>(m * Ci + c)) * K + k] * scale[static_cast<std::size_t>(m)]);
       }
-  // A ReLU that alone reads the result joins the bias map.
-  Node const* after = imp.sole_consumer(out_name);
-  bool const relu_after = after && after->op_type == "Relu";
-  if (relu_after) {
-    imp.fused.insert(after);
-    out_name = after->outputs[0];
-  }
-  Value y = convolve(imp, x, w, G, M, wt, std::move(bias), relu_after, n.name);
+  Epilogue const act = fuse_activation(imp, out_name);
+  Value y = convolve(imp, x, w, G, M, wt, std::move(bias), act, n.name);
   imp.values[out_name] = std::move(y);
 }
 
@@ -310,7 +368,7 @@ void average_pool(Importer& imp, Node const& n) {
     }
     divisor[i] = static_cast<float>(1.0 / cnt);
   }
-  Value y = convolve(imp, x, w, C, C, std::vector<float>(static_cast<std::size_t>(C) * K, 1.0f), {}, false, n.name);
+  Value y = convolve(imp, x, w, C, C, std::vector<float>(static_cast<std::size_t>(C) * K, 1.0f), {}, {}, n.name);
   Value d;
   d.type = x.type;
   d.shape = out;
