@@ -209,9 +209,11 @@ int info(Options const& o) {
     tb::Sequence prog;
     onnx::ImportOptions io = o.import;
     if (io.batch_size == 0) io.batch_size = 1;
-    onnx::import(g, prog, m, io);
+    onnx::Imported const imp = onnx::import(g, prog, m, io);
     tb::Executable const exe = tb::compile(g, {.allow_out_of_memory = true}, prog);
-    std::printf("estimated cycles per batch of %lld: %llu\n", static_cast<long long>(io.batch_size),
+    std::printf("multiply-adds per item: %.4g (convolutions and matrix products)\n",
+                imp.multiply_adds / static_cast<double>(io.batch_size));
+    std::printf("estimated IPU cycles per batch of %lld: %llu\n", static_cast<long long>(io.batch_size),
                 static_cast<unsigned long long>(exe.estimated_cycles(0)));
   }
   std::printf("supported: %s\n", missing == 0 ? "yes" : "no");
@@ -287,8 +289,9 @@ int run(Options const& o, int argc, char** argv) {
   double const compile_s = seconds_since(t0);
   bool const from_cache = exe.loaded_from_cache();
   double const peak_gb = samples::peak_resident_bytes() / 1e9;
-  std::printf("model: %s, opset %lld, %zu parameters, %zu nodes\n", o.model.c_str(), static_cast<long long>(m.opset()),
-              m.parameter_count(), m.nodes().size());
+  std::printf("model: %s, opset %lld, %zu parameters, %zu nodes, %.3g GMAC per item\n", o.model.c_str(),
+              static_cast<long long>(m.opset()), m.parameter_count(), m.nodes().size(),
+              imp.multiply_adds / 1e9 / static_cast<double>(io.batch_size > 0 ? io.batch_size : 1));
   std::printf("target %zu x IPU Mk2 (%zu tiles), batch %lld, %s, conv AMP %.2f, matmul AMP %.2f, %s kernels\n",
               o.num_ipus, g.num_tiles(), static_cast<long long>(io.batch_size),
               io.precision == onnx::Precision::fp16 ? "FP16" : "FP32", io.conv_amp, io.matmul_amp,

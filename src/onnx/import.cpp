@@ -371,6 +371,7 @@ Imported import(Graph& g, Sequence& prog, Model const& model, ImportOptions cons
     Tensor t = imp.tensor(it->second);
     r.outputs.push_back({vi.name, it->second.type, t});
   }
+  r.multiply_adds = imp.multiply_adds;
   prog.add(std::move(body));
   return r;
 }

@@ -63,6 +63,8 @@ class Importer {
   /// The nodes that read each value, and the graph outputs: what a fusion may absorb.
   std::map<std::string, std::vector<Node const*>> consumers;
   std::set<std::string> graph_outputs;
+  /// Multiply-adds of the convolutions and matrix products built so far.
+  double multiply_adds = 0;
   /// Nodes already built into an earlier node (a batch norm folded into its convolution, a ReLU into its map).
   std::set<Node const*> fused;
   /// The single node reading `value` when nothing else (no other node, no graph output) does.

@@ -144,6 +144,8 @@ Value convolve(Importer& imp, Value const& x, Window const& w, std::int64_t grou
   Tensor const wt = host_tensor(imp, wshape, weights);
   Tensor const in = imp.tensor(x).dimshuffle(to_last(rank));
   Tensor y = ops::conv(imp.g, imp.prog, in, wt, p, imp.conv_options(), name);
+  imp.multiply_adds += static_cast<double>(y.num_elements()) * static_cast<double>(p.input_channels) *
+                       static_cast<double>(count(w.kernel));
   bool const half_type = y.element_type() == ElementType::f16;
   if (!bias.empty()) {
     auto const channels = static_cast<std::int64_t>(bias.size());
@@ -534,6 +536,7 @@ Value matmul_values(Importer& imp, Value const& a0, Value const& b0) {
     shape.push_back(static_cast<std::size_t>(M)), shape.push_back(static_cast<std::size_t>(N));
     y = y.reshape(shape);
   }
+  imp.multiply_adds += static_cast<double>(count(batch)) * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   Dims out = batch;
   if (!a_vec) out.push_back(M);
   if (!b_vec) out.push_back(N);

@@ -21,7 +21,7 @@ open('${WORK_DIR}/cut.npy', 'wb').write(open('${WORK_DIR}/x.npy', 'rb').read()[:
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "could not write the inputs with ${PYTHON}")
 endif()
-tool(0 "input: x float \\[N, 3, 4, 4\\].*Conv +1  supported.*supported: yes" info ${MODEL})
+tool(0 "input: x float \\[N, 3, 4, 4\\].*Conv +1  supported.*multiply-adds per item: 864 .*supported: yes" info ${MODEL})
 tool(0 "written to .*throughput_items_per_s: [0-9.]+" run ${MODEL} --batch-size 2 --inputs ${WORK_DIR}/x.npy --outdir ${WORK_DIR}/out --iterations 2)
 # The outputs against plain NumPy: conv 3x3 pad 1 of the model's weights (arange / 50) and bias, then ReLU.
 execute_process(COMMAND ${PYTHON} -c "

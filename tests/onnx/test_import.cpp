@@ -185,6 +185,12 @@ TEST_CASE("a small CNN (Conv + BatchNormalization + Relu + MaxPool + GlobalAvera
   }
   to::ImportOptions opts;
   opts.batch_size = 2;
+  {
+    tb::Graph g{tb::targets::tiny(8, 1 << 20)};
+    tb::Sequence prog;
+    // The convolution's 2 x 4 x 6 x 6 outputs of 3 x 9 products each, and the 2 x 5 x 4 of the Gemm.
+    CHECK(to::import(g, prog, m, opts).multiply_adds == 2 * 4 * 36 * 27 + 2 * 5 * 4);
+  }
   to::HostTensor const y = run(m, {x}, 0, opts);
   REQUIRE(y.shape == std::vector<std::int64_t>{2, 5});
   for (std::size_t i = 0; i < want.size(); ++i) CHECK(y.floats[i] == doctest::Approx(want[i]).epsilon(1e-5));

@@ -45,6 +45,9 @@ struct ImportedValue {
 struct Imported {
   std::vector<ImportedValue> inputs;
   std::vector<ImportedValue> outputs;
+  /// Multiply-adds of one run of the imported step: its convolutions (padding's products included, as a dense
+  /// convolution counts them) and matrix products.
+  double multiply_adds = 0;
 };
 
 /// Builds `model` into `g`, appending its step to `prog`. Throws shape_error for a symbolic dimension that
