@@ -375,8 +375,8 @@ TEST_CASE(".npy files: written and read back; bad files are model_errors naming 
 
 namespace {
 /// docs/13-onnx.md's example: a model file run on a modelled IPU.
-to::HostTensor documented_example(std::string const& path, to::HostTensor const& images) {
-  // [onnx-example]
+// [onnx-example]
+tilebsp::onnx::HostTensor run_model(std::string const& path, tilebsp::onnx::HostTensor const& images) {
   tilebsp::onnx::Model const model = tilebsp::onnx::Model::load(path);  // read, checked, upgraded to opset 13+
   tilebsp::Graph g{tilebsp::targets::ipu_mk2()};
   tilebsp::Sequence prog;
@@ -387,8 +387,8 @@ to::HostTensor documented_example(std::string const& path, to::HostTensor const&
   tilebsp::onnx::write(engine, net.inputs[0], images);  // a HostTensor: e.g. tilebsp::onnx::load_npy("x.npy")
   engine.run();
   return tilebsp::onnx::read(engine, net.outputs[0]);
-  // [onnx-example]
 }
+// [onnx-example]
 }  // namespace
 
 TEST_CASE("docs/13's example runs a model file") {
@@ -401,7 +401,7 @@ TEST_CASE("docs/13's example runs a model file") {
   fs::path const path = fs::temp_directory_path() / "tilebsp_docs_example.onnx";
   std::ofstream(path.string(), std::ios::binary) << b.bytes();
   to::HostTensor const x{to::DataType::float32, {3, 2, 3, 3}, ramp(54, 0.3f, 0.1f), {}};
-  to::HostTensor const y = documented_example(path.string(), x);
+  to::HostTensor const y = run_model(path.string(), x);
   REQUIRE(y.shape == std::vector<std::int64_t>{3, 1, 3, 3});
   for (std::size_t n = 0; n < 3; ++n)
     for (std::size_t p = 0; p < 9; ++p) {

@@ -12,6 +12,10 @@
 #include <string_view>
 #include <vector>
 
+namespace tilebsp::onnx::detail {
+struct ModelData;  ///< the importer's form of a model (src/onnx/ir.hpp)
+}
+
 namespace tilebsp::onnx {
 
 /// One dimension of a graph input or output: a size, or a symbolic name (`param`) with value -1.
@@ -33,10 +37,6 @@ struct NodeInfo {
   std::string op_type;
   std::string domain;  ///< "" for the default ONNX domain
 };
-
-namespace detail {
-struct ModelData;
-}
 
 /// The opsets the importer takes: models of opset 13 to 17; opsets 7 to 12 are upgraded to 13 by ONNX's version
 /// converter, older ones are refused by number.
