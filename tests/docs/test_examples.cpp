@@ -218,6 +218,32 @@ TEST_CASE("conv example") {
   CHECK(w[4 * 4 * 4 + 0] == 1.0f - 0.5f * 72);  // centre tap: 2 images x 36 positions
 }
 
+// [code-example]
+/// An activation chosen when the program runs: one interpreted map (an expr::Code), no kernel compiled for it.
+tb::Tensor activation(tb::Graph& g, tb::Sequence& prog, tb::Tensor const& x, std::string const& name) {
+  using namespace tb::expr;
+  Code const code = name == "relu"       ? Code{relu(_1)}
+                    : name == "hardswish" ? Code{_1 * max(min(_1 * constant(1.0 / 6) + 0.5, 1.0), 0.0)}
+                                          : Code{_1 * sigmoid(_1)};  // silu
+  return tb::ops::map(g, prog, code, x);
+}
+// [code-example]
+
+TEST_CASE("code example") {
+  tb::Graph g{tb::targets::tiny(2)};
+  tb::Sequence prog;
+  auto x = g.add_variable<float>({4}, "x");
+  tb::map_linearly(g, x);
+  auto const r = activation(g, prog, x, "relu"), h = activation(g, prog, x, "hardswish");
+  tb::Engine e{tb::compile(g, prog)};
+  e.write(x, std::vector<float>{-4, -1, 0, 2});
+  e.run();
+  CHECK(e.read<float>(r) == std::vector<float>{0, 0, 0, 2});
+  auto const hv = e.read<float>(h);
+  CHECK(hv[0] == 0.0f);
+  CHECK(hv[3] == doctest::Approx(2.0 * (2.0 / 6 + 0.5)));
+}
+
 // [loss-example]
 /// The loss of a batch of logits against integer labels, with the gradient of the mean loss.
 tb::ops::SoftmaxCrossEntropy classify(tb::Graph& g, tb::Sequence& prog, tb::Tensor const& logits,

@@ -5,6 +5,7 @@
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/core/mapping.hpp>
+#include <tilebsp/expr/code.hpp>
 #include <tilebsp/expr/eval.hpp>
 #include <tilebsp/expr/expr.hpp>
 #include <tilebsp/ops/detail/host_work.hpp>
@@ -120,7 +121,7 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
                        "support (use an i32 or u32 tensor)");
     if constexpr (sizeof...(Named) > 0) {
       constexpr std::array<VT, N> named{Named...};
-      if (rt[k] != named[k])
+      if (named[k] != VT::any && rt[k] != named[k])
         throw type_error(std::string(op) + ": operand _" + std::to_string(k + 1) + " is " + expr::detail::name_of(rt[k]) +
                          " but the call names " + expr::detail::name_of(named[k]) + " for it (" + op + "<T...>)");
     }
@@ -133,7 +134,7 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
   if (mode != Mode::new_output && out.shape() != shape)
     throw shape_error(std::string(op) + ": the output " + to_string(out.shape()) + " would have to be broadcast to " +
                       to_string(shape) + (mode == Mode::in_place ? "; a broadcast tensor cannot be written in place" : ""));
-  expr::detail::Inferred const inferred = E::infer(types);
+  expr::detail::Inferred const inferred = expr::infer_of(e, types);
   if (inferred.type == VT::error) throw type_error(std::string(op) + ": " + expr::detail::describe(inferred));
   VT result = inferred.type == VT::weak || inferred.type == VT::any ? VT::f32 : inferred.type;
   if (mode != Mode::new_output) {
@@ -241,7 +242,9 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
   };
   auto leaf = [&]<Types In>() {
     constexpr VT R = E::infer(In).type;
-    if constexpr (R == VT::weak || R == VT::any) {
+    if constexpr (expr::is_interpreted<E>) {
+      leaf_out.template operator()<In, VT::any>();  // the types are the program's: one instance for all
+    } else if constexpr (R == VT::weak || R == VT::any) {
       auto with_inputs = [&]<VT Out>() { leaf_out.template operator()<In, Out>(); };
       dispatch_out(result, with_inputs);
     } else {
@@ -263,7 +266,59 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
 template <class... T>
 concept Tensors = (std::same_as<std::remove_cvref_t<T>, Tensor> && ...);
 
+template <std::size_t, VT T>
+inline constexpr VT same_type = T;
+
+/// The interpreted map over N operands: one instance per N, whatever the operand and output types (VT::any).
+template <std::size_t N>
+Tensor map_program(Graph& g, Sequence& prog, expr::Program const& p, std::vector<Tensor> const& v) {
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return detail::map<expr::Interpreted, N, same_type<I, VT::any>...>(g, prog, expr::Interpreted{p},
+                                                                       std::array<Tensor, N>{v[I]...}, Tensor{},
+                                                                       Mode::new_output, "map");
+  }(std::make_index_sequence<N>{});
+}
+
 }  // namespace detail
+
+/// expr (an expr::Code) applied elementwise to 1 to 8 operands, as map with an expression template, by the
+/// interpreter compiled once (expr/program.hpp; in tilebsp::compiled, once per instruction set) instead of a kernel
+/// compiled for the expression and its operand types. Throws as map does (index_error, shape_error, type_error),
+/// and option_error for an empty expression or one beyond 64 operations, 32 constants or 24 values at once.
+template <class T, class = detail::only<T, Tensor>>
+T map_interpreted(Graph& g, Sequence& prog, expr::Code const& code, std::vector<T> const& operands) {
+  using expr::VT;
+  std::size_t const n = operands.size();
+  if (code.empty()) throw option_error("map: the expression (an expr::Code) is empty");
+  if (n == 0 || n > expr::max_operands)
+    throw option_error("map: an interpreted map takes 1 to 8 tensors, got " + std::to_string(n));
+  if (code.max_index() > n)
+    throw index_error("map: the expression uses _" + std::to_string(code.max_index()) + " but only " +
+                      std::to_string(n) + " tensor" + (n == 1 ? " was" : "s were") + " given");
+  expr::Types types{};
+  types.fill(VT::any);
+  for (std::size_t k = 0; k < n; ++k) {
+    g.check_tensor("map", operands[k]);
+    types[k] = expr::detail::vt_of(operands[k].element_type());
+    if (types[k] == VT::error)
+      throw type_error("map: operand _" + std::to_string(k + 1) + " is u8, which expressions do not support (use an "
+                       "i32 or u32 tensor)");
+  }
+  expr::detail::Lowering lowering(code, types);
+  expr::detail::Inferred const r = lowering.result();
+  if (r.type == VT::error) throw type_error("map: " + expr::detail::describe(r));
+  expr::Program const p = lowering.lower(r.type == VT::weak || r.type == VT::any ? VT::f32 : r.type);
+  switch (n) {
+    case 1: return detail::map_program<1>(g, prog, p, operands);
+    case 2: return detail::map_program<2>(g, prog, p, operands);
+    case 3: return detail::map_program<3>(g, prog, p, operands);
+    case 4: return detail::map_program<4>(g, prog, p, operands);
+    case 5: return detail::map_program<5>(g, prog, p, operands);
+    case 6: return detail::map_program<6>(g, prog, p, operands);
+    case 7: return detail::map_program<7>(g, prog, p, operands);
+    default: return detail::map_program<8>(g, prog, p, operands);
+  }
+}
 
 /// A new tensor holding expr applied elementwise to the operands (NumPy broadcasting), mapped like the largest
 /// operand of the output's shape. Appends any exchanges and one compute set to `prog`.
@@ -277,6 +332,12 @@ template <class... Named, expr::ExprLike E, class... T>
 Tensor map(Graph& g, Sequence& prog, E const& e, T const&... operands) {
   return detail::map<E, sizeof...(T), detail::named_type<Named>...>(g, prog, e, {operands...}, Tensor{},
                                                                            detail::Mode::new_output, "map");
+}
+/// The interpreted map of an expr::Code over the operands (map_interpreted).
+template <class... T>
+  requires(detail::Tensors<T...> && sizeof...(T) > 0)
+Tensor map(Graph& g, Sequence& prog, expr::Code const& code, T const&... operands) {
+  return map_interpreted(g, prog, code, std::vector<Tensor>{operands...});
 }
 /// Writes expr into the first operand, which must already have the broadcast shape.
 template <class... Named, expr::ExprLike E, class... T>
@@ -337,7 +398,8 @@ T cast(Graph& g, Sequence& prog, T const& t, ElementType type) {
   X(Tensor, relu, (Graph&, Sequence&, Tensor const&))                            \
   X(void, scaled_add, (Graph&, Sequence&, Tensor const&, Tensor const&, double)) \
   X(void, fill, (Graph&, Sequence&, Tensor const&, double))                      \
-  X(Tensor, cast, (Graph&, Sequence&, Tensor const&, ElementType))
+  X(Tensor, cast, (Graph&, Sequence&, Tensor const&, ElementType))                \
+  X(Tensor, map_interpreted, (Graph&, Sequence&, expr::Code const&, std::vector<Tensor> const&))
 TILEBSP_DECLARE_INSTANCES(TILEBSP_OPS_MAP_INSTANCES)
 }  // namespace ops
 }  // namespace tilebsp

@@ -78,12 +78,13 @@ void connect_field(Graph const& g, std::string_view vertex, std::string_view nam
     ++c.count;
   };
   if constexpr (is_tensor_field_v<F>) {
-    c.type = element_type_v<typename F::value_type>;
     c.rank = static_cast<std::uint8_t>(view_rank_v<F>);
     auto&& t = [&]() -> auto&& {
       if constexpr (std::is_same_v<std::remove_cvref_t<decltype(arg)>, Fetch>) return (arg.tensor);
       else return (arg);
     }();
+    if constexpr (is_any_field_v<F>) c.type = t.element_type();  // the tensor's, whatever it is
+    else c.type = element_type_v<typename F::value_type>;
     if constexpr (std::is_same_v<std::remove_cvref_t<decltype(arg)>, Fetch>) c.fetched = true;
     check(t);
     if (c.rank != 0 && t.rank() != c.rank)

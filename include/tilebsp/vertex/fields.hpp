@@ -107,6 +107,17 @@ class output_view : public vertex::detail::view_field<T, T*, core::detail::Field
 template <ElementLike T, std::size_t R = 2>
 class inout_view : public vertex::detail::view_field<T, T*, core::detail::FieldKind::inout, R> {};
 
+/// Elements of whatever type the connected tensor holds, seen as raw memory (data() points at element 0; sizes,
+/// shapes and strides count elements): for vertices that take their operands' types as data rather than as template
+/// arguments, as ops::map's interpreter does. The graph records each connection's element type, and exchanges,
+/// gathers and the memory report use it as for typed fields; the vertex must read the memory as that type.
+class input_any : public vertex::detail::span_field<std::byte, std::byte const*, core::detail::FieldKind::input> {};
+class output_any : public vertex::detail::span_field<std::byte, std::byte*, core::detail::FieldKind::output> {};
+template <std::size_t R = 2>
+class input_view_any : public vertex::detail::view_field<std::byte, std::byte const*, core::detail::FieldKind::input, R> {};
+template <std::size_t R = 2>
+class output_view_any : public vertex::detail::view_field<std::byte, std::byte*, core::detail::FieldKind::output, R> {};
+
 /// A connection for an input field to data that may live on other tiles: compile() models the exchange that
 /// brings it to the vertex's tile before the compute set (cycles, and the received bytes as temporary memory of
 /// that tile), while on the host the vertex reads the data where it is. Correct because no vertex of the same
@@ -184,7 +195,21 @@ template <class T> inline constexpr bool is_field_v<param<T>> = true;
 template <class T, std::size_t R> inline constexpr bool is_field_v<input_view<T, R>> = true;
 template <class T, std::size_t R> inline constexpr bool is_field_v<output_view<T, R>> = true;
 template <class T, std::size_t R> inline constexpr bool is_field_v<inout_view<T, R>> = true;
+template <> inline constexpr bool is_field_v<input_any> = true;
+template <> inline constexpr bool is_field_v<output_any> = true;
+template <std::size_t R> inline constexpr bool is_field_v<input_view_any<R>> = true;
+template <std::size_t R> inline constexpr bool is_field_v<output_view_any<R>> = true;
 template <class F> inline constexpr bool is_tensor_field_v = false;
+template <> inline constexpr bool is_tensor_field_v<input_any> = true;
+template <> inline constexpr bool is_tensor_field_v<output_any> = true;
+template <std::size_t R> inline constexpr bool is_tensor_field_v<input_view_any<R>> = true;
+template <std::size_t R> inline constexpr bool is_tensor_field_v<output_view_any<R>> = true;
+/// Fields whose element type is the connected tensor's (input_any and friends).
+template <class F> inline constexpr bool is_any_field_v = false;
+template <> inline constexpr bool is_any_field_v<input_any> = true;
+template <> inline constexpr bool is_any_field_v<output_any> = true;
+template <std::size_t R> inline constexpr bool is_any_field_v<input_view_any<R>> = true;
+template <std::size_t R> inline constexpr bool is_any_field_v<output_view_any<R>> = true;
 template <class T> inline constexpr bool is_tensor_field_v<input<T>> = true;
 template <class T> inline constexpr bool is_tensor_field_v<output<T>> = true;
 template <class T> inline constexpr bool is_tensor_field_v<inout<T>> = true;
@@ -196,6 +221,8 @@ template <class F> inline constexpr std::size_t view_rank_v = 0;
 template <class T, std::size_t R> inline constexpr std::size_t view_rank_v<input_view<T, R>> = R;
 template <class T, std::size_t R> inline constexpr std::size_t view_rank_v<output_view<T, R>> = R;
 template <class T, std::size_t R> inline constexpr std::size_t view_rank_v<inout_view<T, R>> = R;
+template <std::size_t R> inline constexpr std::size_t view_rank_v<input_view_any<R>> = R;
+template <std::size_t R> inline constexpr std::size_t view_rank_v<output_view_any<R>> = R;
 template <class F> inline constexpr bool is_list_field_v = false;
 template <class T> inline constexpr bool is_list_field_v<input_list<T>> = true;
 template <class F> inline constexpr bool is_param_field_v = false;

@@ -5,6 +5,7 @@
 #include <tilebsp/core/tensor.hpp>
 #include <tilebsp/expr/eval.hpp>
 #include <tilebsp/expr/expr.hpp>
+#include <tilebsp/expr/program.hpp>
 #include <tilebsp/ops/detail/host_work.hpp>
 #include <tilebsp/program/host_path.hpp>
 
@@ -43,6 +44,9 @@ class MapHostKernel {
     auto const o = out.affine();
     if (!o || st->total == 0) return;
     st->var[N] = o->var, st->start[N] = o->start, st->strides[N] = o->strides;
+    // Element widths: the types' (an interpreted map's, VT::any, are its tensors').
+    for (std::size_t k = 0; k < N; ++k) st->width[k] = In[k] == VT::any ? size_of(ins[k].element_type()) : expr::detail::width(In[k]);
+    st->width[N] = Out == VT::any ? size_of(out.element_type()) : expr::detail::width(Out);
     for (std::size_t k = 0; k < N; ++k) {
       auto const a = (scalars >> k & 1u ? ins[k].flatten().broadcast({1}) : ins[k].broadcast(shape)).affine();
       if (!a) return;
@@ -88,6 +92,7 @@ class MapHostKernel {
     std::array<std::uint32_t, N + 1> var{};
     std::array<std::int64_t, N + 1> start{};
     std::array<std::vector<std::int64_t>, N + 1> strides;
+    std::array<std::size_t, N + 1> width{};
 
     std::array<std::byte*, N + 1> bind(HostBinding const& at) const {
       std::array<std::byte*, N + 1> base{};
@@ -113,9 +118,9 @@ class MapHostKernel {
         o.scalar = scalars | segment_scalars;
         for (std::size_t k = 0; k < N; ++k) {
           std::int64_t const at = off[k] + (o.scalar >> k & 1u ? 0 : static_cast<std::int64_t>(in_seg));
-          o.ptr[k] = base[k] + at * static_cast<std::int64_t>(expr::detail::width(In[k]));
+          o.ptr[k] = base[k] + at * static_cast<std::int64_t>(width[k]);
         }
-        auto* dst = base[N] + (off[N] + static_cast<std::int64_t>(in_seg)) * static_cast<std::int64_t>(expr::detail::width(Out));
+        auto* dst = base[N] + (off[N] + static_cast<std::int64_t>(in_seg)) * static_cast<std::int64_t>(width[N]);
         expr::evaluate<In, Out>(e, o, N, dst, n, stream);
         i += n;
       }

@@ -4,6 +4,7 @@
 
 #include <tilebsp/expr/eval.hpp>
 #include <tilebsp/expr/expr.hpp>
+#include <tilebsp/expr/program.hpp>
 #include <tilebsp/vertex/add_vertex.hpp>
 
 #include <boost/hana/pair.hpp>
@@ -86,7 +87,74 @@ struct MapVertex {
   /// 64-bit vectors (2 f32 or 4 f16 lanes), or of the rows, one cycle per node and vector, plus 20 of setup; a row
   /// costs 6 more cycles (loading its pointers and count: our assumption, as for the setup).
   std::uint64_t cycle_estimate() const {
-    std::uint64_t const w = Out == VT::f16 ? 4 : 2, nodes = std::max<std::uint64_t>(1, E::nodes);
+    std::uint64_t const w = Out == VT::f16 ? 4 : 2, nodes = std::max<std::uint64_t>(1, expr::node_count(e.get()));
+    std::uint64_t const k = std::max<std::uint64_t>(1, workers);
+    if constexpr (Rows) return k * (20 + (out.dim(0) + k - 1) / k * (6 + (out.dim(1) + w - 1) / w * nodes));
+    else return k * (20 + ((out.size() + w - 1) / w + k - 1) / k * nodes);
+  }
+};
+
+/// The vertex of an interpreted map (an expr::Code): its operands and output are fields of any element type, and
+/// the program carries their types, so one vertex type serves every combination of types (per operand count).
+template <Types In, VT Out, std::size_t N, bool Rows>
+struct MapVertex<expr::Interpreted, In, Out, N, Rows> {
+  static constexpr bool supervisor = true;
+  using In_t = std::conditional_t<Rows, input_view_any<2>, input_any>;
+  template <std::size_t>
+  using In_i = In_t;
+  template <std::size_t... I>
+  static auto make_inputs(std::index_sequence<I...>) -> std::tuple<In_i<I>...>;
+  using Inputs = decltype(make_inputs(std::make_index_sequence<N>{}));
+
+  Inputs ins;
+  std::conditional_t<Rows, output_view_any<2>, output_any> out;
+  param<std::uint32_t> scalars;
+  param<bool> stream;
+  param<std::uint32_t> workers;
+  param<expr::Interpreted> e;
+
+  struct hana_accessors_impl {
+    template <std::size_t... I>
+    static constexpr auto apply(std::index_sequence<I...>) {
+      namespace hana = boost::hana;
+      return hana::make_tuple(
+          hana::make_pair(hana::string_c<'i', 'n', static_cast<char>('0' + I)>,
+                          [](auto&& v) -> decltype(auto) { return std::get<I>(v.ins); })...,
+          hana::make_pair(BOOST_HANA_STRING("out"), [](auto&& v) -> decltype(auto) { return (v.out); }),
+          hana::make_pair(BOOST_HANA_STRING("scalars"), [](auto&& v) -> decltype(auto) { return (v.scalars); }),
+          hana::make_pair(BOOST_HANA_STRING("stream"), [](auto&& v) -> decltype(auto) { return (v.stream); }),
+          hana::make_pair(BOOST_HANA_STRING("workers"), [](auto&& v) -> decltype(auto) { return (v.workers); }),
+          hana::make_pair(BOOST_HANA_STRING("expr"), [](auto&& v) -> decltype(auto) { return (v.e); }));
+    }
+    static constexpr auto apply() { return apply(std::make_index_sequence<N>{}); }
+  };
+
+  void compute() {
+    expr::Program const& p = e.get().program;
+    expr::Operands o;
+    o.scalar = scalars;
+    std::size_t const out_width = expr::detail::width(p.out);
+    if constexpr (Rows) {
+      for (std::size_t r = 0; r < out.dim(0); ++r) {
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+          ((o.ptr[I] = std::get<I>(ins).data() +
+                       (scalars >> I & 1u ? 0
+                                          : std::ptrdiff_t(r) * std::get<I>(ins).stride(0) *
+                                                std::ptrdiff_t(expr::detail::width(p.operands[I])))), ...);
+        }(std::make_index_sequence<N>{});
+        expr::detail::interpret(p, o, out.data() + std::ptrdiff_t(r) * out.stride(0) * std::ptrdiff_t(out_width), out.dim(1));
+      }
+    } else {
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        ((o.ptr[I] = std::get<I>(ins).data()), ...);
+      }(std::make_index_sequence<N>{});
+      expr::detail::interpret(p, o, out.data(), out.size());
+    }
+  }
+  /// As MapVertex's estimate, with one node per operation of the program.
+  std::uint64_t cycle_estimate() const {
+    expr::Program const& p = e.get().program;
+    std::uint64_t const w = p.out == VT::f16 ? 4 : 2, nodes = std::max<std::uint64_t>(1, p.operations());
     std::uint64_t const k = std::max<std::uint64_t>(1, workers);
     if constexpr (Rows) return k * (20 + (out.dim(0) + k - 1) / k * (6 + (out.dim(1) + w - 1) / w * nodes));
     else return k * (20 + ((out.size() + w - 1) / w + k - 1) / k * nodes);
