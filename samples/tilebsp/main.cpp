@@ -7,6 +7,7 @@
 
 #include <tilebsp/onnx/import.hpp>
 #include <tilebsp/onnx/npy.hpp>
+#include <tilebsp/onnx/options.hpp>
 #include <tilebsp/tilebsp.hpp>
 
 #include <algorithm>
@@ -43,80 +44,30 @@ Runs an ONNX model on a modelled IPU Mk2, converts it once (DIR then runs withou
   --conv-amp X                 availableMemoryProportion of Conv, in [0, 1] (default 0.6)
   --matmul-partial-type T      float or half partial sums of MatMul and Gemm (default float)
   --conv-partial-type T        float or half partial sums of Conv (default float)
+  --precision-conversion-excluded-nodes REGEX,...
+                               FP16: nodes whose names match stay in float
   --num-ipus N                 IPUs of the target (default 1)
+  --manual-sharding REGEX,...  one regular expression per IPU: nodes whose names match the i-th go on IPU i
+                               (the first that matches; others on IPU 0)
+  --config-file FILE.json      options as a JSON object ({"batch_size": 4, "manual_sharding": ["a", "b"], ...})
   --host-threads N             host threads (0: all; results do not depend on it) (default 0)
   --executable-cache DIR       keep compiled executables in DIR; the same model and options load from there
   --report DIR                 write the HTML report and profile to DIR
 )";
 
 struct Options {
-  std::string command, model, outdir, report, executable_cache;
-  std::map<std::string, std::string> inputs;
-  std::string sole_input;
-  onnx::ImportOptions import;
-  std::int64_t batch_per_step = 1;
-  int iterations = 5;
-  std::size_t num_ipus = 1, host_threads = 0;
+  std::string command, model;
+  onnx::RunOptions run;
+  std::map<std::string, std::string> inputs;  // NAME=FILE
+  std::string sole_input;                     // FILE alone, for a model of one input
 };
 
-tb::ElementType partial_type(samples::Cli const& cli, std::string const& flag, std::string const& v) {
-  if (v == "float" || v == "FLOAT" || v == "f32") return tb::ElementType::f32;
-  if (v == "half" || v == "HALF" || v == "f16") return tb::ElementType::f16;
-  cli.bad(flag + " must be float or half, got '" + v + "'");
-}
-
-/// The options given to `convert`, as the command line that gives them again (DIR/options.txt).
-std::vector<std::string> saved_flags(int argc, char** argv) {
-  std::vector<std::string> r;
-  for (int i = 3; i < argc; ++i) {
-    std::string a = argv[i];
-    std::replace(a.begin(), a.end(), '_', '-');
-    if (a == "--outdir" || a == "--inputs" || a == "--report") {
-      ++i;
-      continue;
-    }
-    r.push_back(argv[i]);
-  }
-  return r;
-}
-
-void apply(samples::Cli const& cli, Options& o, std::string flag, std::string const& v) {
-  std::replace(flag.begin(), flag.end(), '_', '-');
-  if (flag == "--inputs") {
-    auto const eq = v.find('=');
-    if (eq == std::string::npos) o.sole_input = v;
-    else o.inputs[v.substr(0, eq)] = v.substr(eq + 1);
-  } else if (flag == "--outdir") {
-    o.outdir = v;
-  } else if (flag == "--batch-size") {
-    o.import.batch_size = cli.integer(flag, v, 1);
-  } else if (flag == "--batch-per-step") {
-    o.batch_per_step = cli.integer(flag, v, 1);
-  } else if (flag == "--iterations") {
-    o.iterations = static_cast<int>(cli.integer(flag, v, 1));
-  } else if (flag == "--precision-mode") {
-    if (v == "FP32" || v == "fp32") o.import.precision = onnx::Precision::fp32;
-    else if (v == "FP16" || v == "fp16") o.import.precision = onnx::Precision::fp16;
-    else cli.bad(flag + " must be FP32 or FP16, got '" + v + "'");
-  } else if (flag == "--matmul-amp") {
-    o.import.matmul_amp = cli.number(flag, v, 0, 1, "a number in [0, 1]");
-  } else if (flag == "--conv-amp") {
-    o.import.conv_amp = cli.number(flag, v, 0, 1, "a number in [0, 1]");
-  } else if (flag == "--matmul-partial-type") {
-    o.import.matmul_partials = partial_type(cli, flag, v);
-  } else if (flag == "--conv-partial-type") {
-    o.import.conv_partials = partial_type(cli, flag, v);
-  } else if (flag == "--num-ipus") {
-    o.num_ipus = static_cast<std::size_t>(cli.integer(flag, v, 1));
-  } else if (flag == "--host-threads") {
-    o.host_threads = static_cast<std::size_t>(cli.integer(flag, v, 0));
-  } else if (flag == "--executable-cache") {
-    o.executable_cache = v;
-  } else if (flag == "--report") {
-    o.report = v;
-  } else {
-    cli.bad("unknown option " + flag);
-  }
+std::string read_text(samples::Cli const& cli, fs::path const& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) cli.bad("cannot read " + path.string());
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
 }
 
 Options parse(int argc, char** argv) {
@@ -131,35 +82,48 @@ Options parse(int argc, char** argv) {
   o.model = argv[2];
   if (o.command != "run" && o.command != "convert" && o.command != "info")
     cli.bad("unknown command '" + o.command + "' (run, convert or info)");
-  // A converted folder: its model and options first, then the command line's.
-  if (o.command == "run" && fs::is_directory(o.model)) {
-    fs::path const dir = o.model;
-    if (!fs::exists(dir / "model.onnx") || !fs::exists(dir / "options.txt"))
-      cli.bad(dir.string() + " is not a folder written by tilebsp convert (model.onnx and options.txt)");
-    std::ifstream f(dir / "options.txt");
-    std::vector<std::string> saved;
-    for (std::string line; std::getline(f, line);)
-      if (!line.empty()) saved.push_back(line);
-    for (std::size_t i = 0; i + 1 < saved.size(); i += 2) apply(cli, o, saved[i], saved[i + 1]);
-    o.model = (dir / "model.onnx").string();
-    o.executable_cache = (dir / "executable").string();
-  }
-  for (int i = 3; i < argc; ++i) {
-    std::string const a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << usage;
-      std::exit(0);
+  try {
+    // A converted folder: its model and options first, then the command line's.
+    if (o.command == "run" && fs::is_directory(o.model)) {
+      fs::path const dir = o.model;
+      if (!fs::exists(dir / "model.onnx") || !fs::exists(dir / "options.json"))
+        cli.bad(dir.string() + " is not a folder written by tilebsp convert (model.onnx and options.json)");
+      onnx::apply_config(o.run, read_text(cli, dir / "options.json"), (dir / "options.json").string());
+      o.model = (dir / "model.onnx").string();
+      o.run.executable_cache = (dir / "executable").string();
     }
-    if (a.rfind("--", 0) != 0) cli.bad("unexpected argument '" + a + "'");
-    if (i + 1 >= argc) cli.bad(a + " needs a value");
-    std::string flag = a;
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    apply(cli, o, a, argv[++i]);
-    // --inputs takes several values: NAME=FILE ... up to the next flag.
-    while (flag == "--inputs" && i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) apply(cli, o, a, argv[++i]);
+    for (int i = 3; i < argc; ++i) {
+      std::string const a = argv[i];
+      if (a == "--help" || a == "-h") {
+        std::cout << usage;
+        std::exit(0);
+      }
+      if (a.rfind("--", 0) != 0) cli.bad("unexpected argument '" + a + "'");
+      if (i + 1 >= argc) cli.bad(a + " needs a value");
+      std::string flag = a;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      if (flag == "--config-file") {
+        std::string const file = argv[++i];
+        onnx::apply_config(o.run, read_text(cli, file), file);
+        continue;
+      }
+      onnx::set_option(o.run, flag, argv[++i]);
+      // --inputs takes several values: NAME=FILE ... up to the next flag.
+      while (flag == "--inputs" && i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0)
+        onnx::set_option(o.run, flag, argv[++i]);
+    }
+  } catch (tb::option_error const& e) {
+    cli.bad(e.what());
   }
-  if (o.command == "convert" && o.outdir.empty()) cli.bad("convert needs --outdir DIR");
-  if (o.num_ipus != 1) cli.bad("--num-ipus " + std::to_string(o.num_ipus) + ": the importer builds models on 1 IPU so far");
+  for (auto const& v : o.run.inputs) {
+    auto const eq = v.find('=');
+    if (eq == std::string::npos) o.sole_input = v;
+    else o.inputs[v.substr(0, eq)] = v.substr(eq + 1);
+  }
+  if (o.command == "convert" && o.run.outdir.empty()) cli.bad("convert needs --outdir DIR");
+  for (auto const& u : o.run.unsupported)
+    cli.bad("--" + u + ": " + (u == "pipeline-cfg" ? "pipelined models are not built by the importer yet; --manual-sharding places nodes on IPUs"
+                                                   : "running nodes on the host CPU is not supported; every node runs on the modelled IPU"));
   return o;
 }
 
@@ -207,7 +171,7 @@ int info(Options const& o) {
   if (missing == 0) {
     tb::Graph g{tb::targets::ipu_mk2(1)};
     tb::Sequence prog;
-    onnx::ImportOptions io = o.import;
+    onnx::ImportOptions io = o.run.import;
     if (io.batch_size == 0) io.batch_size = 1;
     onnx::Imported const imp = onnx::import(g, prog, m, io);
     tb::Executable const exe = tb::compile(g, {.allow_out_of_memory = true}, prog);
@@ -220,10 +184,10 @@ int info(Options const& o) {
   return missing == 0 ? 0 : 1;
 }
 
-int run(Options const& o, int argc, char** argv) {
+int run(Options const& o) {
   auto t0 = std::chrono::steady_clock::now();
   onnx::Model const m = onnx::Model::load(o.model);
-  onnx::ImportOptions io = o.import;
+  onnx::ImportOptions io = o.run.import;
   bool const symbolic = std::any_of(m.inputs().begin(), m.inputs().end(), [](onnx::ValueInfo const& v) {
     return !v.dims.empty() && v.dims[0].value < 0;
   });
@@ -254,8 +218,8 @@ int run(Options const& o, int argc, char** argv) {
       throw tb::type_error("input '" + v.name + "' is " + onnx::to_string(v.type) + " but " + file + " holds " +
                            onnx::to_string(it->second.type));
   }
-  tb::Graph g{tb::targets::ipu_mk2(o.num_ipus)};
-  g.set_build_threads(o.host_threads);
+  tb::Graph g{tb::targets::ipu_mk2(o.run.num_ipus)};
+  g.set_build_threads(o.run.host_threads);
   tb::Sequence step;
   onnx::Imported const imp = onnx::import(g, step, m, io);
   std::vector<onnx::HostTensor> values;
@@ -274,14 +238,14 @@ int run(Options const& o, int argc, char** argv) {
     }
     values.push_back(std::move(t));
   }
-  tb::Program const program = tb::repeat(static_cast<std::size_t>(o.batch_per_step), std::move(step));
+  tb::Program const program = tb::repeat(static_cast<std::size_t>(o.run.batch_per_step), std::move(step));
   double const build_s = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
-  std::string const cache = o.command == "convert" ? (fs::path(o.outdir) / "executable").string() : o.executable_cache;
-  if (o.command == "convert") fs::create_directories(o.outdir);
+  std::string const cache = o.command == "convert" ? (fs::path(o.run.outdir) / "executable").string() : o.run.executable_cache;
+  if (o.command == "convert") fs::create_directories(o.run.outdir);
   tb::Executable exe = tb::compile(g,
                                    {.allow_out_of_memory = true,
-                                    .threads = o.host_threads,
+                                    .threads = o.run.host_threads,
                                     .cache_dir = cache,
                                     .progress = samples::compile_progress("tilebsp")},
                                    program);
@@ -293,31 +257,30 @@ int run(Options const& o, int argc, char** argv) {
               static_cast<long long>(m.opset()), m.parameter_count(), m.nodes().size(),
               imp.multiply_adds / 1e9 / static_cast<double>(io.batch_size > 0 ? io.batch_size : 1));
   std::printf("target %zu x IPU Mk2 (%zu tiles), batch %lld, %s, conv AMP %.2f, matmul AMP %.2f, %s kernels\n",
-              o.num_ipus, g.num_tiles(), static_cast<long long>(io.batch_size),
+              o.run.num_ipus, g.num_tiles(), static_cast<long long>(io.batch_size),
               io.precision == onnx::Precision::fp16 ? "FP16" : "FP32", io.conv_amp, io.matmul_amp,
               std::string(tb::ops::kernels_isa()).c_str());
   std::printf("graph built in %.2f s, %s in %.2f s; peak resident memory %.2f GB\n", build_s,
               from_cache ? "executable loaded from cache" : "compiled", compile_s, peak_gb);
   if (o.command == "convert") {  // the executable is in DIR/executable already; the model and options beside it
-    fs::copy_file(o.model, fs::path(o.outdir) / "model.onnx", fs::copy_options::overwrite_existing);
-    std::ofstream f(fs::path(o.outdir) / "options.txt");
-    for (auto const& flag : saved_flags(argc, argv)) f << flag << "\n";
-    std::printf("converted: %s (run it with: tilebsp run %s)\n", o.outdir.c_str(), o.outdir.c_str());
+    fs::copy_file(o.model, fs::path(o.run.outdir) / "model.onnx", fs::copy_options::overwrite_existing);
+    std::ofstream(fs::path(o.run.outdir) / "options.json") << onnx::model_config(o.run);
+    std::printf("converted: %s (run it with: tilebsp run %s)\n", o.run.outdir.c_str(), o.run.outdir.c_str());
     std::printf("startup: build_s %.3f compile_s %.3f\n", build_s, compile_s);
     return 0;
   }
-  tb::Engine engine{std::move(exe), {.host_threads = o.host_threads, .profiling = !o.report.empty()}};
+  tb::Engine engine{std::move(exe), {.host_threads = o.run.host_threads, .profiling = !o.run.report.empty()}};
   for (std::size_t i = 0; i < imp.inputs.size(); ++i) onnx::write(engine, imp.inputs[i], values[i]);
-  double const items = static_cast<double>(io.batch_size > 0 ? io.batch_size : 1) * static_cast<double>(o.batch_per_step);
+  double const items = static_cast<double>(io.batch_size > 0 ? io.batch_size : 1) * static_cast<double>(o.run.batch_per_step);
   std::vector<double> rate, latency;
-  for (int it = 0; it < o.iterations; ++it) {
+  for (int it = 0; it < o.run.iterations; ++it) {
     t0 = std::chrono::steady_clock::now();
     engine.run();
     double const s = seconds_since(t0);
-    bool const counted = it > 0 || o.iterations == 1;
-    std::printf("iteration %d: %9.2f items/s  %9.2f ms/batch%s\n", it, items / s, s * 1e3 / static_cast<double>(o.batch_per_step),
+    bool const counted = it > 0 || o.run.iterations == 1;
+    std::printf("iteration %d: %9.2f items/s  %9.2f ms/batch%s\n", it, items / s, s * 1e3 / static_cast<double>(o.run.batch_per_step),
                 counted ? "" : "  (warm-up, not counted)");
-    if (counted) rate.push_back(items / s), latency.push_back(s * 1e3 / static_cast<double>(o.batch_per_step));
+    if (counted) rate.push_back(items / s), latency.push_back(s * 1e3 / static_cast<double>(o.run.batch_per_step));
   }
   auto mean = [](std::vector<double> const& v) {
     double s = 0;
@@ -325,27 +288,27 @@ int run(Options const& o, int argc, char** argv) {
     return s / static_cast<double>(v.size());
   };
   tb::Profile const profile = engine.profile();
-  double const ipu_s = static_cast<double>(profile.estimated_cycles()) / g.target().clock_hz / o.iterations;
+  double const ipu_s = static_cast<double>(profile.estimated_cycles()) / g.target().clock_hz / o.run.iterations;
   std::uint64_t const peak = profile.max_tile_bytes();
   std::printf("peak memory per tile: %llu of %zu bytes (%.1f%%): %s\n", static_cast<unsigned long long>(peak),
               g.target().bytes_per_tile, 100.0 * static_cast<double>(peak) / static_cast<double>(g.target().bytes_per_tile),
               peak <= g.target().bytes_per_tile ? "fits" : "does NOT fit");
-  if (!o.outdir.empty()) fs::create_directories(o.outdir);
+  if (!o.run.outdir.empty()) fs::create_directories(o.run.outdir);
   for (auto const& out : imp.outputs) {
     onnx::HostTensor const t = onnx::read(engine, out);
     double mean_abs = 0;
     for (std::size_t i = 0; i < t.size(); ++i) mean_abs += std::abs(t.value(i)) / static_cast<double>(t.size());
     std::printf("output %s %s: mean |x| %.6g", out.name.c_str(), shape_text(t.shape).c_str(), mean_abs);
-    if (!o.outdir.empty()) {
-      std::string const path = (fs::path(o.outdir) / (file_name(out.name) + ".npy")).string();
+    if (!o.run.outdir.empty()) {
+      std::string const path = (fs::path(o.run.outdir) / (file_name(out.name) + ".npy")).string();
       onnx::save_npy(path, t);
       std::printf(", written to %s", path.c_str());
     }
     std::printf("\n");
   }
-  if (!o.report.empty()) {
-    tb::report::write_report(profile, o.report);
-    std::printf("report written to %s\n", o.report.c_str());
+  if (!o.run.report.empty()) {
+    tb::report::write_report(profile, o.run.report);
+    std::printf("report written to %s\n", o.run.report.c_str());
   }
   std::printf("throughput_items_per_s: %.3f\nlatency_ms: %.3f\nestimated_items_per_s: %.1f\n", mean(rate), mean(latency),
               items / ipu_s);
@@ -359,7 +322,7 @@ int main(int argc, char** argv) {
   Options const o = parse(argc, argv);
   try {
     if (o.command == "info") return info(o);
-    return run(o, argc, argv);
+    return run(o);
   } catch (tb::option_error const& e) {
     std::cerr << "tilebsp: " << e.what() << "\n(see tilebsp --help)\n";
     return 2;

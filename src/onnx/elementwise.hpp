@@ -11,9 +11,6 @@
 
 namespace tilebsp::onnx::detail {
 
-template <class T, class>
-using as = T;
-
 /// The C++ types a map is compiled for, per the graph type of its first operand.
 struct FloatTypes {
   static constexpr bool f = true, i = false, b = false;
@@ -36,12 +33,11 @@ Value graph_map(Importer& imp, E const& e, DataType out_type, V const&... v) {
   ElementType const t = imp.graph_type(first->type);
   Value r;
   r.type = out_type;
+  bool const ok = ((t == ElementType::f32 || t == ElementType::f16) && Types::f) || (t == ElementType::i32 && Types::i) ||
+                  (t == ElementType::boolean && Types::b);
+  if (!ok) imp.unsupported("element type " + to_string(first->type) + " is not supported by this operator");
   try {
-    if (t == ElementType::f32 && Types::f) r.tensor = imp.map<as<float, V>...>(e, r.layout, v...);
-    else if (t == ElementType::f16 && Types::f) r.tensor = imp.map<as<half, V>...>(e, r.layout, v...);
-    else if (t == ElementType::i32 && Types::i) r.tensor = imp.map<as<std::int32_t, V>...>(e, r.layout, v...);
-    else if (t == ElementType::boolean && Types::b) r.tensor = imp.map<as<bool, V>...>(e, r.layout, v...);
-    else imp.unsupported("element type " + to_string(first->type) + " is not supported by this operator");
+    r.tensor = imp.map(e, r.layout, v...);
   } catch (type_error const& err) {
     imp.unsupported(std::string("the operand types are not supported: ") + err.what());
   }

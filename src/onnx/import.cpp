@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <regex>
 #include <set>
 
 namespace tilebsp::onnx {
@@ -19,9 +20,29 @@ namespace detail {
 
 std::size_t count(Dims const& shape) {
   std::size_t n = 1;
-  for (auto d : shape) n *= static_cast<std::size_t>(d);
+  for (auto d : shape) {
+    if (d < 0) throw shape_error("a shape has the negative dimension " + std::to_string(d));
+    if (d != 0 && n > max_graph_elements / static_cast<std::size_t>(d))
+      n = max_graph_elements + 1;  // stays above the bound (a later 0 still gives 0)
+    else
+      n *= static_cast<std::size_t>(d);
+  }
+  if (n > max_graph_elements)
+    throw shape_error("a value of more than 2^31 elements (the tiles index 32 bits); shape " + [&] {
+      std::string r;
+      for (std::size_t i = 0; i < shape.size(); ++i) r += (i ? " x " : "") + std::to_string(shape[i]);
+      return r;
+    }());
   return n;
 }
+
+namespace {
+void check_folded(std::size_t n) {
+  if (n > max_folded_elements)
+    throw shape_error("a value folded at import would hold " + std::to_string(n) + " elements, more than the 2^27 the "
+                      "importer computes on the host");
+}
+}  // namespace
 
 Dims broadcast(Dims const& a, Dims const& b) {
   Dims r(std::max(a.size(), b.size()), 1);
@@ -54,6 +75,7 @@ HostTensor make_host(DataType type, Dims shape, std::function<double(std::size_t
   t.type = type;
   t.shape = std::move(shape);
   std::size_t const n = count(t.shape);
+  check_folded(n);
   if (is_floating(type)) {
     t.floats.resize(n);
     for (std::size_t i = 0; i < n; ++i) t.floats[i] = static_cast<float>(f(i));
@@ -68,6 +90,7 @@ HostTensor make_host(DataType type, Dims shape, std::function<double(std::size_t
 }
 
 HostTensor gather_host(HostTensor const& t, Dims shape, std::vector<std::size_t> const& source) {
+  check_folded(source.size());
   HostTensor r;
   r.type = t.type;
   r.shape = std::move(shape);
@@ -91,6 +114,7 @@ void Importer::invalid(std::string const& what) const { throw model_error(where(
 
 Value const& Importer::in(std::size_t i) const {
   if (!has(i)) invalid("input " + std::to_string(i) + " is missing");
+  if (auto c = converted_inputs_.find(node->inputs[i]); c != converted_inputs_.end()) return c->second;
   auto it = values.find(node->inputs[i]);
   if (it == values.end()) invalid("input '" + node->inputs[i] + "' is not produced before the node");
   return it->second;
@@ -120,6 +144,7 @@ void Importer::out_tensor(std::size_t i, DataType type, Tensor t, std::vector<st
   Value v;
   v.type = type;
   for (auto d : t.shape()) v.shape.push_back(static_cast<std::int64_t>(d));
+  count(v.shape);  // within the bound
   v.tensor = std::move(t);
   v.layout = std::move(layout);
   out(i, std::move(v));
@@ -248,6 +273,47 @@ Tensor Importer::physical(Value const& v, Dims const& out, std::vector<std::size
   return t.dimshuffle(inverse);
 }
 
+void Importer::convert_inputs() {
+  converted_inputs_.clear();
+  ElementType const want = float_type();
+  for (auto const& name : node->inputs) {
+    auto it = values.find(name);
+    if (name.empty() || it == values.end()) continue;
+    Value const& v = it->second;
+    if (v.constant || !is_floating(v.type)) continue;
+    ElementType const have = v.tensor.element_type();
+    if (have == want || (have != ElementType::f32 && have != ElementType::f16)) continue;
+    auto key = std::make_pair(name, want);
+    auto done = conversions_.find(key);
+    if (done == conversions_.end()) {
+      // Converted in its physical order, so that the result keeps the value's layout.
+      Value c = v;
+      Tensor physical_tensor = v.tensor;
+      if (!v.layout.empty()) {
+        std::vector<std::size_t> inverse(v.layout.size());
+        for (std::size_t d = 0; d < v.layout.size(); ++d) inverse[v.layout[d]] = d;
+        physical_tensor = physical_tensor.dimshuffle(inverse);
+      }
+      c.tensor = ops::cast(g, prog, physical_tensor, want);
+      if (!v.layout.empty()) c.tensor = c.tensor.dimshuffle(v.layout);
+      done = conversions_.emplace(key, std::move(c)).first;
+    }
+    converted_inputs_[name] = done->second;
+  }
+}
+
+Tensor Importer::map(expr::Code const& code, std::vector<std::size_t>& layout, std::vector<Value const*> const& operands) {
+  Dims out;
+  for (auto const* v : operands) out = broadcast(out, v->shape);
+  count(out);  // within the bound
+  layout = choose_layout(out, operands);
+  std::vector<Tensor> physical_operands;
+  for (auto const* v : operands) physical_operands.push_back(physical(*v, out, layout));
+  Tensor r = ops::map_interpreted(g, prog, code, physical_operands);
+  if (!layout.empty()) r = r.dimshuffle(layout);
+  return r;
+}
+
 namespace {
 
 Registry const& registry() {
@@ -296,6 +362,36 @@ Imported import(Graph& g, Sequence& prog, Model const& model, ImportOptions cons
       throw option_error(m.name + ": constant_inputs names '" + name + "', which is not an input of the model");
   if (options.batch_size < 0)
     throw option_error(m.name + ": the batch size must be positive, got " + std::to_string(options.batch_size));
+  // Regular expressions: the nodes kept in float, and one per IPU for manual sharding.
+  auto const compile_all = [&](std::vector<std::string> const& list, char const* what) {
+    std::vector<std::regex> compiled;
+    for (auto const& text : list) {
+      try {
+        compiled.emplace_back(text);
+      } catch (std::regex_error const& e) {
+        throw option_error(m.name + ": " + what + ": '" + text + "' is not a valid regular expression (" + e.what() + ")");
+      }
+    }
+    return compiled;
+  };
+  std::vector<std::regex> const keep_float = compile_all(options.precision_conversion_excluded_nodes, "precision_conversion_excluded_nodes");
+  std::vector<std::regex> const shards = compile_all(options.manual_sharding, "manual_sharding");
+  std::size_t const ipus = g.num_tiles() / std::max<std::size_t>(1, g.target().tiles_per_ipu);
+  if (shards.size() > ipus)
+    throw option_error(m.name + ": manual_sharding names " + std::to_string(shards.size()) + " shards but the target has " +
+                       std::to_string(ipus) + " IPU" + (ipus == 1 ? "" : "s"));
+  // A node on the IPU of the first expression that matches its name, else on IPU 0; one IPU: the whole graph.
+  auto const place = [&](std::string const& name) -> Graph {
+    if (ipus <= 1) return g;
+    std::size_t ipu = 0;
+    for (std::size_t i = 0; i < shards.size(); ++i)
+      if (!name.empty() && std::regex_search(name, shards[i])) {
+        ipu = i;
+        break;
+      }
+    return g.shard(ipu);
+  };
+  imp.g = place("");
   for (auto const& n : m.nodes)
     for (auto const& i : n.inputs)
       if (!i.empty()) imp.consumers[i].push_back(&n);
@@ -322,6 +418,11 @@ Imported import(Graph& g, Sequence& prog, Model const& model, ImportOptions cons
                           (d == 0 ? "; fix it with the batch size" : "; tilebsp needs static shapes"));
       v.shape.push_back(x);
     }
+    try {
+      count(v.shape);
+    } catch (shape_error const& e) {
+      throw shape_error(m.name + ": input '" + vi.name + "': " + e.what());
+    }
     ElementType const et = [&] {
       try {
         return imp.graph_type(vi.type);
@@ -336,15 +437,15 @@ Imported import(Graph& g, Sequence& prog, Model const& model, ImportOptions cons
       Shape phys{shape[0]};
       phys.insert(phys.end(), shape.begin() + 2, shape.end());
       phys.push_back(shape[1]);
-      Tensor p = g.add_variable(et, phys, vi.name);
-      map_linearly(g, p);
+      Tensor p = imp.g.add_variable(et, phys, vi.name);
+      map_linearly(imp.g, p);
       v.layout.push_back(0);
       v.layout.push_back(shape.size() - 1);
       for (std::size_t d = 1; d + 1 < shape.size(); ++d) v.layout.push_back(d);
       v.tensor = p.dimshuffle(v.layout);
     } else {
-      v.tensor = g.add_variable(et, shape, vi.name);
-      map_linearly(g, v.tensor);
+      v.tensor = imp.g.add_variable(et, shape, vi.name);
+      map_linearly(imp.g, v.tensor);
     }
     r.inputs.push_back({vi.name, vi.type, v.tensor});
     imp.values[vi.name] = std::move(v);
@@ -352,7 +453,11 @@ Imported import(Graph& g, Sequence& prog, Model const& model, ImportOptions cons
   for (auto const& n : m.nodes) {
     if (imp.fused.contains(&n)) continue;
     imp.node = &n;
+    imp.g = place(n.name);
+    imp.keep_float = options.precision == Precision::fp16 &&
+                     std::any_of(keep_float.begin(), keep_float.end(), [&](std::regex const& x) { return std::regex_search(n.name, x); });
     try {
+      imp.convert_inputs();
       ops.at(n.op_type)(imp, n);
     } catch (onnx::model_error const&) {
       throw;
@@ -365,6 +470,8 @@ Imported import(Graph& g, Sequence& prog, Model const& model, ImportOptions cons
     }
   }
   imp.node = nullptr;
+  imp.g = place("");
+  imp.keep_float = false;
   for (auto const& vi : m.outputs) {
     auto it = imp.values.find(vi.name);
     if (it == imp.values.end()) throw model_error(m.name + ": output '" + vi.name + "' is not computed by any node");

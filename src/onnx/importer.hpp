@@ -5,11 +5,11 @@
 #include "ir.hpp"
 
 #include <tilebsp/onnx/import.hpp>
+#include <tilebsp/expr/code.hpp>
 #include <tilebsp/ops/map.hpp>
 #include <tilebsp/plan/conv.hpp>
 #include <tilebsp/plan/matmul.hpp>
 
-#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -40,7 +40,13 @@ void add_tensor_ops(Registry& r);
 void add_math_ops(Registry& r);
 void add_nn_ops(Registry& r);
 
-/// Host tensors: element counts, strides and indexing shared by the folding code.
+/// Bounds on what a model can make the importer allocate: a graph value (2^31 elements, the tiles' 32-bit
+/// indices) and a value folded on the host at import (2^27 elements: 1 GiB of 64-bit integers).
+inline constexpr std::size_t max_graph_elements = std::size_t{1} << 31;
+inline constexpr std::size_t max_folded_elements = std::size_t{1} << 27;
+
+/// Host tensors: element counts, strides and indexing shared by the folding code. count() throws shape_error for a
+/// negative dimension or more than max_graph_elements elements.
 std::size_t count(Dims const& shape);
 Dims broadcast(Dims const& a, Dims const& b);
 /// The element of `t` (of shape `from`) at flat index i of the broadcast shape `to`.
@@ -54,7 +60,8 @@ class Importer {
  public:
   Importer(Graph& g, Sequence& prog, ModelData const& m, ImportOptions const& o);
 
-  Graph& g;
+  /// The graph the node being built goes on: the whole graph, or its IPU's shard (manual sharding).
+  Graph g;
   Sequence& prog;
   ModelData const& model;
   ImportOptions const& options;
@@ -103,28 +110,30 @@ class Importer {
   /// The planning options of the node's operators.
   ConvOptions conv_options() const;
   MatmulOptions matmul_options() const;
-  ElementType float_type() const { return options.precision == Precision::fp16 ? ElementType::f16 : ElementType::f32; }
+  ElementType float_type() const {
+    return options.precision == Precision::fp16 && !keep_float ? ElementType::f16 : ElementType::f32;
+  }
+  /// The node being built stays in float (precision_conversion_excluded_nodes).
+  bool keep_float = false;
+  /// Makes the node's floating inputs its float type (converted once per value and type).
+  void convert_inputs();
 
-  /// An elementwise map of `e` over the operands (NumPy broadcasting): in the layout of the largest operand that
-  /// has one, so that maps after convolutions run over channels-last data in order.
-  template <class... Named, class E, class... V>
-  Tensor map(E const& e, std::vector<std::size_t>& layout, V const&... operands);
+  /// An elementwise map of `code` over the operands (NumPy broadcasting): in the layout of the largest operand
+  /// that has one, so that maps after convolutions run over channels-last data in order. Interpreted (ops::map of
+  /// an expr::Code): the importer compiles no kernel of its own for its many expressions.
+  Tensor map(expr::Code const& code, std::vector<std::size_t>& layout, std::vector<Value const*> const& operands);
+  template <class E, class... V>
+  Tensor map(E const& e, std::vector<std::size_t>& layout, V const&... operands) {
+    return map(expr::Code{e}, layout, {&operands...});
+  }
 
  private:
-  std::map<std::string, Tensor> constants_;
   std::size_t next_constant_ = 0;
+  /// Inputs of the node being built converted to its float type, and every conversion made so far.
+  std::map<std::string, Value> converted_inputs_;
+  std::map<std::pair<std::string, ElementType>, Value> conversions_;
   std::vector<std::size_t> choose_layout(Dims const& out, std::vector<Value const*> const& ops) const;
   Tensor physical(Value const& v, Dims const& out, std::vector<std::size_t> const& layout);
 };
-
-template <class... Named, class E, class... V>
-Tensor Importer::map(E const& e, std::vector<std::size_t>& layout, V const&... operands) {
-  Dims out;
-  ((out = broadcast(out, operands.shape)), ...);
-  layout = choose_layout(out, {&operands...});
-  Tensor r = ops::map<Named...>(g, prog, e, physical(operands, out, layout)...);
-  if (!layout.empty()) r = r.dimshuffle(layout);
-  return r;
-}
 
 }  // namespace tilebsp::onnx::detail

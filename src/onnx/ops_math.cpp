@@ -114,13 +114,10 @@ void where(Importer& imp, Node const&) {
   same_types(imp, a, b);
   auto const f = [](double k, double x, double y) { return k != 0 ? x : y; };
   if (c.constant && a.constant && b.constant) return imp.out(0, host_map(imp, f, a.type, c, a, b));
-  ElementType const t = imp.graph_type(a.type);
+  imp.graph_type(a.type);  // refuses types the tiles lack
   Value r;
   r.type = a.type;
-  if (t == ElementType::f32) r.tensor = imp.map<bool, float, float>(select(_1, _2, _3), r.layout, c, a, b);
-  else if (t == ElementType::f16) r.tensor = imp.map<bool, half, half>(select(_1, _2, _3), r.layout, c, a, b);
-  else if (t == ElementType::i32) r.tensor = imp.map<bool, std::int32_t, std::int32_t>(select(_1, _2, _3), r.layout, c, a, b);
-  else r.tensor = imp.map<bool, bool, bool>(select(_1, _2, _3), r.layout, c, a, b);
+  r.tensor = imp.map(select(_1, _2, _3), r.layout, c, a, b);
   for (auto d : r.tensor.shape()) r.shape.push_back(static_cast<std::int64_t>(d));
   imp.out(0, r);
 }

@@ -105,7 +105,11 @@ struct Epilogue {
   double lo = 0, hi = 0;
 };
 
-/// y = act(y + bias) (or act(y) without a bias) in place, in one map over the channels-last result.
+template <class T, class>
+using as = T;
+
+/// y = act(y + bias) (or act(y) without a bias) in place, in one map over the channels-last result: fused kernels
+/// (the hottest maps of a CNN, one per activation and float type), unlike the importer's other maps.
 template <class T, class... B>
 void epilogue(Importer& imp, Tensor const& y, Epilogue const& e, B const&... bias) {
   auto const run = [&](auto const& v) {

@@ -2,6 +2,7 @@
 // loops; every bad input the importer names gets its exception type and message checked.
 #include <tilebsp/onnx/import.hpp>
 #include <tilebsp/onnx/npy.hpp>
+#include <tilebsp/onnx/options.hpp>
 #include <tilebsp/tilebsp.hpp>
 
 #include <onnx/onnx_pb.h>
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -409,4 +411,123 @@ TEST_CASE("docs/13's example runs a model file") {
       CHECK(y.floats[n * 9 + p] == doctest::Approx(1 / (1 + std::exp(-c))).epsilon(1e-6));
     }
   fs::remove(path);
+}
+
+namespace {
+
+/// x [1, 2, 5, 5] -> conv "first" (3x3, pad 1, 4 channels) -> Relu -> conv "second" (1x1, 3 channels) -> y.
+to::Model two_convs() {
+  Builder b;
+  b.input("x", {1, 2, 5, 5});
+  b.output("y", {1, 3, 5, 5});
+  b.init("w1", {4, 2, 3, 3}, ramp(4 * 2 * 9, 0.31f, 0.2f));
+  b.init("w2", {3, 4, 1, 1}, ramp(3 * 4, 0.77f, 0.4f));
+  Builder::ints(b.node("Conv", {"x", "w1"}, {"c1"}, "block1/first"), "pads", {1, 1, 1, 1});
+  b.node("Relu", {"c1"}, {"r1"}, "block1/relu");
+  b.node("Conv", {"r1", "w2"}, {"y"}, "block2/second");
+  return b.model();
+}
+
+/// The IPUs whose tiles hold `t`'s elements.
+std::set<std::size_t> ipus_of(tb::Graph const& g, tb::Tensor const& t) {
+  std::set<std::size_t> r;
+  for (auto const& [tile, _] : g.tile_mapping(t)) r.insert(g.target().ipu_of(tile));
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("manual sharding places nodes on IPUs by name; the results are those of one IPU") {
+  to::Model const m = two_convs();
+  to::HostTensor const x{to::DataType::float32, {1, 2, 5, 5}, ramp(50, 0.17f, 0.3f), {}};
+  auto const on = [&](std::size_t ipus, to::ImportOptions const& o, std::set<std::size_t>* where = nullptr) {
+    tb::Graph g{tb::targets::tiny(4, 1 << 20, ipus)};
+    tb::Sequence prog;
+    to::Imported const imp = to::import(g, prog, m, o);
+    if (where) {
+      *where = ipus_of(g, imp.outputs[0].tensor);
+      CHECK(ipus_of(g, imp.inputs[0].tensor) == std::set<std::size_t>{0});  // inputs on IPU 0
+    }
+    tb::Engine e{tb::compile(g, {.allow_out_of_memory = true}, prog)};
+    to::write(e, imp.inputs[0], x);
+    e.run();
+    return to::read(e, imp.outputs[0]);
+  };
+  to::HostTensor const one = on(1, {});
+  to::ImportOptions o;
+  o.manual_sharding = {"^block1/", "^block2/"};
+  std::set<std::size_t> where;
+  to::HostTensor const two = on(2, o, &where);
+  CHECK(where == std::set<std::size_t>{1});  // the second convolution's output lives on IPU 1
+  CHECK(two.floats == one.floats);
+  o.manual_sharding = {"a", "b", "c"};
+  CHECK(message_of<tb::option_error>([&] { on(2, o); }) == "test.onnx: manual_sharding names 3 shards but the target has 2 IPUs");
+  o.manual_sharding = {"("};
+  CHECK(message_of<tb::option_error>([&] { on(2, o); }).rfind("test.onnx: manual_sharding: '(' is not a valid regular expression", 0) == 0);
+}
+
+TEST_CASE("FP16 keeps the nodes named by precision_conversion_excluded_nodes in float") {
+  to::Model const m = two_convs();
+  to::ImportOptions o;
+  o.precision = to::Precision::fp16;
+  auto const output_type = [&](to::ImportOptions const& opts) {
+    tb::Graph g{tb::targets::tiny(4, 1 << 20)};
+    tb::Sequence prog;
+    return to::import(g, prog, m, opts).outputs[0].tensor.element_type();
+  };
+  CHECK(output_type(o) == tb::ElementType::f16);
+  o.precision_conversion_excluded_nodes = {"second"};
+  CHECK(output_type(o) == tb::ElementType::f32);
+  to::HostTensor const x{to::DataType::float32, {1, 2, 5, 5}, ramp(50, 0.17f, 0.3f), {}};
+  to::HostTensor const exact = run(m, {x}), mixed = run(m, {x}, 0, o);
+  o.precision_conversion_excluded_nodes.clear();
+  to::HostTensor const half = run(m, {x}, 0, o);
+  double peak = 0, err_mixed = 0, err_half = 0;
+  for (std::size_t i = 0; i < exact.floats.size(); ++i) {
+    peak = std::max(peak, std::abs(double(exact.floats[i])));
+    err_mixed = std::max(err_mixed, std::abs(double(mixed.floats[i]) - exact.floats[i]));
+    err_half = std::max(err_half, std::abs(double(half.floats[i]) - exact.floats[i]));
+  }
+  CHECK(err_mixed <= 2e-2 * peak);
+  CHECK(err_half <= 2e-2 * peak);
+}
+
+TEST_CASE("run options: by name, from JSON config files, and the model's written back") {
+  to::RunOptions o;
+  to::set_option(o, "--batch_size", "4");
+  to::set_option(o, "precision-mode", "FP16");
+  to::set_option(o, "--manual-sharding", "^a,^b");
+  CHECK(o.import.batch_size == 4);
+  CHECK(o.import.precision == to::Precision::fp16);
+  CHECK(o.import.manual_sharding == std::vector<std::string>{"^a", "^b"});
+  to::apply_config(o, R"({"conv_amp": 0.25, "num-ipus": 2, "precision_conversion_excluded_nodes": ["x,y", "z"],
+                          "matmul_partial_type": "half", "inputs": ["a=1.npy", "b=2.npy"]})",
+                   "c.json");
+  CHECK(o.import.conv_amp == 0.25);
+  CHECK(o.num_ipus == 2);
+  CHECK(o.import.precision_conversion_excluded_nodes == std::vector<std::string>{"x,y", "z"});
+  CHECK(o.import.matmul_partials == tb::ElementType::f16);
+  CHECK(o.inputs == std::vector<std::string>{"a=1.npy", "b=2.npy"});
+  to::RunOptions back;
+  to::apply_config(back, to::model_config(o), "options.json");
+  CHECK(to::model_config(back) == to::model_config(o));
+  CHECK(back.import.manual_sharding == o.import.manual_sharding);
+  to::apply_config(back, R"({"pipeline_cfg": {"converter": "auto"}, "excluded_nodes": ["a"]})", "p.json");
+  CHECK(back.unsupported == std::vector<std::string>{"pipeline-cfg", "excluded-nodes"});
+
+  CHECK(message_of<tb::option_error>([&] { to::set_option(o, "--batch-size", "0"); }) ==
+        "--batch-size must be an integer in [1, 2^31], got '0'");
+  CHECK(message_of<tb::option_error>([&] { to::set_option(o, "--conv-amp", "1.5"); }) ==
+        "--conv-amp must be a number in [0, 1], got '1.5'");
+  CHECK(message_of<tb::option_error>([&] { to::set_option(o, "--frobnicate", "1"); }) == "unknown option --frobnicate");
+  CHECK(message_of<tb::option_error>([&] { to::apply_config(o, R"({"batch_size": 2,})", "c.json"); }) ==
+        "c.json: not valid JSON at offset 17: expected a string in double quotes");
+  CHECK(message_of<tb::option_error>([&] { to::apply_config(o, R"({"batch_size": [1, 2]})", "c.json"); }) ==
+        "c.json: \"batch_size\": takes one value, not a list");
+  CHECK(message_of<tb::option_error>([&] { to::apply_config(o, R"({"precision_mode": "FP8"})", "c.json"); }) ==
+        "c.json: \"precision_mode\": --precision-mode must be FP32 or FP16, got 'FP8'");
+  CHECK(message_of<tb::option_error>([&] { to::apply_config(o, "[1]", "c.json"); }) ==
+        "c.json: a config file holds one JSON object of options");
+  CHECK(message_of<tb::option_error>([&] { to::apply_config(o, std::string(40, '[') + std::string(40, ']'), "c.json"); }) ==
+        "c.json: not valid JSON at offset 33: nested more than 32 deep");
 }

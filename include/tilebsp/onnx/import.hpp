@@ -31,6 +31,14 @@ struct ImportOptions {
   /// Inputs whose values are known when the model is imported (shapes, indices): folded like initializers and
   /// no longer inputs of the imported graph.
   std::map<std::string, HostTensor> constant_inputs;
+  /// FP16 only: nodes kept in float (ipu_saved_model_cli's precision_conversion_excluded_nodes): ECMAScript regular
+  /// expressions searched in node names. Their inputs are converted to float and their outputs stay float; the
+  /// nodes after them convert back.
+  std::vector<std::string> precision_conversion_excluded_nodes;
+  /// Manual sharding over the IPUs of the graph's target: expression i places the nodes whose names it matches
+  /// (searched, the first that matches) on IPU i; other nodes, and the model's inputs, go on IPU 0. At most one
+  /// expression per IPU. Tensors that cross IPUs are exchanged over the IPU-Links (docs/07).
+  std::vector<std::string> manual_sharding;
 };
 
 /// A graph input or output of the imported model, in ONNX's layout and with its ONNX element type; `tensor` is a
