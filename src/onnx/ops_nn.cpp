@@ -495,6 +495,7 @@ void layer_norm(Importer& imp, Node const& n) {
 Value matmul_values(Importer& imp, Value const& a0, Value const& b0) {
   require_float(imp, a0);
   if (a0.type != b0.type) imp.invalid("the operands' types differ");
+  if (a0.shape.empty() || b0.shape.empty()) imp.invalid("an operand of rank 0 (MatMul takes tensors of rank 1 or more)");
   Tensor a = imp.tensor(a0), b = imp.tensor(b0);
   Dims as = a0.shape, bs = b0.shape;
   bool const a_vec = as.size() == 1, b_vec = bs.size() == 1;

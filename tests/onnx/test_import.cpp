@@ -292,6 +292,38 @@ TEST_CASE("bad models are refused before anything is built, naming the file, nod
     o.batch_size = 5;
     CHECK(to::import(g, prog, b.model(), o).inputs.at(0).shape() == std::vector<std::int64_t>{5, 3});
   }
+  SUBCASE("shapes a crafted file may hold: a rank-0 MatMul operand, values beyond the bounds (fuzz_onnx_import)") {
+    Builder b;
+    b.input("a", {2, 3});
+    b.input("s", {});
+    b.output("y", {2, 3});
+    b.node("MatMul", {"a", "s"}, {"y"}, "mm");
+    tb::Graph g{tb::targets::tiny(4)};
+    tb::Sequence prog;
+    CHECK(message_of<to::model_error>([&] { to::import(g, prog, b.model(), {}); }) ==
+          "test.onnx: node 'mm' (MatMul, opset 17): an operand of rank 0 (MatMul takes tensors of rank 1 or more)");
+    Builder c;
+    c.input("x", {1});
+    c.output("y", {1});
+    c.init_ints("huge", {1 << 20, 1 << 20});
+    c.init_ints("large", {1 << 14, 1 << 14});
+    c.node("ConstantOfShape", {"huge"}, {"h"}, "fill");
+    c.node("Add", {"x", "x"}, {"y"});
+    CHECK(message_of<tb::shape_error>([&] { to::import(g, prog, c.model(), {}); }) ==
+          "test.onnx: node 'fill' (ConstantOfShape, opset 17): a value of more than 2^31 elements (the tiles index 32 "
+          "bits); shape 1048576 x 1048576");
+    c.m.mutable_graph()->mutable_node(0)->set_input(0, "large");
+    CHECK(message_of<tb::shape_error>([&] { to::import(g, prog, c.model(), {}); }) ==
+          "test.onnx: node 'fill' (ConstantOfShape, opset 17): a value folded at import would hold 268435456 "
+          "elements, more than the 2^27 the importer computes on the host");
+    Builder d;
+    d.input("x", {1 << 16, 1 << 16});
+    d.output("y", {1 << 16, 1 << 16});
+    d.node("Relu", {"x"}, {"y"});
+    CHECK(message_of<tb::shape_error>([&] { to::import(g, prog, d.model(), {}); }) ==
+          "test.onnx: input 'x': a value of more than 2^31 elements (the tiles index 32 bits); shape 65536 x 65536");
+    CHECK(prog.size() == 0);
+  }
   SUBCASE("an unsupported operator, attribute and type") {
     Builder b;
     b.input("x", {4});
