@@ -126,6 +126,17 @@ class Importer {
   Tensor map(E const& e, std::vector<std::size_t>& layout, V const&... operands) {
     return map(expr::Code{e}, layout, {&operands...});
   }
+  /// The same map as one fused kernel compiled for the element types T... (ops::map of the expression template):
+  /// for the few long expressions that run often enough to pay for their compile time (Erf, in every GELU).
+  template <class... T, class E, class... V>
+  Tensor map_fused(E const& e, std::vector<std::size_t>& layout, V const&... operands) {
+    Dims out;
+    ((out = broadcast(out, operands.shape)), ...);
+    count(out);  // within the bound
+    layout = choose_layout(out, {&operands...});
+    Tensor r = ops::map<T...>(g, prog, e, physical(operands, out, layout)...);
+    return layout.empty() ? r : r.dimshuffle(layout);
+  }
 
  private:
   std::size_t next_constant_ = 0;
