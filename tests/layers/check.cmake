@@ -16,7 +16,7 @@ set(allowed_plan "core/;simd/conv_loop.hpp")
 set(allowed_program "core/;vertex/;plan/cost.hpp")
 set(allowed_exec "core/;vertex/;program/;plan/cost.hpp")
 set(allowed_simd "core/half.hpp;core/caches.hpp")
-set(allowed_expr "simd/;core/half.hpp;core/types.hpp")
+set(allowed_expr "simd/;core/half.hpp;core/types.hpp;core/error.hpp")
 set(allowed_ops "core/;vertex/;plan/;program/;simd/;expr/")
 set(allowed_report "core/;vertex/;program/;exec/;plan/cost.hpp")
 # The ONNX importer's API: graphs, programs and host contexts to build and fill; its operators are in src/onnx/.

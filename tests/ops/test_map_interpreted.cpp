@@ -121,7 +121,7 @@ TEST_CASE("an interpreted map broadcasts scalars and rows, and keeps shared sube
   tb::expr::Types in{};
   in.fill(tb::expr::VT::any);
   in[0] = in[1] = in[2] = tb::expr::VT::f32;
-  tb::expr::detail::Lowering low(c, in);
+  tb::expr::Lowering low(c, in);
   tb::expr::Program const p = low.lower(tb::expr::VT::f32);
   CHECK(p.operations() == 3);  // one add (shared), one multiply, one add
 }

@@ -125,8 +125,12 @@ inline Inferred infer_node(Opcode op, Types const& in, std::uint32_t index, doub
   }
 }
 
+}  // namespace detail
+
 /// Lowers a Code for its operands' types: each node evaluated at the type its context wants (a weak constant
-/// takes its partner's), as eval<In, Want> does; identical instructions are emitted once.
+/// takes its partner's), as eval<In, Want> does; identical instructions are emitted once. result() is the type
+/// the Code gives (VT::error, with the reason for detail::describe, when it does not type-check); lower(out)
+/// the program, which throws option_error beyond Program's limits.
 class Lowering {
  public:
   Lowering(Code const& code, Types const& in) : code_(code), in_(in) {
@@ -143,14 +147,14 @@ class Lowering {
       if (n.op == Opcode::operand && n.a >= max_operands)
         throw index_error("expr::Code: operand " + std::to_string(n.a) + " is beyond the " + std::to_string(max_operands) +
                           " a map takes");
-      Inferred const k[3] = {arity > 0 ? inferred_[n.a] : Inferred{}, arity > 1 ? inferred_[n.b] : Inferred{},
-                             arity > 2 ? inferred_[n.c] : Inferred{}};
-      inferred_[i] = infer_node(n.op, in, n.a, n.value, k);
+      detail::Inferred const k[3] = {arity > 0 ? inferred_[n.a] : detail::Inferred{}, arity > 1 ? inferred_[n.b] : detail::Inferred{},
+                             arity > 2 ? inferred_[n.c] : detail::Inferred{}};
+      inferred_[i] = detail::infer_node(n.op, in, n.a, n.value, k);
     }
   }
 
   /// The root's type (error: it does not type-check; describe() says why).
-  Inferred result() const { return inferred_.empty() ? Inferred{VT::error} : inferred_.back(); }
+  detail::Inferred result() const { return inferred_.empty() ? detail::Inferred{VT::error} : inferred_.back(); }
 
   /// The program computing the root as `out` (its storage type).
   Program lower(VT out) {
@@ -210,7 +214,7 @@ class Lowering {
  private:
   Code const& code_;
   Types in_;
-  std::vector<Inferred> inferred_;
+  std::vector<detail::Inferred> inferred_;
   Program p_;
   std::vector<std::pair<std::uint64_t, std::uint8_t>> memo_;  // (node, wanted type) -> instruction
 
@@ -256,7 +260,7 @@ class Lowering {
     auto const type_of = [&](std::uint32_t k) { return inferred_[k].type; };
     switch (n.op) {
       case Opcode::operand: return emit({Opcode::operand, in_[n.a], static_cast<std::uint8_t>(n.a), 0, 0, 0});
-      case Opcode::constant: return constant(n.value, compute_type(concrete(want)));
+      case Opcode::constant: return constant(n.value, detail::compute_type(concrete(want)));
       case Opcode::not_: return emit({n.op, VT::boolean, node(n.a, VT::boolean), 0, 0, 0});
       case Opcode::and_:
       case Opcode::or_: {
@@ -269,32 +273,34 @@ class Lowering {
       case Opcode::greater_equal:
       case Opcode::equal:
       case Opcode::not_equal: {
-        VT const t = resolve(unify("", inferred_[n.a], inferred_[n.b]).type, VT::f32);
+        VT const t = detail::resolve(detail::unify("", inferred_[n.a], inferred_[n.b]).type, VT::f32);
         std::uint8_t const x = node(n.a, t), y = node(n.b, t);
-        return emit({n.op, compute_type(concrete(t)), x, y, 0, 0});
+        return emit({n.op, detail::compute_type(concrete(t)), x, y, 0, 0});
       }
       case Opcode::select: {
-        VT const t = concrete(resolve(inferred_[i].type, want));
+        VT const t = concrete(detail::resolve(inferred_[i].type, want));
         std::uint8_t const c = node(n.a, VT::boolean), x = node(n.b, t), y = node(n.c, t);
-        return emit({n.op, compute_type(t), c, x, y, 0});
+        return emit({n.op, detail::compute_type(t), c, x, y, 0});
       }
       case Opcode::cast_f32:
       case Opcode::cast_f16:
       case Opcode::cast_i32:
       case Opcode::cast_u32:
       case Opcode::cast_bool: {
-        VT const f = concrete(resolve(type_of(n.a), cast_target(n.op)));
-        return emit({n.op, compute_type(f), node(n.a, f), 0, 0, 0});
+        VT const f = concrete(detail::resolve(type_of(n.a), detail::cast_target(n.op)));
+        return emit({n.op, detail::compute_type(f), node(n.a, f), 0, 0, 0});
       }
       default: {
-        VT const t = concrete(resolve(inferred_[i].type, want));
+        VT const t = concrete(detail::resolve(inferred_[i].type, want));
         std::uint8_t const x = node(n.a, t);
         std::uint8_t const y = Code::arity(n.op) > 1 ? node(n.b, t) : 0;
-        return emit({n.op, compute_type(t), x, y, 0, 0});
+        return emit({n.op, detail::compute_type(t), x, y, 0, 0});
       }
     }
   }
 };
+
+namespace detail {
 
 // ---- the interpreter ---------------------------------------------------------------------------------------
 
@@ -492,6 +498,9 @@ template <class = void>
 }
 
 }  // namespace detail
+
+/// Runs `p` over n elements: out[i] = the program at element i of the operands (o.ptr, scalars broadcast).
+inline void interpret(Program const& p, Operands const& o, void* out, std::size_t n) { detail::interpret(p, o, out, n); }
 
 /// A lowered Code as ops::map's expression type. Its operand and output types are data (the program's), so one
 /// instance of the map serves every type: ops::map instantiates it with operand and output types VT::any.

@@ -304,7 +304,7 @@ T map_interpreted(Graph& g, Sequence& prog, expr::Code const& code, std::vector<
       throw type_error("map: operand _" + std::to_string(k + 1) + " is u8, which expressions do not support (use an "
                        "i32 or u32 tensor)");
   }
-  expr::detail::Lowering lowering(code, types);
+  expr::Lowering lowering(code, types);
   expr::detail::Inferred const r = lowering.result();
   if (r.type == VT::error) throw type_error("map: " + expr::detail::describe(r));
   expr::Program const p = lowering.lower(r.type == VT::weak || r.type == VT::any ? VT::f32 : r.type);

@@ -142,13 +142,13 @@ struct MapVertex<expr::Interpreted, In, Out, N, Rows> {
                                           : std::ptrdiff_t(r) * std::get<I>(ins).stride(0) *
                                                 std::ptrdiff_t(expr::detail::width(p.operands[I])))), ...);
         }(std::make_index_sequence<N>{});
-        expr::detail::interpret(p, o, out.data() + std::ptrdiff_t(r) * out.stride(0) * std::ptrdiff_t(out_width), out.dim(1));
+        expr::interpret(p, o, out.data() + std::ptrdiff_t(r) * out.stride(0) * std::ptrdiff_t(out_width), out.dim(1));
       }
     } else {
       [&]<std::size_t... I>(std::index_sequence<I...>) {
         ((o.ptr[I] = std::get<I>(ins).data()), ...);
       }(std::make_index_sequence<N>{});
-      expr::detail::interpret(p, o, out.data(), out.size());
+      expr::interpret(p, o, out.data(), out.size());
     }
   }
   /// As MapVertex's estimate, with one node per operation of the program.
