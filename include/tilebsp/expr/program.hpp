@@ -527,11 +527,4 @@ constexpr detail::Inferred infer_of(E const&, Types const& t) noexcept {
 }
 inline detail::Inferred infer_of(Interpreted const& e, Types const&) noexcept { return {e.program.out}; }
 
-/// The cost model's node count of an expression.
-template <class E>
-constexpr std::size_t node_count(E const&) noexcept {
-  return E::nodes;
-}
-inline std::size_t node_count(Interpreted const& e) noexcept { return e.program.operations(); }
-
 }  // namespace tilebsp::expr

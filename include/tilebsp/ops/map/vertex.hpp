@@ -26,9 +26,39 @@ namespace tilebsp::ops::detail {
 using expr::Types;
 using expr::VT;
 
+/// The reflected fields of the map vertices, in order: in0 .. in<N-1>, out, scalars, stream, workers, expr (a
+/// hand-written Hana accessor list, since their number depends on N).
+template <std::size_t N>
+struct MapFields {
+  template <std::size_t... I>
+  static constexpr auto apply(std::index_sequence<I...>) {
+    namespace hana = boost::hana;
+    return hana::make_tuple(
+        hana::make_pair(hana::string_c<'i', 'n', static_cast<char>('0' + I)>,
+                        [](auto&& v) -> decltype(auto) { return std::get<I>(v.ins); })...,
+        hana::make_pair(BOOST_HANA_STRING("out"), [](auto&& v) -> decltype(auto) { return (v.out); }),
+        hana::make_pair(BOOST_HANA_STRING("scalars"), [](auto&& v) -> decltype(auto) { return (v.scalars); }),
+        hana::make_pair(BOOST_HANA_STRING("stream"), [](auto&& v) -> decltype(auto) { return (v.stream); }),
+        hana::make_pair(BOOST_HANA_STRING("workers"), [](auto&& v) -> decltype(auto) { return (v.workers); }),
+        hana::make_pair(BOOST_HANA_STRING("expr"), [](auto&& v) -> decltype(auto) { return (v.e); }));
+  }
+  static constexpr auto apply() { return apply(std::make_index_sequence<N>{}); }
+};
+
+/// A map vertex's estimate in tile cycles: each worker issues every `workers`-th cycle and takes an equal share of
+/// the 64-bit vectors (2 f32 or 4 f16 lanes, `lanes`), or of the rows, one cycle per node and vector, plus 20 of
+/// setup; a row costs 6 more cycles (loading its pointers and count: our assumption, as for the setup). Without
+/// rows, `rows` is 1 and `length` the element count.
+inline std::uint64_t map_vertex_cycles(bool with_rows, std::uint64_t rows, std::uint64_t length, std::uint64_t workers,
+                                       std::uint64_t nodes, std::uint64_t lanes) {
+  std::uint64_t const k = std::max<std::uint64_t>(1, workers);
+  nodes = std::max<std::uint64_t>(1, nodes);
+  if (with_rows) return k * (20 + (rows + k - 1) / k * (6 + (length + lanes - 1) / lanes * nodes));
+  return k * (20 + ((length + lanes - 1) / lanes + k - 1) / k * nodes);
+}
+
 /// The vertex of a map: N operands of the value types In, an output of type Out, the expression (which carries
-/// its constants) and which operands are scalars broadcast to every element. Its fields are reflected through a
-/// hand-written Hana accessor list, since their number depends on N. With Rows, the operands and the output are
+/// its constants) and which operands are scalars broadcast to every element (fields: MapFields). With Rows, the operands and the output are
 /// [rows, length] views whose rows are contiguous (a scalar operand: one element): one vertex for many equal runs
 /// of a tile's output, as a conv output mapped in blocks of channels has one run per position.
 /// A multi-worker vertex (Poplar's MultiVertex): `workers` workers share its elements (its rows, with Rows), so
@@ -49,21 +79,7 @@ struct MapVertex {
   param<std::uint32_t> workers;
   param<E> e;
 
-  struct hana_accessors_impl {
-    template <std::size_t... I>
-    static constexpr auto apply(std::index_sequence<I...>) {
-      namespace hana = boost::hana;
-      return hana::make_tuple(
-          hana::make_pair(hana::string_c<'i', 'n', static_cast<char>('0' + I)>,
-                          [](auto&& v) -> decltype(auto) { return std::get<I>(v.ins); })...,
-          hana::make_pair(BOOST_HANA_STRING("out"), [](auto&& v) -> decltype(auto) { return (v.out); }),
-          hana::make_pair(BOOST_HANA_STRING("scalars"), [](auto&& v) -> decltype(auto) { return (v.scalars); }),
-          hana::make_pair(BOOST_HANA_STRING("stream"), [](auto&& v) -> decltype(auto) { return (v.stream); }),
-          hana::make_pair(BOOST_HANA_STRING("workers"), [](auto&& v) -> decltype(auto) { return (v.workers); }),
-          hana::make_pair(BOOST_HANA_STRING("expr"), [](auto&& v) -> decltype(auto) { return (v.e); }));
-    }
-    static constexpr auto apply() { return apply(std::make_index_sequence<N>{}); }
-  };
+  using hana_accessors_impl = MapFields<N>;
 
   void compute() {
     expr::Operands o;
@@ -83,14 +99,10 @@ struct MapVertex {
       expr::evaluate<In, Out>(e.get(), o, N, out.data(), out.size(), stream);
     }
   }
-  /// IPU estimate in tile cycles: each worker issues every `workers`-th cycle and takes an equal share of the
-  /// 64-bit vectors (2 f32 or 4 f16 lanes), or of the rows, one cycle per node and vector, plus 20 of setup; a row
-  /// costs 6 more cycles (loading its pointers and count: our assumption, as for the setup).
+  /// IPU estimate in tile cycles (map_vertex_cycles), one node per expression node.
   std::uint64_t cycle_estimate() const {
-    std::uint64_t const w = Out == VT::f16 ? 4 : 2, nodes = std::max<std::uint64_t>(1, expr::node_count(e.get()));
-    std::uint64_t const k = std::max<std::uint64_t>(1, workers);
-    if constexpr (Rows) return k * (20 + (out.dim(0) + k - 1) / k * (6 + (out.dim(1) + w - 1) / w * nodes));
-    else return k * (20 + ((out.size() + w - 1) / w + k - 1) / k * nodes);
+    if constexpr (Rows) return map_vertex_cycles(true, out.dim(0), out.dim(1), workers, E::nodes, Out == VT::f16 ? 4 : 2);
+    else return map_vertex_cycles(false, 1, out.size(), workers, E::nodes, Out == VT::f16 ? 4 : 2);
   }
 };
 
@@ -113,21 +125,7 @@ struct MapVertex<expr::Interpreted, In, Out, N, Rows> {
   param<std::uint32_t> workers;
   param<expr::Interpreted> e;
 
-  struct hana_accessors_impl {
-    template <std::size_t... I>
-    static constexpr auto apply(std::index_sequence<I...>) {
-      namespace hana = boost::hana;
-      return hana::make_tuple(
-          hana::make_pair(hana::string_c<'i', 'n', static_cast<char>('0' + I)>,
-                          [](auto&& v) -> decltype(auto) { return std::get<I>(v.ins); })...,
-          hana::make_pair(BOOST_HANA_STRING("out"), [](auto&& v) -> decltype(auto) { return (v.out); }),
-          hana::make_pair(BOOST_HANA_STRING("scalars"), [](auto&& v) -> decltype(auto) { return (v.scalars); }),
-          hana::make_pair(BOOST_HANA_STRING("stream"), [](auto&& v) -> decltype(auto) { return (v.stream); }),
-          hana::make_pair(BOOST_HANA_STRING("workers"), [](auto&& v) -> decltype(auto) { return (v.workers); }),
-          hana::make_pair(BOOST_HANA_STRING("expr"), [](auto&& v) -> decltype(auto) { return (v.e); }));
-    }
-    static constexpr auto apply() { return apply(std::make_index_sequence<N>{}); }
-  };
+  using hana_accessors_impl = MapFields<N>;
 
   void compute() {
     expr::Program const& p = e.get().program;
@@ -151,13 +149,12 @@ struct MapVertex<expr::Interpreted, In, Out, N, Rows> {
       expr::interpret(p, o, out.data(), out.size());
     }
   }
-  /// As MapVertex's estimate, with one node per operation of the program.
+  /// As MapVertex's estimate, one node per operation of the program.
   std::uint64_t cycle_estimate() const {
     expr::Program const& p = e.get().program;
-    std::uint64_t const w = p.out == VT::f16 ? 4 : 2, nodes = std::max<std::uint64_t>(1, p.operations());
-    std::uint64_t const k = std::max<std::uint64_t>(1, workers);
-    if constexpr (Rows) return k * (20 + (out.dim(0) + k - 1) / k * (6 + (out.dim(1) + w - 1) / w * nodes));
-    else return k * (20 + ((out.size() + w - 1) / w + k - 1) / k * nodes);
+    std::uint64_t const lanes = p.out == VT::f16 ? 4 : 2;
+    if constexpr (Rows) return map_vertex_cycles(true, out.dim(0), out.dim(1), workers, p.operations(), lanes);
+    else return map_vertex_cycles(false, 1, out.size(), workers, p.operations(), lanes);
   }
 };
 
