@@ -9,6 +9,7 @@
 #include <tilebsp/onnx/import.hpp>
 #include <tilebsp/onnx/npy.hpp>
 #include <tilebsp/onnx/options.hpp>
+#include <tilebsp/onnx/pipeline.hpp>
 #include <tilebsp/tilebsp.hpp>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -47,9 +49,15 @@ Runs an ONNX model on a modelled IPU Mk2, converts it once (DIR then runs withou
   --conv-partial-type T        float or half partial sums of Conv (default float)
   --precision-conversion-excluded-nodes REGEX,...
                                FP16: nodes whose names match stay in float
-  --num-ipus N                 IPUs of the target (default 1)
+  --num-ipus N                 IPUs of the target (default 1; a pipeline takes one per stage)
   --manual-sharding REGEX,...  one regular expression per IPU: nodes whose names match the i-th go on IPU i
                                (the first that matches; others on IPU 0)
+  --pipeline-cfg JSON|FILE     pipeline the model over IPUs, --batch-per-step micro-batches per run:
+                               {"converter": "auto", "priority": "cycle"|"memory", "min_ipu_quantity": 2,
+                                "max_ipu_quantity": 8, "solution_dir": DIR} balances the stages by estimate;
+                               {"converter": "manual", "manual_pipeline_config": [REGEX, ...]} one per stage;
+                               {"converter": "load", "solution_path": FILE} a solution auto wrote
+  --replicas N                 replicas of the model, each with its own batch (default 1)
   --config-file FILE.json      options as a JSON object ({"batch_size": 4, "manual_sharding": ["a", "b"], ...})
   --host-threads N             host threads (0: all; results do not depend on it) (default 0)
   --executable-cache DIR       keep compiled executables in DIR; the same model and options load from there
@@ -90,6 +98,8 @@ Options parse(int argc, char** argv) {
       if (!fs::exists(dir / "model.onnx") || !fs::exists(dir / "options.json"))
         cli.bad(dir.string() + " is not a folder written by tilebsp convert (model.onnx and options.json)");
       onnx::apply_config(o.run, read_text(cli, dir / "options.json"), (dir / "options.json").string());
+      if (o.run.pipeline && !o.run.pipeline->solution_path.empty() && fs::path(o.run.pipeline->solution_path).is_relative())
+        o.run.pipeline->solution_path = (dir / o.run.pipeline->solution_path).string();
       o.model = (dir / "model.onnx").string();
       o.run.executable_cache = (dir / "executable").string();
     }
@@ -123,8 +133,7 @@ Options parse(int argc, char** argv) {
   }
   if (o.command == "convert" && o.run.outdir.empty()) cli.bad("convert needs --outdir DIR");
   for (auto const& u : o.run.unsupported)
-    cli.bad("--" + u + ": " + (u == "pipeline-cfg" ? "pipelined models are not built by the importer yet; --manual-sharding places nodes on IPUs"
-                                                   : "running nodes on the host CPU is not supported; every node runs on the modelled IPU"));
+    cli.bad("--" + u + ": running nodes on the host CPU is not supported; every node runs on the modelled IPU");
   return o;
 }
 
@@ -185,6 +194,61 @@ int info(Options const& o) {
   return missing == 0 ? 0 : 1;
 }
 
+/// The pipeline's stages for the importer (manual: the expressions; auto and load: a split), printed; the solution
+/// of auto or load when there is one.
+std::optional<onnx::PipelineSolution> resolve_pipeline(Options const& o, onnx::Model const& m, onnx::ImportOptions& io) {
+  if (!o.run.pipeline) return std::nullopt;
+  onnx::PipelineConfig const& cfg = *o.run.pipeline;
+  auto const micro_batches = static_cast<std::size_t>(o.run.batch_per_step);
+  if (cfg.converter == onnx::PipelineConfig::Converter::manual) {
+    io.pipeline_stages = cfg.manual_pipeline_config;
+    return std::nullopt;
+  }
+  onnx::PipelineSolution s;
+  if (cfg.converter == onnx::PipelineConfig::Converter::load) {
+    std::ifstream f(cfg.solution_path, std::ios::binary);
+    if (!f) throw tb::option_error("pipeline_cfg: cannot read the solution " + cfg.solution_path);
+    std::ostringstream text;
+    text << f.rdbuf();
+    s = onnx::read_solution(text.str(), cfg.solution_path, m);
+  } else {
+    auto const t0 = std::chrono::steady_clock::now();
+    s = onnx::plan_pipeline(m, io, cfg, micro_batches, tb::targets::ipu_mk2(1), o.run.host_threads);
+    std::printf("pipeline: auto (%s) chose %zu stages in %.2f s; estimated %llu cycles per run of %zu micro-batches\n",
+                cfg.priority == onnx::PipelineConfig::Priority::memory ? "memory" : "cycle", s.stages(), seconds_since(t0),
+                static_cast<unsigned long long>(s.estimated_run_cycles), micro_batches);
+    if (!cfg.solution_dir.empty()) {
+      fs::create_directories(cfg.solution_dir);
+      std::string const path = (fs::path(cfg.solution_dir) / (fs::path(o.model).stem().string() + ".pipeconfig")).string();
+      std::ofstream(path) << onnx::to_json(s);
+      std::printf("pipeline: solution written to %s\n", path.c_str());
+    }
+  }
+  for (std::size_t k = 0; k < s.stages(); ++k) {
+    std::size_t const end = k + 1 < s.stages() ? s.first_nodes[k + 1] : m.nodes().size();
+    std::printf("  stage %zu: nodes %zu-%zu from '%s'", k, s.first_nodes[k], end - 1, s.first_node_names[k].c_str());
+    if (k < s.stage_cycles.size())
+      std::printf(", %llu cycles, parameters %.2f MB", static_cast<unsigned long long>(s.stage_cycles[k]),
+                  static_cast<double>(s.stage_parameter_bytes[k]) / 1e6);
+    if (k > 0 && k - 1 < s.transfer_bytes.size()) std::printf(", receives %.2f MB", static_cast<double>(s.transfer_bytes[k - 1]) / 1e6);
+    std::printf("\n");
+  }
+  io.pipeline_split = s.split();
+  return s;
+}
+
+/// Replica r's part of an input file: the whole file when it holds one batch, else its r-th batch of `want`.
+onnx::HostTensor replica_part(onnx::HostTensor const& t, std::vector<std::int64_t> const& want, std::size_t r) {
+  if (t.shape == want) return t;
+  onnx::HostTensor p;
+  p.type = t.type;
+  p.shape = want;
+  std::size_t const n = p.size();
+  if (!t.floats.empty()) p.floats.assign(t.floats.begin() + static_cast<std::ptrdiff_t>(r * n), t.floats.begin() + static_cast<std::ptrdiff_t>((r + 1) * n));
+  else p.ints.assign(t.ints.begin() + static_cast<std::ptrdiff_t>(r * n), t.ints.begin() + static_cast<std::ptrdiff_t>((r + 1) * n));
+  return p;
+}
+
 int run(Options const& o) {
   auto t0 = std::chrono::steady_clock::now();
   onnx::Model const m = onnx::Model::load(o.model);
@@ -212,34 +276,48 @@ int run(Options const& o) {
     std::string const file = o.inputs.count(v.name) ? o.inputs.at(v.name) : o.sole_input;
     std::vector<std::int64_t> want;
     for (std::size_t d = 0; d < v.dims.size(); ++d) want.push_back(v.dims[d].value < 0 && d == 0 ? io.batch_size : v.dims[d].value);
-    if (it->second.shape != want)
-      throw tb::shape_error("input '" + v.name + "' is " + shape_text(want) + " but " + file + " holds " + shape_text(it->second.shape));
+    std::vector<std::int64_t> all = want;  // every replica's batch in one file
+    if (!all.empty()) all[0] *= static_cast<std::int64_t>(o.run.replicas);
+    if (it->second.shape != want && (o.run.replicas == 1 || it->second.shape != all))
+      throw tb::shape_error("input '" + v.name + "' is " + shape_text(want) + (o.run.replicas > 1 ? " (or " + shape_text(all) + " for all " + std::to_string(o.run.replicas) + " replicas)" : std::string()) +
+                            " but " + file + " holds " + shape_text(it->second.shape));
     bool const type_ok = it->second.type == v.type || (onnx::is_floating(v.type) && it->second.type == onnx::DataType::float32);
     if (!type_ok)
       throw tb::type_error("input '" + v.name + "' is " + onnx::to_string(v.type) + " but " + file + " holds " +
                            onnx::to_string(it->second.type));
   }
-  tb::Graph g{tb::targets::ipu_mk2(o.run.num_ipus)};
+  auto const solution = resolve_pipeline(o, m, io);
+  std::size_t const stages = !io.pipeline_stages.empty() ? io.pipeline_stages.size() : io.pipeline_split.empty() ? 0 : io.pipeline_split.size() + 1;
+  if (stages > static_cast<std::size_t>(o.run.batch_per_step))
+    throw tb::option_error("--pipeline-cfg: " + std::to_string(stages) + " stages need at least as many micro-batches per run; "
+                           "give --batch-per-step " + std::to_string(stages) + " or more");
+  std::size_t const ipus = std::max(o.run.num_ipus, stages);
+  std::size_t const replicas = o.run.replicas;
+  tb::Graph g{tb::targets::ipu_mk2(ipus)};
   g.set_build_threads(o.run.host_threads);
   tb::Sequence step;
-  onnx::Imported const imp = onnx::import(g, step, m, io);
-  std::vector<onnx::HostTensor> values;
+  onnx::Imported imp = onnx::import(g, step, m, io);
+  // Per replica, per input: its values (a file's batch, or standard normal draws, replica after replica).
+  std::vector<std::vector<onnx::HostTensor>> values(replicas);
   samples::Rng rng(1);
-  for (auto const& in : imp.inputs) {
-    if (auto it = given.find(in.name); it != given.end()) {
-      values.push_back(it->second);
-      continue;
+  for (std::size_t r = 0; r < replicas; ++r)
+    for (auto const& in : imp.inputs) {
+      if (auto it = given.find(in.name); it != given.end()) {
+        values[r].push_back(replica_part(it->second, in.shape(), r));
+        continue;
+      }
+      onnx::HostTensor t;
+      t.type = in.type;
+      t.shape = in.shape();
+      for (std::size_t i = 0; i < t.size(); ++i) {
+        if (onnx::is_floating(in.type)) t.floats.push_back(static_cast<float>(rng.normal_pair().first));
+        else t.ints.push_back(0);
+      }
+      values[r].push_back(std::move(t));
     }
-    onnx::HostTensor t;
-    t.type = in.type;
-    t.shape = in.shape();
-    for (std::size_t i = 0; i < t.size(); ++i) {
-      if (onnx::is_floating(in.type)) t.floats.push_back(static_cast<float>(rng.normal_pair().first));
-      else t.ints.push_back(0);
-    }
-    values.push_back(std::move(t));
-  }
-  tb::Program const program = tb::repeat(static_cast<std::size_t>(o.run.batch_per_step), std::move(step));
+  tb::Program const program = imp.stages.empty()
+                                  ? tb::Program(tb::repeat(static_cast<std::size_t>(o.run.batch_per_step), std::move(step)))
+                                  : tb::Program(tb::pipeline({.micro_batches = static_cast<std::size_t>(o.run.batch_per_step)}, std::move(imp.stages)));
   double const build_s = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
   std::string const cache = o.command == "convert" ? (fs::path(o.run.outdir) / "executable").string() : o.run.executable_cache;
@@ -248,7 +326,8 @@ int run(Options const& o) {
                                    {.allow_out_of_memory = true,
                                     .threads = o.run.host_threads,
                                     .cache_dir = cache,
-                                    .progress = samples::compile_progress("tilebsp")},
+                                    .progress = samples::compile_progress("tilebsp"),
+                                    .replicas = replicas},
                                    program);
   samples::end_compile_progress();
   double const compile_s = seconds_since(t0);
@@ -257,22 +336,35 @@ int run(Options const& o) {
   std::printf("model: %s, opset %lld, %zu parameters, %zu nodes, %.3g GMAC per item\n", o.model.c_str(),
               static_cast<long long>(m.opset()), m.parameter_count(), m.nodes().size(),
               imp.multiply_adds / 1e9 / static_cast<double>(io.batch_size > 0 ? io.batch_size : 1));
-  std::printf("target %zu x IPU Mk2 (%zu tiles), batch %lld, %s, conv AMP %.2f, matmul AMP %.2f, %s kernels\n",
-              o.run.num_ipus, g.num_tiles(), static_cast<long long>(io.batch_size),
+  std::printf("target %zu x IPU Mk2 (%zu tiles)%s, batch %lld, %s, conv AMP %.2f, matmul AMP %.2f, %s kernels\n",
+              ipus, g.num_tiles(),
+              (stages > 0 ? ", pipelined in " + std::to_string(stages) + " stages" : std::string()).append(
+                  replicas > 1 ? ", " + std::to_string(replicas) + " replicas" : std::string()).c_str(),
+              static_cast<long long>(io.batch_size),
               io.precision == onnx::Precision::fp16 ? "FP16" : "FP32", io.conv_amp, io.matmul_amp,
               std::string(tb::ops::kernels_isa()).c_str());
   std::printf("graph built in %.2f s, %s in %.2f s; peak resident memory %.2f GB\n", build_s,
               from_cache ? "executable loaded from cache" : "compiled", compile_s, peak_gb);
   if (o.command == "convert") {  // the executable is in DIR/executable already; the model and options beside it
     fs::copy_file(o.model, fs::path(o.run.outdir) / "model.onnx", fs::copy_options::overwrite_existing);
-    std::ofstream(fs::path(o.run.outdir) / "options.json") << onnx::model_config(o.run);
+    onnx::RunOptions stored = o.run;
+    if (solution) {  // the split, so that a run of the folder builds the same stages without planning them again
+      std::ofstream(fs::path(o.run.outdir) / "pipeline.pipeconfig") << onnx::to_json(*solution);
+      onnx::PipelineConfig load;
+      load.converter = onnx::PipelineConfig::Converter::load;
+      load.solution_path = "pipeline.pipeconfig";
+      stored.pipeline = load;
+    }
+    std::ofstream(fs::path(o.run.outdir) / "options.json") << onnx::model_config(stored);
     std::printf("converted: %s (run it with: tilebsp run %s)\n", o.run.outdir.c_str(), o.run.outdir.c_str());
     std::printf("startup: build_s %.3f compile_s %.3f\n", build_s, compile_s);
     return 0;
   }
   tb::Engine engine{std::move(exe), {.host_threads = o.run.host_threads, .profiling = !o.run.report.empty()}};
-  for (std::size_t i = 0; i < imp.inputs.size(); ++i) onnx::write(engine, imp.inputs[i], values[i]);
-  double const items = static_cast<double>(io.batch_size > 0 ? io.batch_size : 1) * static_cast<double>(o.run.batch_per_step);
+  for (std::size_t r = 0; r < replicas; ++r)
+    for (std::size_t i = 0; i < imp.inputs.size(); ++i) onnx::write(engine.replica(r), imp.inputs[i], values[r][i]);
+  double const items = static_cast<double>(io.batch_size > 0 ? io.batch_size : 1) * static_cast<double>(o.run.batch_per_step) *
+                       static_cast<double>(replicas);
   std::vector<double> rate, latency;
   for (int it = 0; it < o.run.iterations; ++it) {
     t0 = std::chrono::steady_clock::now();
@@ -296,7 +388,16 @@ int run(Options const& o) {
               peak <= g.target().bytes_per_tile ? "fits" : "does NOT fit");
   if (!o.run.outdir.empty()) fs::create_directories(o.run.outdir);
   for (auto const& out : imp.outputs) {
-    onnx::HostTensor const t = onnx::read(engine, out);
+    onnx::HostTensor t = onnx::read(engine.replica(0), out);
+    for (std::size_t r = 1; r < replicas; ++r) {  // the replicas' batches one after another
+      onnx::HostTensor const x = onnx::read(engine.replica(r), out);
+      t.floats.insert(t.floats.end(), x.floats.begin(), x.floats.end());
+      t.ints.insert(t.ints.end(), x.ints.begin(), x.ints.end());
+    }
+    if (replicas > 1) {
+      if (t.shape.empty()) t.shape.push_back(static_cast<std::int64_t>(replicas));
+      else t.shape[0] *= static_cast<std::int64_t>(replicas);
+    }
     double mean_abs = 0;
     for (std::size_t i = 0; i < t.size(); ++i) mean_abs += std::abs(t.value(i)) / static_cast<double>(t.size());
     std::printf("output %s %s: mean |x| %.6g", out.name.c_str(), shape_text(t.shape).c_str(), mean_abs);

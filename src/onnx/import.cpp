@@ -112,12 +112,18 @@ std::string Importer::where() const {
 void Importer::unsupported(std::string const& what) const { throw unsupported_error(where() + what); }
 void Importer::invalid(std::string const& what) const { throw model_error(where() + what); }
 
+Value const* Importer::lookup(std::string const& name) const {
+  if (auto r = received_inputs_.find(name); r != received_inputs_.end()) return &r->second;
+  auto it = values.find(name);
+  return it == values.end() ? nullptr : &it->second;
+}
+
 Value const& Importer::in(std::size_t i) const {
   if (!has(i)) invalid("input " + std::to_string(i) + " is missing");
   if (auto c = converted_inputs_.find(node->inputs[i]); c != converted_inputs_.end()) return c->second;
-  auto it = values.find(node->inputs[i]);
-  if (it == values.end()) invalid("input '" + node->inputs[i] + "' is not produced before the node");
-  return it->second;
+  Value const* v = lookup(node->inputs[i]);
+  if (!v) invalid("input '" + node->inputs[i] + "' is not produced before the node");
+  return *v;
 }
 
 HostTensor const& Importer::known(std::size_t i, char const* what) const {
@@ -137,7 +143,14 @@ std::vector<std::int64_t> Importer::known_ints(std::size_t i, char const* what) 
 
 void Importer::out(std::size_t i, Value v) {
   if (i >= node->outputs.size() || node->outputs[i].empty()) return;  // an optional output not asked for
-  values[node->outputs[i]] = std::move(v);
+  set(node->outputs[i], std::move(v));
+}
+
+void Importer::set(std::string const& name, Value v) {
+  v.stage = stage;
+  if (computed && !v.constant)
+    (*computed)[name] = static_cast<std::uint64_t>(v.tensor.num_elements()) * size_of(v.tensor.element_type());
+  values[name] = std::move(v);
 }
 
 void Importer::out_tensor(std::size_t i, DataType type, Tensor t, std::vector<std::size_t> layout) {
@@ -273,32 +286,63 @@ Tensor Importer::physical(Value const& v, Dims const& out, std::vector<std::size
   return t.dimshuffle(inverse);
 }
 
+namespace {
+/// The row-major tensor of a value's elements (the inverse of its layout's dimshuffle).
+Tensor physical_of(Value const& v) {
+  if (v.layout.empty()) return v.tensor;
+  std::vector<std::size_t> inverse(v.layout.size());
+  for (std::size_t d = 0; d < v.layout.size(); ++d) inverse[v.layout[d]] = d;
+  return v.tensor.dimshuffle(inverse);
+}
+}  // namespace
+
 void Importer::convert_inputs() {
   converted_inputs_.clear();
   ElementType const want = float_type();
   for (auto const& name : node->inputs) {
-    auto it = values.find(name);
-    if (name.empty() || it == values.end()) continue;
-    Value const& v = it->second;
+    Value const* found = name.empty() ? nullptr : lookup(name);
+    if (!found) continue;
+    Value const& v = *found;
     if (v.constant || !is_floating(v.type)) continue;
     ElementType const have = v.tensor.element_type();
     if (have == want || (have != ElementType::f32 && have != ElementType::f16)) continue;
-    auto key = std::make_pair(name, want);
+    auto key = std::make_tuple(name, want, v.stage);
     auto done = conversions_.find(key);
     if (done == conversions_.end()) {
       // Converted in its physical order, so that the result keeps the value's layout.
       Value c = v;
-      Tensor physical_tensor = v.tensor;
-      if (!v.layout.empty()) {
-        std::vector<std::size_t> inverse(v.layout.size());
-        for (std::size_t d = 0; d < v.layout.size(); ++d) inverse[v.layout[d]] = d;
-        physical_tensor = physical_tensor.dimshuffle(inverse);
-      }
-      c.tensor = ops::cast(g, prog, physical_tensor, want);
+      c.tensor = ops::cast(g, prog, physical_of(v), want);
       if (!v.layout.empty()) c.tensor = c.tensor.dimshuffle(v.layout);
       done = conversions_.emplace(key, std::move(c)).first;
     }
     converted_inputs_[name] = done->second;
+  }
+}
+
+void Importer::receive_inputs() {
+  received_inputs_.clear();
+  if (!stages) return;
+  for (auto const& name : node->inputs) {
+    auto it = name.empty() ? values.end() : values.find(name);
+    if (it == values.end() || it->second.constant || it->second.stage == stage) continue;
+    Value const& v = it->second;
+    if (v.stage > stage)
+      throw option_error(where() + "the node is in pipeline stage " + std::to_string(stage) + " but its input '" + name +
+                         "' is computed in the later stage " + std::to_string(v.stage) +
+                         "; a stage can only read what earlier stages computed");
+    auto key = std::make_pair(name, stage);
+    auto done = receptions_.find(key);
+    if (done == receptions_.end()) {
+      // Received in its physical order, laid out tile for tile as on the stage that computed it.
+      Tensor const src = physical_of(v);
+      Tensor dst = receive_buffer(g, src, "onnx/stage" + std::to_string(stage) + "/" + name);
+      (*stages)[stage].receives.push_back(tilebsp::receive(src, dst, v.stage));
+      Value r = v;
+      r.tensor = v.layout.empty() ? dst : dst.dimshuffle(v.layout);
+      r.stage = stage;
+      done = receptions_.emplace(key, std::move(r)).first;
+    }
+    received_inputs_[name] = done->second;
   }
 }
 
@@ -342,8 +386,9 @@ std::vector<std::string> supported_operators() {
   return r;
 }
 
-Imported import(Graph& g, Sequence& prog, Model const& model, ImportOptions const& options) {
-  using namespace detail;
+namespace detail {
+
+Imported import_model(Graph& g, Sequence& prog, Model const& model, ImportOptions const& options, std::vector<NodeBuild>* nodes) {
   ModelData const& m = model.data();
   Sequence body;
   Importer imp(g, body, m, options);
@@ -380,8 +425,45 @@ Imported import(Graph& g, Sequence& prog, Model const& model, ImportOptions cons
   if (shards.size() > ipus)
     throw option_error(m.name + ": manual_sharding names " + std::to_string(shards.size()) + " shards but the target has " +
                        std::to_string(ipus) + " IPU" + (ipus == 1 ? "" : "s"));
+  // Pipeline stages: at most one way of giving them, no more than the IPUs, and not beside manual sharding.
+  std::vector<std::regex> const stage_patterns = compile_all(options.pipeline_stages, "pipeline_stages");
+  std::size_t const K = !options.pipeline_stages.empty() ? options.pipeline_stages.size()
+                        : !options.pipeline_split.empty() ? options.pipeline_split.size() + 1 : 0;
+  if (!options.pipeline_stages.empty() && !options.pipeline_split.empty())
+    throw option_error(m.name + ": give the pipeline stages either as regular expressions (pipeline_stages) or as a split (pipeline_split), not both");
+  if (K > 0 && !options.manual_sharding.empty())
+    throw option_error(m.name + ": a pipeline places its stages on the IPUs itself; manual_sharding cannot be given beside it");
+  if (K > ipus)
+    throw option_error(m.name + ": the pipeline has " + std::to_string(K) + " stages but the target has " + std::to_string(ipus) +
+                       " IPU" + (ipus == 1 ? "" : "s") + " (one stage per IPU)");
+  for (std::size_t i = 0; i < options.pipeline_split.size(); ++i) {
+    std::size_t const first = options.pipeline_split[i];
+    if (first == 0 || first >= m.nodes.size() || (i > 0 && first <= options.pipeline_split[i - 1]))
+      throw option_error(m.name + ": pipeline_split: stage " + std::to_string(i + 1) + " begins at node " + std::to_string(first) +
+                         "; the first nodes of stages 1, 2, ... must increase strictly within the model's " +
+                         std::to_string(m.nodes.size()) + " nodes, after node 0");
+  }
+  std::vector<Stage> stages;
+  std::vector<Sequence> stage_programs(K);
+  for (std::size_t k = 0; k < K; ++k) stages.push_back(Stage{g.shard(k), Program(Sequence{}), {}});
+  if (K > 0) imp.stages = &stages;
+  // A node's stage: the first pattern that matches its name, else the latest of its inputs' stages; or its run of
+  // the split.
+  auto const stage_of = [&](std::size_t index, Node const& n) -> std::size_t {
+    if (!options.pipeline_split.empty())
+      return static_cast<std::size_t>(std::upper_bound(options.pipeline_split.begin(), options.pipeline_split.end(), index) -
+                                      options.pipeline_split.begin());
+    for (std::size_t k = 0; k < stage_patterns.size(); ++k)
+      if (!n.name.empty() && std::regex_search(n.name, stage_patterns[k])) return k;
+    std::size_t latest = 0;
+    for (auto const& i : n.inputs)
+      if (auto it = i.empty() ? imp.values.end() : imp.values.find(i); it != imp.values.end() && !it->second.constant)
+        latest = std::max(latest, it->second.stage);
+    return latest;
+  };
   // A node on the IPU of the first expression that matches its name, else on IPU 0; one IPU: the whole graph.
   auto const place = [&](std::string const& name) -> Graph {
+    if (K > 0) return stages[0].shard;
     if (ipus <= 1) return g;
     std::size_t ipu = 0;
     for (std::size_t i = 0; i < shards.size(); ++i)
@@ -450,13 +532,22 @@ Imported import(Graph& g, Sequence& prog, Model const& model, ImportOptions cons
     r.inputs.push_back({vi.name, vi.type, v.tensor});
     imp.values[vi.name] = std::move(v);
   }
-  for (auto const& n : m.nodes) {
+  if (nodes) nodes->assign(m.nodes.size(), NodeBuild{});
+  for (std::size_t index = 0; index < m.nodes.size(); ++index) {
+    Node const& n = m.nodes[index];
     if (imp.fused.contains(&n)) continue;
     imp.node = &n;
-    imp.g = place(n.name);
+    if (K > 0) {
+      imp.stage = stage_of(index, n);
+      imp.g = stages[imp.stage].shard;
+    } else {
+      imp.g = place(n.name);
+    }
     imp.keep_float = options.precision == Precision::fp16 &&
                      std::any_of(keep_float.begin(), keep_float.end(), [&](std::regex const& x) { return std::regex_search(n.name, x); });
+    imp.computed = nodes ? &(*nodes)[index].computed : nullptr;
     try {
+      imp.receive_inputs();
       imp.convert_inputs();
       ops.at(n.op_type)(imp, n);
     } catch (onnx::model_error const&) {
@@ -468,8 +559,12 @@ Imported import(Graph& g, Sequence& prog, Model const& model, ImportOptions cons
     } catch (type_error const& e) {
       throw type_error(imp.where() + e.what());
     }
+    // The node's program: its own (planning), its stage's (a pipeline), or the step's.
+    if (nodes) (*nodes)[index].program = std::move(body), body = Sequence{};
+    else if (K > 0) stage_programs[imp.stage].add(std::move(body)), body = Sequence{};
   }
   imp.node = nullptr;
+  imp.computed = nullptr;
   imp.g = place("");
   imp.keep_float = false;
   for (auto const& vi : m.outputs) {
@@ -479,8 +574,19 @@ Imported import(Graph& g, Sequence& prog, Model const& model, ImportOptions cons
     r.outputs.push_back({vi.name, it->second.type, t});
   }
   r.multiply_adds = imp.multiply_adds;
-  prog.add(std::move(body));
+  if (K > 0) {
+    for (std::size_t k = 0; k < K; ++k) stages[k].body = Program(std::move(stage_programs[k]));
+    r.stages = std::move(stages);
+  } else {
+    prog.add(std::move(body));
+  }
   return r;
+}
+
+}  // namespace detail
+
+Imported import(Graph& g, Sequence& prog, Model const& model, ImportOptions const& options) {
+  return detail::import_model(g, prog, model, options, nullptr);
 }
 
 void write(HostContext& host, ImportedValue const& v, HostTensor const& values) {

@@ -9,6 +9,7 @@
 #include <tilebsp/ops/map.hpp>
 #include <tilebsp/plan/conv.hpp>
 #include <tilebsp/plan/matmul.hpp>
+#include <tilebsp/program/pipeline.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -16,6 +17,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace tilebsp::onnx::detail {
@@ -31,6 +33,8 @@ struct Value {
   std::optional<HostTensor> constant;
   Tensor tensor;
   std::vector<std::size_t> layout;
+  /// The pipeline stage that computed a graph value (0 unpipelined; the model's inputs are stage 0's).
+  std::size_t stage = 0;
 };
 
 class Importer;
@@ -91,6 +95,8 @@ class Importer {
   void out(std::size_t i, Value v);
   void out_tensor(std::size_t i, DataType type, Tensor t, std::vector<std::size_t> layout = {});
   void out_constant(std::size_t i, HostTensor t);
+  /// Stores value `name`, computed by the node being built (in its pipeline stage).
+  void set(std::string const& name, Value v);
 
   bool has_attr(char const* name) const { return node->attributes.contains(name); }
   std::int64_t attr_int(char const* name, std::int64_t fallback) const;
@@ -115,8 +121,17 @@ class Importer {
   }
   /// The node being built stays in float (precision_conversion_excluded_nodes).
   bool keep_float = false;
-  /// Makes the node's floating inputs its float type (converted once per value and type).
+  /// Makes the node's floating inputs its float type (converted once per value, type and stage).
   void convert_inputs();
+
+  /// A pipelined import: the stage of the node being built and every stage (its shard, the transfers it receives).
+  std::size_t stage = 0;
+  std::vector<Stage>* stages = nullptr;
+  /// Where set() records the bytes of each graph value it stores (planning a pipeline), when not null.
+  std::map<std::string, std::uint64_t>* computed = nullptr;
+  /// Pipelined: the node's graph inputs computed by earlier stages, received into its stage (once per value and
+  /// stage) through pipeline transfers. Throws option_error for an input computed by a later stage.
+  void receive_inputs();
 
   /// An elementwise map of `code` over the operands (NumPy broadcasting): in the layout of the largest operand
   /// that has one, so that maps after convolutions run over channels-last data in order. Interpreted (ops::map of
@@ -142,9 +157,23 @@ class Importer {
   std::size_t next_constant_ = 0;
   /// Inputs of the node being built converted to its float type, and every conversion made so far.
   std::map<std::string, Value> converted_inputs_;
-  std::map<std::pair<std::string, ElementType>, Value> conversions_;
+  std::map<std::tuple<std::string, ElementType, std::size_t>, Value> conversions_;
+  /// Inputs of the node being built received from earlier stages, and every reception made so far.
+  std::map<std::string, Value> received_inputs_;
+  std::map<std::pair<std::string, std::size_t>, Value> receptions_;
+  /// Value `name` as the node being built sees it: received into its stage, else as computed.
+  Value const* lookup(std::string const& name) const;
   std::vector<std::size_t> choose_layout(Dims const& out, std::vector<Value const*> const& ops) const;
   Tensor physical(Value const& v, Dims const& out, std::vector<std::size_t> const& layout);
 };
+
+/// One node as import_model built it: its program, and the graph values it computed with their bytes.
+struct NodeBuild {
+  Sequence program;
+  std::map<std::string, std::uint64_t> computed;
+};
+/// import(), and where `nodes` is not null, each node built into its own program (nodes[i] for model node i; a
+/// node fused into an earlier one has none) instead of into `prog`.
+Imported import_model(Graph& g, Sequence& prog, Model const& model, ImportOptions const& options, std::vector<NodeBuild>* nodes);
 
 }  // namespace tilebsp::onnx::detail

@@ -27,7 +27,7 @@ void binary(Importer& imp, E const& e, F const& f, bool bool_result = false) {
   if constexpr (!std::is_same_v<Types, BoolTypes>) {
     if (!bool_result && next && next->op_type == "Relu" && is_floating(a.type) && !(a.constant && b.constant)) {
       imp.fused.insert(next);
-      imp.values[next->outputs[0]] = graph_map<FloatTypes>(imp, relu(e), a.type, a, b);
+      imp.set(next->outputs[0], graph_map<FloatTypes>(imp, relu(e), a.type, a, b));
       return;
     }
   }

@@ -271,7 +271,7 @@ void conv(Importer& imp, Node const& n) {
       }
   Epilogue const act = fuse_activation(imp, out_name);
   Value y = convolve(imp, x, w, G, M, wt, std::move(bias), act, n.name);
-  imp.values[out_name] = std::move(y);
+  imp.set(out_name, std::move(y));
 }
 
 void batch_norm(Importer& imp, Node const&) {

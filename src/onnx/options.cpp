@@ -1,4 +1,6 @@
 // onnx::RunOptions: the tool's options by name, from JSON config files, and the model's options written back.
+#include "json.hpp"
+
 #include <tilebsp/core/detail/json.hpp>
 #include <tilebsp/core/error.hpp>
 #include <tilebsp/onnx/options.hpp>
@@ -8,115 +10,18 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace tilebsp::onnx {
 
+using detail::Json;
+using detail::JsonReader;
+
 namespace {
-
-/// A JSON value: scalars keep their text; arrays and objects their items (objects as key, value pairs).
-struct Json {
-  enum class Kind { string, number, boolean, null, array, object } kind = Kind::null;
-  std::string text;
-  std::vector<std::string> keys;  // objects' (arrays: empty)
-  std::vector<Json> items;
-};
-
-/// A recursive-descent reader of one JSON value, nested at most 32 deep; option_error at the first problem.
-class Reader {
- public:
-  Reader(std::string_view s, std::string const& source) : s_(s), source_(source) {}
-  Json document() {
-    Json v = value(0);
-    space();
-    if (i_ != s_.size()) fail("text after the JSON value");
-    return v;
-  }
-
- private:
-  std::string_view s_;
-  std::string const& source_;
-  std::size_t i_ = 0;
-
-  [[noreturn]] void fail(std::string const& why) const {
-    throw option_error(source_ + ": not valid JSON at offset " + std::to_string(i_) + ": " + why);
-  }
-  void space() {
-    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
-  }
-  bool take(char c) {
-    space();
-    if (i_ < s_.size() && s_[i_] == c) {
-      ++i_;
-      return true;
-    }
-    return false;
-  }
-  std::string string() {
-    space();
-    if (i_ >= s_.size() || s_[i_] != '"') fail("expected a string in double quotes");
-    std::string r;
-    for (++i_;; ++i_) {
-      if (i_ >= s_.size()) fail("the string does not end");
-      char c = s_[i_];
-      if (c == '"') break;
-      if (static_cast<unsigned char>(c) < 0x20) fail("a control character in a string");
-      if (c == '\\') {
-        if (++i_ >= s_.size()) fail("the string does not end");
-        switch (s_[i_]) {
-          case '"': case '\\': case '/': c = s_[i_]; break;
-          case 'n': c = '\n'; break;
-          case 't': c = '\t'; break;
-          case 'r': c = '\r'; break;
-          case 'b': c = '\b'; break;
-          case 'f': c = '\f'; break;
-          default: fail("an escape this reader does not take (\\u included)");
-        }
-      }
-      r += c;
-    }
-    ++i_;
-    return r;
-  }
-  Json value(int depth) {
-    if (depth > 32) fail("nested more than 32 deep");
-    space();
-    if (i_ >= s_.size()) fail("expected a value");
-    Json v;
-    char const c = s_[i_];
-    if (c == '"') {
-      v.kind = Json::Kind::string;
-      v.text = string();
-    } else if (c == '{' || c == '[') {
-      bool const object = c == '{';
-      v.kind = object ? Json::Kind::object : Json::Kind::array;
-      ++i_;
-      if (take(object ? '}' : ']')) return v;
-      do {
-        std::string key;
-        if (object) {
-          key = string();
-          if (!take(':')) fail("expected ':' after a key");
-        }
-        v.keys.push_back(std::move(key));
-        v.items.push_back(value(depth + 1));
-      } while (take(','));
-      if (!take(object ? '}' : ']')) fail(object ? "expected ',' or '}'" : "expected ',' or ']'");
-    } else {
-      std::size_t const start = i_;
-      while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '-' || s_[i_] == '+' || s_[i_] == '.'))
-        ++i_;
-      v.text = std::string(s_.substr(start, i_ - start));
-      if (v.text == "true" || v.text == "false") v.kind = Json::Kind::boolean;
-      else if (v.text == "null") v.kind = Json::Kind::null;
-      else if (!v.text.empty() && (std::isdigit(static_cast<unsigned char>(v.text[0])) || v.text[0] == '-')) v.kind = Json::Kind::number;
-      else fail("expected a value");
-    }
-    return v;
-  }
-};
 
 /// "--batch_size" and "batch-size" alike: no leading dashes, dashes for underscores.
 std::string canonical(std::string_view name) {
@@ -184,7 +89,20 @@ void set_option(RunOptions& o, std::string_view raw, std::string const& v) {
   else if (name == "report") o.report = v;
   else if (name == "outdir") o.outdir = v;
   else if (name == "inputs") o.inputs.push_back(v);
-  else if (name == "excluded-nodes" || name == "pipeline-cfg") {
+  else if (name == "pipeline-cfg") {  // a JSON object, or a file holding one
+    auto const first = v.find_first_not_of(" \t\r\n");
+    if (first != std::string::npos && v[first] == '{') {
+      o.pipeline = parse_pipeline_config(v, "--pipeline-cfg");
+    } else {
+      std::ifstream f(v, std::ios::binary);
+      if (!f) throw option_error("--pipeline-cfg: cannot read '" + v + "' (give a JSON object or a file holding one)");
+      std::ostringstream text;
+      text << f.rdbuf();
+      o.pipeline = parse_pipeline_config(text.str(), v);
+    }
+  }
+  else if (name == "replicas") o.replicas = static_cast<std::size_t>(integer(name, v, 1));
+  else if (name == "excluded-nodes") {
     if (std::find(o.unsupported.begin(), o.unsupported.end(), name) == o.unsupported.end()) o.unsupported.push_back(name);
   } else {
     throw option_error("unknown option --" + name);
@@ -192,7 +110,7 @@ void set_option(RunOptions& o, std::string_view raw, std::string const& v) {
 }
 
 void apply_config(RunOptions& o, std::string_view json, std::string const& source) {
-  Json const doc = Reader(json, source).document();
+  Json const doc = JsonReader(json, source).document();
   if (doc.kind != Json::Kind::object) throw option_error(source + ": a config file holds one JSON object of options");
   for (std::size_t k = 0; k < doc.items.size(); ++k) {
     std::string const& key = doc.keys[k];
@@ -200,8 +118,14 @@ void apply_config(RunOptions& o, std::string_view json, std::string const& sourc
     std::string const name = canonical(key);
     try {
       if (name == "config-file") throw option_error("a config file cannot name another");
-      if (name == "pipeline-cfg" || name == "excluded-nodes") {
+      if (name == "excluded-nodes") {
         set_option(o, name, "");
+        continue;
+      }
+      if (name == "pipeline-cfg") {  // an object, or its text in a string
+        if (value.kind == Json::Kind::object) o.pipeline = parse_pipeline_config(json.substr(value.begin, value.end - value.begin), source);
+        else if (value.kind == Json::Kind::string) o.pipeline = parse_pipeline_config(value.text, source);
+        else throw option_error("takes a JSON object");
         continue;
       }
       switch (value.kind) {
@@ -254,6 +178,8 @@ std::string model_config(RunOptions const& o) {
   r += std::string("  \"matmul_partial_type\": \"") + (o.import.matmul_partials == ElementType::f16 ? "half" : "float") + "\",\n";
   r += std::string("  \"conv_partial_type\": \"") + (o.import.conv_partials == ElementType::f16 ? "half" : "float") + "\",\n";
   r += "  \"num_ipus\": " + std::to_string(o.num_ipus) + ",\n";
+  r += "  \"replicas\": " + std::to_string(o.replicas) + ",\n";
+  if (o.pipeline) r += "  \"pipeline_cfg\": " + to_json(*o.pipeline) + ",\n";
   r += "  \"manual_sharding\": " + list(o.import.manual_sharding) + ",\n";
   r += "  \"precision_conversion_excluded_nodes\": " + list(o.import.precision_conversion_excluded_nodes) + "\n";
   return r + "}\n";

@@ -64,5 +64,32 @@ tool(0 "target 2 x IPU Mk2.*FP16.*executable loaded from cache" run ${WORK_DIR}/
 file(WRITE ${WORK_DIR}/bad.json "{\"batch_size\": 2,}")
 tool(2 "bad.json: not valid JSON at offset 17" run ${MODEL} --config-file ${WORK_DIR}/bad.json)
 tool(2 "manual_sharding names 3 shards but the target has 2 IPUs" run ${MODEL} --num-ipus 2 --manual-sharding a,b,c --batch-size 2)
-tool(2 "--pipeline-cfg: pipelined models are not built by the importer yet" run ${MODEL} --pipeline-cfg cfg.json)
+# Pipelines (--pipeline-cfg: auto writes a solution, load reads it back, convert stores it) and replicas: the
+# outputs are bitwise those of one IPU.
+file(WRITE ${WORK_DIR}/pipe.json "{\"converter\": \"auto\", \"min_ipu_quantity\": 2, \"max_ipu_quantity\": 2, \"solution_dir\": \"${WORK_DIR}/solution\"}")
+tool(2 "no IPU count in \\[2, 2\\] suits 1 micro-batches per run" run ${MODEL} --batch-size 2 --pipeline-cfg ${WORK_DIR}/pipe.json)
+tool(0 "solution written to .*pipelined in 2 stages.*throughput_items_per_s" run ${MODEL} --batch-size 2 --batch-per-step 2
+     --pipeline-cfg ${WORK_DIR}/pipe.json --inputs ${WORK_DIR}/x.npy --outdir ${WORK_DIR}/out_pipe --iterations 1)
+file(WRITE ${WORK_DIR}/load.json "{\"converter\": \"load\", \"solution_path\": \"${WORK_DIR}/solution/conv_initializers.pipeconfig\"}")
+tool(0 "converted: " convert ${MODEL} --batch-size 2 --batch-per-step 2 --pipeline-cfg ${WORK_DIR}/load.json --outdir ${WORK_DIR}/converted3)
+tool(0 "pipelined in 2 stages.*executable loaded from cache" run ${WORK_DIR}/converted3 --inputs ${WORK_DIR}/x.npy --iterations 1)
+tool(0 "2 replicas.*output y \\[4, 2, 4, 4\\]" run ${MODEL} --batch-size 2 --replicas 2 --inputs ${WORK_DIR}/x.npy
+     --outdir ${WORK_DIR}/out_rep --iterations 1)
+execute_process(COMMAND ${PYTHON} -c "
+import numpy as np
+y = np.load('${WORK_DIR}/out/y.npy'); p = np.load('${WORK_DIR}/out_pipe/y.npy'); r = np.load('${WORK_DIR}/out_rep/y.npy')
+assert np.array_equal(p, y) and np.array_equal(r[:2], y) and np.array_equal(r[2:], y)
+" RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "tilebsp run: the pipelined or replicated outputs differ from one IPU's")
+endif()
+tool(2 "--pipeline-cfg: 2 stages need at least as many micro-batches per run; give --batch-per-step 2 or more" run ${MODEL}
+     --batch-size 2 --pipeline-cfg ${WORK_DIR}/load.json)
+file(WRITE ${WORK_DIR}/pipe_bad.json "{\"converter\": \"manual\", \"stages\": 2}")
+tool(2 "pipe_bad.json: unknown pipeline_cfg key \"stages\"" run ${MODEL} --pipeline-cfg ${WORK_DIR}/pipe_bad.json)
+file(WRITE ${WORK_DIR}/solution_bad.json "{\"nodes\": 3, \"stages\": [{\"first_node\": 0}]}")
+file(WRITE ${WORK_DIR}/load_bad.json "{\"converter\": \"load\", \"solution_path\": \"${WORK_DIR}/solution_bad.json\"}")
+tool(2 "solution_bad.json: the solution is for a model of 3 nodes, but .*conv_initializers.onnx has 2" run ${MODEL}
+     --batch-size 2 --pipeline-cfg ${WORK_DIR}/load_bad.json)
+tool(2 "--pipeline-cfg: cannot read 'nowhere.json'" run ${MODEL} --pipeline-cfg nowhere.json)
 tool(2 "--excluded-nodes: running nodes on the host CPU is not supported" run ${MODEL} --excluded_nodes Conv)

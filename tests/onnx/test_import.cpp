@@ -3,6 +3,7 @@
 #include <tilebsp/onnx/import.hpp>
 #include <tilebsp/onnx/npy.hpp>
 #include <tilebsp/onnx/options.hpp>
+#include <tilebsp/onnx/pipeline.hpp>
 #include <tilebsp/tilebsp.hpp>
 
 #include <onnx/onnx_pb.h>
@@ -544,8 +545,16 @@ TEST_CASE("run options: by name, from JSON config files, and the model's written
   to::apply_config(back, to::model_config(o), "options.json");
   CHECK(to::model_config(back) == to::model_config(o));
   CHECK(back.import.manual_sharding == o.import.manual_sharding);
-  to::apply_config(back, R"({"pipeline_cfg": {"converter": "auto"}, "excluded_nodes": ["a"]})", "p.json");
-  CHECK(back.unsupported == std::vector<std::string>{"pipeline-cfg", "excluded-nodes"});
+  to::apply_config(back, R"({"pipeline_cfg": {"converter": "manual", "manual_pipeline_config": ["^a", "^b"]}, "replicas": 2,
+                             "excluded_nodes": ["a"]})", "p.json");
+  REQUIRE(back.pipeline.has_value());
+  CHECK(back.pipeline->converter == to::PipelineConfig::Converter::manual);
+  CHECK(back.pipeline->manual_pipeline_config == std::vector<std::string>{"^a", "^b"});
+  CHECK(back.replicas == 2);
+  CHECK(back.unsupported == std::vector<std::string>{"excluded-nodes"});
+  to::RunOptions again;
+  to::apply_config(again, to::model_config(back), "options.json");
+  CHECK(to::model_config(again) == to::model_config(back));
 
   CHECK(message_of<tb::option_error>([&] { to::set_option(o, "--batch-size", "0"); }) ==
         "--batch-size must be an integer in [1, 2^31], got '0'");
@@ -562,4 +571,150 @@ TEST_CASE("run options: by name, from JSON config files, and the model's written
         "c.json: a config file holds one JSON object of options");
   CHECK(message_of<tb::option_error>([&] { to::apply_config(o, std::string(40, '[') + std::string(40, ']'), "c.json"); }) ==
         "c.json: not valid JSON at offset 33: nested more than 32 deep");
+}
+
+namespace {
+
+/// x [1, 2, 5, 5] -> "s0/conv" (3x3, 4 channels) -> "s0/relu" (fused into it) -> "s1/conv" (1x1) -> "s2/conv" (1x1)
+/// -> "s2/add" (+ the ReLU's result, which crosses two stages) -> y.
+to::Model chain() {
+  Builder b;
+  b.input("x", {1, 2, 5, 5});
+  b.output("y", {1, 4, 5, 5});
+  b.init("w1", {4, 2, 3, 3}, ramp(4 * 2 * 9, 0.31f, 0.2f));
+  b.init("w2", {4, 4, 1, 1}, ramp(16, 0.77f, 0.4f));
+  b.init("w3", {4, 4, 1, 1}, ramp(16, 0.53f, 0.9f));
+  Builder::ints(b.node("Conv", {"x", "w1"}, {"c1"}, "s0/conv"), "pads", {1, 1, 1, 1});
+  b.node("Relu", {"c1"}, {"r1"}, "s0/relu");
+  b.node("Conv", {"r1", "w2"}, {"c2"}, "s1/conv");
+  b.node("Conv", {"c2", "w3"}, {"c3"}, "s2/conv");
+  b.node("Add", {"c3", "r1"}, {"y"}, "s2/add");
+  return b.model();
+}
+
+/// Imports `m` with `o` on `ipus` IPUs of 4 tiles, pipelined over `micro_batches` when it has stages, and runs it.
+to::HostTensor run_pipelined(to::Model const& m, to::ImportOptions const& o, std::size_t ipus, std::size_t micro_batches,
+                             std::size_t threads = 0, std::vector<std::size_t>* receives = nullptr) {
+  to::HostTensor const x{to::DataType::float32, {1, 2, 5, 5}, ramp(50, 0.17f, 0.3f), {}};
+  tb::Graph g{tb::targets::tiny(4, 1 << 20, ipus)};
+  tb::Sequence prog;
+  to::Imported imp = to::import(g, prog, m, o);
+  if (receives)
+    for (auto const& st : imp.stages) receives->push_back(st.receives.size());
+  tb::Program const p = imp.stages.empty() ? tb::Program(std::move(prog))
+                                           : tb::Program(tb::pipeline({.micro_batches = micro_batches}, std::move(imp.stages)));
+  tb::Engine e{tb::compile(g, {.allow_out_of_memory = true}, p), {.host_threads = threads}};
+  to::write(e, imp.inputs[0], x);
+  e.run();
+  return to::read(e, imp.outputs[0]);
+}
+
+}  // namespace
+
+TEST_CASE("pipelines: stages by expressions or by a split; the results are bitwise those of one IPU") {
+  to::Model const m = chain();
+  to::HostTensor const one = run_pipelined(m, {}, 1, 1);
+  to::ImportOptions o;
+  o.pipeline_stages = {"^s0/", "^s1/", "^s2/"};
+  std::vector<std::size_t> receives;
+  CHECK(run_pipelined(m, o, 3, 3, 1, &receives).floats == one.floats);
+  CHECK(receives == std::vector<std::size_t>{0, 1, 2});  // stage 2 receives c2 from stage 1 and r1 from stage 0
+  CHECK(run_pipelined(m, o, 3, 5, 3).floats == one.floats);  // more micro-batches, other thread counts: the same
+  o.pipeline_stages = {"^s0/", "^s1/"};  // s2's nodes match nothing: they follow their inputs into stage 1
+  receives.clear();
+  CHECK(run_pipelined(m, o, 2, 2, 0, &receives).floats == one.floats);
+  CHECK(receives == std::vector<std::size_t>{0, 1});
+  o.pipeline_stages.clear();
+  o.pipeline_split = {2, 3};  // the same three stages as a split of the node order
+  CHECK(run_pipelined(m, o, 3, 3).floats == one.floats);
+
+  // Errors, before anything runs.
+  CHECK(message_of<tb::option_error>([&] { run_pipelined(m, o, 2, 3); }) ==
+        "test.onnx: the pipeline has 3 stages but the target has 2 IPUs (one stage per IPU)");
+  o.pipeline_split = {3, 2};
+  CHECK(message_of<tb::option_error>([&] { run_pipelined(m, o, 3, 3); }) ==
+        "test.onnx: pipeline_split: stage 2 begins at node 2; the first nodes of stages 1, 2, ... must increase strictly "
+        "within the model's 5 nodes, after node 0");
+  o.pipeline_split = {1};
+  o.pipeline_stages = {"a", "b"};
+  CHECK(message_of<tb::option_error>([&] { run_pipelined(m, o, 2, 2); }) ==
+        "test.onnx: give the pipeline stages either as regular expressions (pipeline_stages) or as a split (pipeline_split), not both");
+  o.pipeline_split.clear();
+  o.manual_sharding = {"a"};
+  CHECK(message_of<tb::option_error>([&] { run_pipelined(m, o, 2, 2); }) ==
+        "test.onnx: a pipeline places its stages on the IPUs itself; manual_sharding cannot be given beside it");
+  o.manual_sharding.clear();
+  o.pipeline_stages = {"^s1/", "^s0/"};  // the first convolution after the second
+  CHECK(message_of<tb::option_error>([&] { run_pipelined(m, o, 2, 2); }) ==
+        "test.onnx: node 's1/conv' (Conv, opset 17): the node is in pipeline stage 0 but its input 'r1' is computed in "
+        "the later stage 1; a stage can only read what earlier stages computed");
+  o.pipeline_stages = {"("};
+  CHECK(message_of<tb::option_error>([&] { run_pipelined(m, o, 2, 2); }).rfind("test.onnx: pipeline_stages: '(' is not a valid regular expression", 0) == 0);
+}
+
+TEST_CASE("pipelines: auto balances the nodes' estimated cycles; its solution reads back; pipeline_cfg's errors") {
+  to::Model const m = chain();
+  tb::Target const ipu = tb::targets::tiny(4, 1 << 20);
+  auto const costs = to::node_costs(m, {}, ipu);
+  REQUIRE(costs.size() == 5);
+  CHECK(costs[0].cycles > 0);
+  CHECK(costs[1].cycles == 0);  // the ReLU runs inside the convolution
+  CHECK(costs[0].parameter_bytes == 4 * 2 * 9 * 4);
+  REQUIRE(costs[0].outputs.size() == 1);  // r1 (the fused ReLU's result), last read by the add
+  CHECK(costs[0].outputs[0].last_reader == 4);
+  CHECK(costs[0].outputs[0].bytes == 100 * 4);
+
+  to::PipelineConfig c;
+  c.min_ipu_quantity = 2;
+  c.max_ipu_quantity = 3;
+  to::PipelineSolution const s = to::plan_pipeline(m, {}, c, 4, ipu);
+  REQUIRE(s.stages() >= 2);
+  REQUIRE(s.stages() <= 3);
+  CHECK(s.first_nodes[0] == 0);
+  CHECK(s.nodes == 5);
+  CHECK(s.stage_cycles.size() == s.stages());
+  std::uint64_t total = 0;
+  for (auto x : s.stage_cycles) total += x;
+  std::uint64_t all = 0;
+  for (auto const& x : costs) all += x.cycles;
+  CHECK(total == all);
+  // The solution as written and read back, and the model it describes run pipelined: as one IPU.
+  to::PipelineSolution const back = to::read_solution(to::to_json(s), "s.pipeconfig", m);
+  CHECK(back.first_nodes == s.first_nodes);
+  to::ImportOptions o;
+  o.pipeline_split = back.split();
+  CHECK(run_pipelined(m, o, s.stages(), 4).floats == run_pipelined(m, {}, 1, 1).floats);
+  // memory: the fewest IPUs whose parameters fit (all of them fit one IPU's half here).
+  c.priority = to::PipelineConfig::Priority::memory;
+  CHECK(to::plan_pipeline(m, {}, c, 4, ipu).stages() == 2);
+
+  CHECK(message_of<tb::option_error>([&] { to::plan_pipeline(m, {}, c, 1, ipu); }) ==
+        "test.onnx: pipeline_cfg: no IPU count in [2, 3] suits 1 micro-batches per run (batch_per_step) and 5 nodes: a "
+        "pipeline needs at least one micro-batch and one node per stage");
+  CHECK(message_of<tb::option_error>([&] { to::read_solution(R"({"nodes": 4, "stages": [{"first_node": 0}]})", "s.json", m); }) ==
+        "s.json: the solution is for a model of 4 nodes, but test.onnx has 5");
+  CHECK(message_of<tb::option_error>([&] {
+          to::read_solution(R"({"nodes": 5, "stages": [{"first_node": 0}, {"first_node": 2, "first_node_name": "other"}]})", "s.json", m);
+        }) == "s.json: stage 1 begins at node 2 'other', but that node of test.onnx is 's1/conv': the solution was made for another model");
+  CHECK(message_of<tb::option_error>([&] { to::read_solution(R"({"nodes": 5, "stages": [{"first_node": 0}, {"first_node": 0}]})", "s.json", m); }) ==
+        "s.json: stage 1 begins at node 0; stage 0 begins at node 0 and each later stage after the one before, within the model's nodes");
+
+  to::PipelineConfig const p = to::parse_pipeline_config(
+      R"({"converter": "auto", "priority": "memory", "min_ipu_quantity": 3, "max_ipu_quantity": 4, "solution_dir": "d"})", "cfg");
+  CHECK(p.priority == to::PipelineConfig::Priority::memory);
+  CHECK(p.min_ipu_quantity == 3);
+  CHECK(p.max_ipu_quantity == 4);
+  CHECK(to::to_json(to::parse_pipeline_config(to::to_json(p), "back")) == to::to_json(p));
+  auto const refused = [](char const* json) { return message_of<tb::option_error>([&] { to::parse_pipeline_config(json, "cfg"); }); };
+  CHECK(refused(R"({"converter": "fast"})") == "cfg: \"converter\" must be auto, manual or load, got 'fast'");
+  CHECK(refused(R"({"priority": "cycle"})") == "cfg: pipeline_cfg needs a \"converter\": auto, manual or load");
+  CHECK(refused(R"({"converter": "manual"})") == "cfg: the manual converter needs \"manual_pipeline_config\": one regular expression per stage");
+  CHECK(refused(R"({"converter": "load"})") == "cfg: the load converter needs \"solution_path\": a solution written by the auto converter");
+  CHECK(refused(R"({"converter": "auto", "min_ipu_quantity": 4, "max_ipu_quantity": 2})") == "cfg: min_ipu_quantity 4 exceeds max_ipu_quantity 2");
+  CHECK(refused(R"({"converter": "auto", "min_ipu_quantity": 0})") == "cfg: \"min_ipu_quantity\" must be an integer of at least 1, got '0'");
+  CHECK(refused(R"({"converter": "auto", "fine_tune_iterations": 5})") ==
+        "cfg: \"fine_tune_iterations\" (ipu_saved_model_cli's profiling of candidate splits on hardware) does not apply: "
+        "tilebsp balances the stages by its cost model, without running them");
+  CHECK(refused(R"({"converter": "auto", "depth": 5})").rfind("cfg: unknown pipeline_cfg key \"depth\"", 0) == 0);
+  CHECK(refused("[]") == "cfg: pipeline_cfg must be a JSON object");
 }

@@ -6,6 +6,7 @@
 #include <tilebsp/core/graph.hpp>
 #include <tilebsp/onnx/model.hpp>
 #include <tilebsp/program/host_context.hpp>
+#include <tilebsp/program/pipeline.hpp>
 #include <tilebsp/program/programs.hpp>
 
 #include <cstdint>
@@ -39,6 +40,16 @@ struct ImportOptions {
   /// (searched, the first that matches) on IPU i; other nodes, and the model's inputs, go on IPU 0. At most one
   /// expression per IPU. Tensors that cross IPUs are exchanged over the IPU-Links (docs/07).
   std::vector<std::string> manual_sharding;
+  /// A pipeline (docs/07) over the IPUs of the graph's target, stage i on IPU i, given by one of:
+  /// - `pipeline_stages`: one regular expression per stage, searched in node names; a node goes to the stage of
+  ///   the first that matches, an unmatched node to the latest stage among its inputs' (stage 0 when none);
+  /// - `pipeline_split`: the first node (index in the model's order) of stages 1, 2, ..., strictly increasing
+  ///   (onnx/pipeline.hpp plans one).
+  /// The model's inputs are on stage 0; a value a later stage reads is received there (tb::receive); a node
+  /// fused into an earlier one (a batch norm or ReLU after a convolution) runs in that node's stage. A node whose
+  /// stage precedes one of its inputs' is an option_error, as are more stages than IPUs and manual sharding beside.
+  std::vector<std::string> pipeline_stages;
+  std::vector<std::size_t> pipeline_split;
 };
 
 /// A graph input or output of the imported model, in ONNX's layout and with its ONNX element type; `tensor` is a
@@ -56,6 +67,10 @@ struct Imported {
   /// Multiply-adds of one run of the imported step: its convolutions (padding's products included, as a dense
   /// convolution counts them) and matrix products.
   double multiply_adds = 0;
+  /// A pipelined import (ImportOptions::pipeline_stages or pipeline_split): the stages, each with its shard, its
+  /// nodes' program and what it receives; import() then adds nothing to `prog`, and the caller runs
+  /// tb::pipeline({.micro_batches = M}, stages) for M >= stages.size() micro-batches.
+  std::vector<Stage> stages;
 };
 
 /// Builds `model` into `g`, appending its step to `prog`. Throws shape_error for a symbolic dimension that

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <tilebsp/onnx/import.hpp>
+#include <tilebsp/onnx/pipeline.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,8 +20,12 @@ struct RunOptions {
   ImportOptions import;
   std::int64_t batch_per_step = 1;
   int iterations = 5;
-  /// IPUs of the target (manual sharding places nodes on them).
+  /// IPUs of the target (manual sharding places nodes on them; a pipeline uses at least one per stage).
   std::size_t num_ipus = 1;
+  /// ipu_saved_model_cli's pipeline_cfg: the model pipelined over IPUs, batch_per_step micro-batches per run.
+  std::optional<PipelineConfig> pipeline;
+  /// Replicas of the model (data parallelism, docs/08), each on its own IPUs with its own batch.
+  std::size_t replicas = 1;
   std::size_t host_threads = 0;
   std::string outdir, report, executable_cache;
   /// NAME=FILE.npy, or FILE.npy alone for a model of one input.
@@ -32,8 +38,8 @@ struct RunOptions {
 /// leading "--": batch-size, batch-per-step, iterations, precision-mode (FP32 | FP16), matmul-amp, conv-amp (in
 /// [0, 1]), matmul-partial-type, conv-partial-type (float | half), num-ipus, manual-sharding (regular expressions,
 /// one per IPU, comma-separated), precision-conversion-excluded-nodes (regular expressions, comma-separated),
-/// host-threads, executable-cache, report, outdir, inputs (appends). excluded-nodes and pipeline-cfg are
-/// recorded in `unsupported`. Throws option_error naming the option and the value for anything else.
+/// host-threads, executable-cache, report, outdir, inputs (appends), pipeline-cfg (a JSON object or a
+/// file holding one, parse_pipeline_config), replicas. excluded-nodes is recorded in `unsupported`. Throws option_error naming the option and the value for anything else.
 void set_option(RunOptions& o, std::string_view name, std::string const& value);
 
 /// Applies a JSON object of options (a --config-file): keys are option names, values strings, numbers, booleans
@@ -42,7 +48,7 @@ void set_option(RunOptions& o, std::string_view name, std::string const& value);
 void apply_config(RunOptions& o, std::string_view json, std::string const& source);
 
 /// The options that fix the imported and compiled model, as a JSON object apply_config reads back: batch size,
-/// batches per step, precision, partials, AMP, IPUs, sharding and the nodes kept in float.
+/// batches per step, precision, partials, AMP, IPUs, sharding, the pipeline, replicas and the nodes kept in float.
 std::string model_config(RunOptions const& o);
 
 }  // namespace tilebsp::onnx
