@@ -128,7 +128,7 @@ Value const& Importer::in(std::size_t i) const {
 
 HostTensor const& Importer::known(std::size_t i, char const* what) const {
   Value const& v = in(i);
-  if (!v.constant)
+  if (!v.constant || v.host_read)
     unsupported(std::string(what) + " (input " + std::to_string(i) + ", '" + node->inputs[i] +
                 "') must be known when the model is imported: a constant, an initializer or a folded shape "
                 "computation (fix an input with ImportOptions::constant_inputs)");
@@ -250,7 +250,8 @@ Tensor Importer::tensor(Value const& v) {
 
 Node const* Importer::sole_consumer(std::string const& value) const {
   auto it = consumers.find(value);
-  if (graph_outputs.contains(value) || it == consumers.end() || it->second.size() != 1) return nullptr;
+  if (graph_outputs.contains(value) || it == consumers.end() || it->second.size() != 1 || on_host.contains(it->second[0]))
+    return nullptr;
   return it->second[0];
 }
 
@@ -317,6 +318,99 @@ void Importer::convert_inputs() {
     }
     converted_inputs_[name] = done->second;
   }
+}
+
+namespace {
+
+/// What a node run on the host needs when the model runs: the node, its operator, the model's name and opset
+/// (for errors), its constant inputs, and its graph inputs and outputs.
+struct HostNode {
+  ModelData model;  // name and opset only
+  Node node;
+  OpFn fn = nullptr;
+  std::map<std::string, Value> constants;
+  std::vector<ImportedValue> reads, writes;
+};
+
+/// Folds `h.node` on `read` (the values of h.reads, in order); its outputs, or none where it does not fold.
+std::vector<std::optional<HostTensor>> fold_on_host(HostNode const& h, std::vector<HostTensor> read) {
+  Graph scratch{targets::tiny(1, 1 << 16)};  // never built on: a node that folds adds nothing to it
+  Sequence unused;
+  ImportOptions const defaults;
+  Importer x(scratch, unused, h.model, defaults);
+  x.values = h.constants;
+  for (std::size_t i = 0; i < h.reads.size(); ++i) {
+    Value v;
+    v.type = h.reads[i].type;
+    v.shape = read[i].shape;
+    v.constant = std::move(read[i]);
+    v.host_read = true;
+    x.values[h.reads[i].name] = std::move(v);
+  }
+  x.node = &h.node;
+  h.fn(x, h.node);
+  std::vector<std::optional<HostTensor>> r;
+  for (auto const& o : h.node.outputs) {
+    auto it = o.empty() ? x.values.end() : x.values.find(o);
+    r.push_back(it != x.values.end() && it->second.constant ? it->second.constant : std::nullopt);
+  }
+  return r;
+}
+
+std::string dims_text(std::vector<std::int64_t> const& s) {
+  std::string r = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+}  // namespace
+
+void Importer::run_on_host(OpFn fn) {
+  auto h = std::make_shared<HostNode>();
+  h->model.name = model.name;
+  h->model.opset = model.opset;
+  h->node = *node;
+  h->fn = fn;
+  std::vector<HostTensor> placeholders;  // zeros of the inputs' shapes: what the node makes, found at import
+  for (std::size_t i = 0; i < node->inputs.size(); ++i) {
+    if (!has(i)) continue;
+    Value const& v = in(i);
+    if (v.constant) {
+      h->constants[node->inputs[i]] = v;
+      continue;
+    }
+    if (std::any_of(h->reads.begin(), h->reads.end(), [&](ImportedValue const& r) { return r.name == node->inputs[i]; })) continue;
+    h->reads.push_back({node->inputs[i], v.type, v.tensor});
+    placeholders.push_back(make_host(v.type, v.shape, [](std::size_t) { return 0.0; }));
+  }
+  std::vector<std::optional<HostTensor>> const made = fold_on_host(*h, std::move(placeholders));
+  for (std::size_t i = 0; i < made.size(); ++i) {
+    if (node->outputs[i].empty()) continue;
+    if (!made[i])
+      unsupported("the node is excluded to run on the host (excluded_nodes), but the host runs only the operators the "
+                  "importer folds (elementwise, casts, shape and data-movement operators), not " + node->op_type);
+    Shape shape;
+    for (auto d : made[i]->shape) shape.push_back(static_cast<std::size_t>(d));
+    Tensor t = g.add_variable(graph_type(made[i]->type), shape, "onnx/host/" + node->outputs[i]);
+    map_linearly(g, t);
+    h->writes.push_back({node->outputs[i], made[i]->type, t});
+    out_tensor(i, made[i]->type, t);
+  }
+  prog.add(tilebsp::host([h](HostContext& ctx) {
+    std::vector<HostTensor> read;
+    for (auto const& r : h->reads) read.push_back(onnx::read(ctx, r));
+    std::vector<std::optional<HostTensor>> const results = fold_on_host(*h, std::move(read));
+    std::size_t w = 0;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      if (h->node.outputs[i].empty()) continue;
+      ImportedValue const& out = h->writes[w++];
+      if (!results[i] || results[i]->shape != out.shape())
+        throw shape_error(h->model.name + ": node '" + h->node.name + "' (" + h->node.op_type + ", run on the host): output '" +
+                          out.name + "' has the shape " + (results[i] ? dims_text(results[i]->shape) : "(none)") +
+                          " where the import found " + dims_text(out.shape()));
+      onnx::write(ctx, out, *results[i]);
+    }
+  }));
 }
 
 void Importer::receive_inputs() {
@@ -420,6 +514,10 @@ Imported import_model(Graph& g, Sequence& prog, Model const& model, ImportOption
     return compiled;
   };
   std::vector<std::regex> const keep_float = compile_all(options.precision_conversion_excluded_nodes, "precision_conversion_excluded_nodes");
+  std::vector<std::regex> const host_patterns = compile_all(options.excluded_nodes, "excluded_nodes");
+  for (auto const& n : m.nodes)
+    if (!n.name.empty() && std::any_of(host_patterns.begin(), host_patterns.end(), [&](std::regex const& x) { return std::regex_search(n.name, x); }))
+      imp.on_host.insert(&n);
   std::vector<std::regex> const shards = compile_all(options.manual_sharding, "manual_sharding");
   std::size_t const ipus = g.num_tiles() / std::max<std::size_t>(1, g.target().tiles_per_ipu);
   if (shards.size() > ipus)
@@ -549,7 +647,13 @@ Imported import_model(Graph& g, Sequence& prog, Model const& model, ImportOption
     try {
       imp.receive_inputs();
       imp.convert_inputs();
-      ops.at(n.op_type)(imp, n);
+      // A node run on the host when it reads values of the tiles (on known values alone it folds at import anyway).
+      bool const host = imp.on_host.contains(&n) && std::any_of(n.inputs.begin(), n.inputs.end(), [&](std::string const& i) {
+        Value const* v = i.empty() ? nullptr : imp.lookup(i);
+        return v && !v->constant;
+      });
+      if (host) imp.run_on_host(ops.at(n.op_type));
+      else ops.at(n.op_type)(imp, n);
     } catch (onnx::model_error const&) {
       throw;
     } catch (onnx::unsupported_error const&) {

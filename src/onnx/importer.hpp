@@ -35,6 +35,9 @@ struct Value {
   std::vector<std::size_t> layout;
   /// The pipeline stage that computed a graph value (0 unpipelined; the model's inputs are stage 0's).
   std::size_t stage = 0;
+  /// A node run on the host (excluded_nodes): a value it reads from the tiles, `constant` when it runs, of which
+  /// only the shape is known at import (known() refuses it).
+  bool host_read = false;
 };
 
 class Importer;
@@ -78,8 +81,14 @@ class Importer {
   double multiply_adds = 0;
   /// Nodes already built into an earlier node (a batch norm folded into its convolution, a ReLU into its map).
   std::set<Node const*> fused;
-  /// The single node reading `value` when nothing else (no other node, no graph output) does.
+  /// The single node reading `value` when nothing else (no other node, no graph output) does, and it is not one
+  /// run on the host (those are never fused into the node before them).
   Node const* sole_consumer(std::string const& value) const;
+  /// Nodes run on the host (ImportOptions::excluded_nodes), which no fusion absorbs.
+  std::set<Node const*> on_host;
+  /// Builds the node being built as a host callback: `fn` folds it on the values read from the tiles when the model
+  /// runs. unsupported_error when `fn` does not fold the operator.
+  void run_on_host(OpFn fn);
 
   /// The errors of the node being built: "<model>: node '<name>' (<op>, opset <n>): <what>".
   std::string where() const;
@@ -89,6 +98,8 @@ class Importer {
   std::size_t inputs() const { return node->inputs.size(); }
   bool has(std::size_t i) const { return i < node->inputs.size() && !node->inputs[i].empty(); }
   Value const& in(std::size_t i) const;
+  /// Value `name` as the node being built sees it: received into its stage, else as computed (null: none).
+  Value const* lookup(std::string const& name) const;
   /// Input i, which must be known at import (a shape, axes, indices, weights).
   HostTensor const& known(std::size_t i, char const* what) const;
   std::vector<std::int64_t> known_ints(std::size_t i, char const* what) const;
@@ -161,8 +172,7 @@ class Importer {
   /// Inputs of the node being built received from earlier stages, and every reception made so far.
   std::map<std::string, Value> received_inputs_;
   std::map<std::pair<std::string, std::size_t>, Value> receptions_;
-  /// Value `name` as the node being built sees it: received into its stage, else as computed.
-  Value const* lookup(std::string const& name) const;
+
   std::vector<std::size_t> choose_layout(Dims const& out, std::vector<Value const*> const& ops) const;
   Tensor physical(Value const& v, Dims const& out, std::vector<std::size_t> const& layout);
 };

@@ -175,6 +175,7 @@ Epilogue fuse_activation(Importer& imp, std::string& value) {
   auto const it = imp.consumers.find(value);
   if (it == imp.consumers.end() || imp.graph_outputs.contains(value)) return {};
   auto const& readers = it->second;
+  if (std::any_of(readers.begin(), readers.end(), [&](Node const* r) { return imp.on_host.contains(r); })) return {};
   if (readers.size() == 1 && readers[0]->op_type == "Relu") {
     imp.fused.insert(readers[0]);
     value = readers[0]->outputs[0];

@@ -102,9 +102,8 @@ void set_option(RunOptions& o, std::string_view raw, std::string const& v) {
     }
   }
   else if (name == "replicas") o.replicas = static_cast<std::size_t>(integer(name, v, 1));
-  else if (name == "excluded-nodes") {
-    if (std::find(o.unsupported.begin(), o.unsupported.end(), name) == o.unsupported.end()) o.unsupported.push_back(name);
-  } else {
+  else if (name == "excluded-nodes") o.import.excluded_nodes = comma_list(v);
+  else {
     throw option_error("unknown option --" + name);
   }
 }
@@ -118,10 +117,6 @@ void apply_config(RunOptions& o, std::string_view json, std::string const& sourc
     std::string const name = canonical(key);
     try {
       if (name == "config-file") throw option_error("a config file cannot name another");
-      if (name == "excluded-nodes") {
-        set_option(o, name, "");
-        continue;
-      }
       if (name == "pipeline-cfg") {  // an object, or its text in a string
         if (value.kind == Json::Kind::object) o.pipeline = parse_pipeline_config(json.substr(value.begin, value.end - value.begin), source);
         else if (value.kind == Json::Kind::string) o.pipeline = parse_pipeline_config(value.text, source);
@@ -140,6 +135,8 @@ void apply_config(RunOptions& o, std::string_view json, std::string const& sourc
             for (auto const& i : items) set_option(o, name, i);
           } else if (name == "manual-sharding") {
             o.import.manual_sharding = items;
+          } else if (name == "excluded-nodes") {
+            o.import.excluded_nodes = items;
           } else if (name == "precision-conversion-excluded-nodes") {
             o.import.precision_conversion_excluded_nodes = items;
           } else {
@@ -181,7 +178,8 @@ std::string model_config(RunOptions const& o) {
   r += "  \"replicas\": " + std::to_string(o.replicas) + ",\n";
   if (o.pipeline) r += "  \"pipeline_cfg\": " + to_json(*o.pipeline) + ",\n";
   r += "  \"manual_sharding\": " + list(o.import.manual_sharding) + ",\n";
-  r += "  \"precision_conversion_excluded_nodes\": " + list(o.import.precision_conversion_excluded_nodes) + "\n";
+  r += "  \"precision_conversion_excluded_nodes\": " + list(o.import.precision_conversion_excluded_nodes) + ",\n";
+  r += "  \"excluded_nodes\": " + list(o.import.excluded_nodes) + "\n";
   return r + "}\n";
 }
 

@@ -92,4 +92,13 @@ file(WRITE ${WORK_DIR}/load_bad.json "{\"converter\": \"load\", \"solution_path\
 tool(2 "solution_bad.json: the solution is for a model of 3 nodes, but .*conv_initializers.onnx has 2" run ${MODEL}
      --batch-size 2 --pipeline-cfg ${WORK_DIR}/load_bad.json)
 tool(2 "--pipeline-cfg: cannot read 'nowhere.json'" run ${MODEL} --pipeline-cfg nowhere.json)
-tool(2 "--excluded-nodes: running nodes on the host CPU is not supported" run ${MODEL} --excluded_nodes Conv)
+# Nodes run on the host (--excluded-nodes): the ReLU, exactly as on the tiles; a convolution is refused by name.
+tool(0 "throughput_items_per_s" run ${MODEL} --batch-size 2 --excluded_nodes Relu --inputs ${WORK_DIR}/x.npy --outdir ${WORK_DIR}/out_host --iterations 1)
+execute_process(COMMAND ${PYTHON} -c "
+import numpy as np
+assert np.array_equal(np.load('${WORK_DIR}/out_host/y.npy'), np.load('${WORK_DIR}/out/y.npy'))
+" RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "tilebsp run --excluded-nodes Relu: the outputs differ from the tiles' alone")
+endif()
+tool(1 "node 'Conv_0' \\(Conv, opset 17\\): the node is excluded to run on the host \\(excluded_nodes\\), but the host runs only the operators the importer folds .*not Conv" run ${MODEL} --batch-size 2 --excluded-nodes Conv)

@@ -551,7 +551,7 @@ TEST_CASE("run options: by name, from JSON config files, and the model's written
   CHECK(back.pipeline->converter == to::PipelineConfig::Converter::manual);
   CHECK(back.pipeline->manual_pipeline_config == std::vector<std::string>{"^a", "^b"});
   CHECK(back.replicas == 2);
-  CHECK(back.unsupported == std::vector<std::string>{"excluded-nodes"});
+  CHECK(back.import.excluded_nodes == std::vector<std::string>{"a"});
   to::RunOptions again;
   to::apply_config(again, to::model_config(back), "options.json");
   CHECK(to::model_config(again) == to::model_config(back));
@@ -650,6 +650,36 @@ TEST_CASE("pipelines: stages by expressions or by a split; the results are bitwi
         "the later stage 1; a stage can only read what earlier stages computed");
   o.pipeline_stages = {"("};
   CHECK(message_of<tb::option_error>([&] { run_pipelined(m, o, 2, 2); }).rfind("test.onnx: pipeline_stages: '(' is not a valid regular expression", 0) == 0);
+}
+
+TEST_CASE("excluded nodes run on the host, between the tiles' steps; operators the host cannot run are refused") {
+  to::Model const m = chain();
+  to::HostTensor const one = run_pipelined(m, {}, 1, 1);
+  to::ImportOptions o;
+  o.excluded_nodes = {"relu$", "/add"};  // the ReLU is no longer fused into the convolution before it
+  {
+    tb::Graph g{tb::targets::tiny(4, 1 << 20)};
+    tb::Sequence prog;
+    to::Imported const imp = to::import(g, prog, m, o);
+    std::size_t host_steps = 0;
+    tb::Engine e{tb::compile(g, {.allow_out_of_memory = true}, prog), {.profiling = true}};
+    to::write(e, imp.inputs[0], {to::DataType::float32, {1, 2, 5, 5}, ramp(50, 0.17f, 0.3f), {}});
+    e.run();
+    tb::Profile const profile = e.profile();
+    for (auto const& step : profile.programs.at(0)) host_steps += step.kind == "host";
+    CHECK(host_steps == 2);
+    CHECK(to::read(e, imp.outputs[0]).floats == one.floats);  // max(x, 0) and a float sum: exact on the host too
+  }
+  CHECK(run_pipelined(m, o, 1, 1, 3).floats == one.floats);
+  o.pipeline_stages = {"^s0/", "^s1/", "^s2/"};  // host nodes inside pipeline stages
+  CHECK(run_pipelined(m, o, 3, 3).floats == one.floats);
+  o.pipeline_stages.clear();
+  o.excluded_nodes = {"s1/conv"};
+  CHECK(message_of<to::unsupported_error>([&] { run_pipelined(m, o, 1, 1); }) ==
+        "test.onnx: node 's1/conv' (Conv, opset 17): the node is excluded to run on the host (excluded_nodes), but the host "
+        "runs only the operators the importer folds (elementwise, casts, shape and data-movement operators), not Conv");
+  o.excluded_nodes = {"["};
+  CHECK(message_of<tb::option_error>([&] { run_pipelined(m, o, 1, 1); }).rfind("test.onnx: excluded_nodes: '[' is not a valid regular expression", 0) == 0);
 }
 
 TEST_CASE("pipelines: auto balances the nodes' estimated cycles; its solution reads back; pipeline_cfg's errors") {

@@ -40,6 +40,12 @@ struct ImportOptions {
   /// (searched, the first that matches) on IPU i; other nodes, and the model's inputs, go on IPU 0. At most one
   /// expression per IPU. Tensors that cross IPUs are exchanged over the IPU-Links (docs/07).
   std::vector<std::string> manual_sharding;
+  /// Nodes run on the host CPU (ipu_saved_model_cli's excluded_nodes): regular expressions searched in node names.
+  /// A matching node that reads values computed on the tiles becomes a host callback (tb::host) that reads them when
+  /// the model runs, computes the node as the importer folds constants, and writes its results back to the tiles.
+  /// The operators the host runs are those the importer folds: elementwise ones, casts, shape and data-movement
+  /// operators (unsupported_error for others, such as Conv); inputs that fix shapes must still be known at import.
+  std::vector<std::string> excluded_nodes;
   /// A pipeline (docs/07) over the IPUs of the graph's target, stage i on IPU i, given by one of:
   /// - `pipeline_stages`: one regular expression per stage, searched in node names; a node goes to the stage of
   ///   the first that matches, an unmatched node to the latest stage among its inputs' (stage 0 when none);

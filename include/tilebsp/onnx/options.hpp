@@ -30,8 +30,6 @@ struct RunOptions {
   std::string outdir, report, executable_cache;
   /// NAME=FILE.npy, or FILE.npy alone for a model of one input.
   std::vector<std::string> inputs;
-  /// ipu_saved_model_cli's options this version refuses when set (their names), kept to say so by name.
-  std::vector<std::string> unsupported;
 };
 
 /// Sets option `name` to `value`. Names are ipu_saved_model_cli's with dashes or underscores, with or without the
@@ -39,7 +37,7 @@ struct RunOptions {
 /// [0, 1]), matmul-partial-type, conv-partial-type (float | half), num-ipus, manual-sharding (regular expressions,
 /// one per IPU, comma-separated), precision-conversion-excluded-nodes (regular expressions, comma-separated),
 /// host-threads, executable-cache, report, outdir, inputs (appends), pipeline-cfg (a JSON object or a
-/// file holding one, parse_pipeline_config), replicas. excluded-nodes is recorded in `unsupported`. Throws option_error naming the option and the value for anything else.
+/// file holding one, parse_pipeline_config), replicas, excluded-nodes (regular expressions, comma-separated). Throws option_error naming the option and the value for anything else.
 void set_option(RunOptions& o, std::string_view name, std::string const& value);
 
 /// Applies a JSON object of options (a --config-file): keys are option names, values strings, numbers, booleans
@@ -48,7 +46,8 @@ void set_option(RunOptions& o, std::string_view name, std::string const& value);
 void apply_config(RunOptions& o, std::string_view json, std::string const& source);
 
 /// The options that fix the imported and compiled model, as a JSON object apply_config reads back: batch size,
-/// batches per step, precision, partials, AMP, IPUs, sharding, the pipeline, replicas and the nodes kept in float.
+/// batches per step, precision, partials, AMP, IPUs, sharding, the pipeline, replicas, the nodes kept in float and
+/// those run on the host.
 std::string model_config(RunOptions const& o);
 
 }  // namespace tilebsp::onnx
