@@ -682,6 +682,41 @@ TEST_CASE("excluded nodes run on the host, between the tiles' steps; operators t
   CHECK(message_of<tb::option_error>([&] { run_pipelined(m, o, 1, 1); }).rfind("test.onnx: excluded_nodes: '[' is not a valid regular expression", 0) == 0);
 }
 
+namespace {
+/// docs/13-onnx.md's pipeline example: a model split over IPUs by its nodes' estimated cycles and run pipelined.
+// [onnx-pipeline-example]
+tilebsp::onnx::HostTensor run_pipelined_model(tilebsp::onnx::Model const& model, tilebsp::onnx::HostTensor const& images) {
+  tilebsp::onnx::ImportOptions options;
+  tilebsp::onnx::PipelineConfig config;  // converter auto, priority cycle
+  config.min_ipu_quantity = 2;
+  config.max_ipu_quantity = 4;
+  std::size_t const micro_batches = 8;
+  tilebsp::onnx::PipelineSolution const split =
+      tilebsp::onnx::plan_pipeline(model, options, config, micro_batches, tilebsp::targets::ipu_mk2(1));
+  options.pipeline_split = split.split();  // the first node of each stage after the first
+  tilebsp::Graph g{tilebsp::targets::ipu_mk2(split.stages())};
+  tilebsp::Sequence unused;  // a pipelined import returns its stages instead
+  tilebsp::onnx::Imported net = tilebsp::onnx::import(g, unused, model, options);
+  tilebsp::Engine engine{tilebsp::compile(g, tilebsp::pipeline({.micro_batches = micro_batches}, std::move(net.stages)))};
+  tilebsp::onnx::write(engine, net.inputs[0], images);  // every micro-batch reads it
+  engine.run();
+  return tilebsp::onnx::read(engine, net.outputs[0]);
+}
+// [onnx-pipeline-example]
+}  // namespace
+
+TEST_CASE("docs/13's pipeline example: the outputs of one IPU") {
+  to::Model const m = chain();
+  to::HostTensor const x{to::DataType::float32, {1, 2, 5, 5}, ramp(50, 0.17f, 0.3f), {}};
+  tb::Graph g{tb::targets::ipu_mk2()};
+  tb::Sequence prog;
+  to::Imported const imp = to::import(g, prog, m, {});
+  tb::Engine e{tb::compile(g, prog)};
+  to::write(e, imp.inputs[0], x);
+  e.run();
+  CHECK(run_pipelined_model(m, x).floats == to::read(e, imp.outputs[0]).floats);
+}
+
 TEST_CASE("pipelines: auto balances the nodes' estimated cycles; its solution reads back; pipeline_cfg's errors") {
   to::Model const m = chain();
   tb::Target const ipu = tb::targets::tiny(4, 1 << 20);
