@@ -631,7 +631,14 @@ Imported import_model(Graph& g, Sequence& prog, Model const& model, ImportOption
     imp.values[vi.name] = std::move(v);
   }
   if (nodes) nodes->assign(m.nodes.size(), NodeBuild{});
-  for (std::size_t index = 0; index < m.nodes.size(); ++index) {
+  // Constant nodes first: they read nothing, and a fusion may need their values before their turn in the model's
+  // order (the bounds of a ReLU6 Clip, exported after the convolution it would join).
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < m.nodes.size(); ++i)
+    if (m.nodes[i].op_type == "Constant" && m.nodes[i].inputs.empty()) order.push_back(i);
+  for (std::size_t i = 0; i < m.nodes.size(); ++i)
+    if (!(m.nodes[i].op_type == "Constant" && m.nodes[i].inputs.empty())) order.push_back(i);
+  for (std::size_t index : order) {
     Node const& n = m.nodes[index];
     if (imp.fused.contains(&n)) continue;
     imp.node = &n;
