@@ -276,15 +276,24 @@ std::vector<std::size_t> Importer::choose_layout(Dims const& out, std::vector<Va
 
 Tensor Importer::physical(Value const& v, Dims const& out, std::vector<std::size_t> const& layout) {
   Tensor t = tensor(v);
-  if (layout.empty()) return t;
-  if (v.shape.size() < out.size()) {  // leading dimensions of 1 (a reshape of a strided view would lose its strides)
-    Shape full(out.size() - v.shape.size(), 1);
-    for (auto d : v.shape) full.push_back(static_cast<std::size_t>(d));
-    t = t.reshape(full);
+  if (!layout.empty()) {
+    if (v.shape.size() < out.size()) {  // leading dimensions of 1 (a reshape of a strided view would lose its strides)
+      Shape full(out.size() - v.shape.size(), 1);
+      for (auto d : v.shape) full.push_back(static_cast<std::size_t>(d));
+      t = t.reshape(full);
+    }
+    std::vector<std::size_t> inverse(layout.size());
+    for (std::size_t d = 0; d < layout.size(); ++d) inverse[layout[d]] = d;
+    t = t.dimshuffle(inverse);
   }
-  std::vector<std::size_t> inverse(layout.size());
-  for (std::size_t d = 0; d < layout.size(); ++d) inverse[layout[d]] = d;
-  return t.dimshuffle(inverse);
+  // A map's host kernel reads each operand as one strided variable; an operand that is not one (a concatenation,
+  // a reshape of a transposed view) is copied into a row-major tensor first: one exchange instead of the map's
+  // vertices run one by one.
+  if (t.affine()) return t;
+  Tensor c = g.add_variable(t.element_type(), t.shape(), "onnx/operand");
+  map_linearly(g, c);
+  prog.add(tilebsp::copy(t, c));
+  return c;
 }
 
 namespace {

@@ -510,11 +510,22 @@ Value matmul_values(Importer& imp, Value const& a0, Value const& b0) {
   Tensor y;
   auto const opts = imp.matmul_options();
   std::string const& name = imp.node->name;
+  // The product's host kernel reads each operand as one strided variable. An operand that is not one (a reshape
+  // of a transposed activation: attention's heads, a batch-second sequence) is first copied into a row-major
+  // tensor: one exchange of the operand instead of the product's vertices run one by one.
+  auto const strided = [&](Tensor const& t) {
+    if (t.affine()) return t;
+    Tensor c = imp.g.add_variable(t.element_type(), t.shape(), name + "/operand");
+    map_linearly(imp.g, c);
+    imp.prog.add(tilebsp::copy(t, c));
+    return c;
+  };
   if (bbatch.empty() || count(bbatch) == 1) {
     // One right operand (weights): the batch joins the rows, one product.
     std::int64_t const rows = static_cast<std::int64_t>(count(abatch)) * M;
     Tensor const a2 = a.reshape({static_cast<std::size_t>(rows), static_cast<std::size_t>(K)});
-    y = ops::matmul(imp.g, imp.prog, a2, b.reshape({static_cast<std::size_t>(K), static_cast<std::size_t>(N)}), opts, name);
+    y = ops::matmul(imp.g, imp.prog, strided(a2), strided(b.reshape({static_cast<std::size_t>(K), static_cast<std::size_t>(N)})),
+                    opts, name);
     Dims shape = batch;
     shape.push_back(M);
     shape.push_back(N);
@@ -537,7 +548,7 @@ Value matmul_values(Importer& imp, Value const& a0, Value const& b0) {
       target.push_back(static_cast<std::size_t>(r)), target.push_back(static_cast<std::size_t>(c));
       return t.reshape(full).broadcast(target).reshape({groups, static_cast<std::size_t>(r), static_cast<std::size_t>(c)});
     };
-    y = ops::matmul(imp.g, imp.prog, grouped(a, abatch, M, K), grouped(b, bbatch, K, N), opts, name);
+    y = ops::matmul(imp.g, imp.prog, strided(grouped(a, abatch, M, K)), strided(grouped(b, bbatch, K, N)), opts, name);
     Shape shape = to_shape(batch);
     shape.push_back(static_cast<std::size_t>(M)), shape.push_back(static_cast<std::size_t>(N));
     y = y.reshape(shape);
