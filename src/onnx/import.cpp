@@ -6,6 +6,7 @@
 #include <tilebsp/core/half.hpp>
 #include <tilebsp/core/mapping.hpp>
 #include <tilebsp/ops/conv.hpp>
+#include <tilebsp/ops/kernels.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -668,6 +669,9 @@ Imported import_model(Graph& g, Sequence& prog, Model const& model, ImportOption
         Value const* v = i.empty() ? nullptr : imp.lookup(i);
         return v && !v->constant;
       });
+      // The profile's operators are the model's nodes: what a node builds (its convolution, maps, copies) is
+      // ranked and planned under its name and operator.
+      OperatorScope const scope(imp.g, n.op_type, n.name.empty() ? n.op_type : n.name, ops::kernels_isa());
       if (host) imp.run_on_host(ops.at(n.op_type));
       else ops.at(n.op_type)(imp, n);
     } catch (onnx::model_error const&) {
