@@ -413,6 +413,32 @@ void global_pool(Importer& imp, Node const& n) {
   double positions = 1;
   for (std::size_t d = 2; d < x.shape.size(); ++d) axes.push_back(d), positions *= static_cast<double>(x.shape[d]);
   bool const avg = n.op_type == "GlobalAveragePool";
+  // The average of a channels-last activation (a convolution's result) as a product: per image, a row of
+  // 1 / positions times its [positions, channels] matrix. One pass over the activation on the matmul's host kernel,
+  // vectorised along the channels; ops::reduce would take each position of each channel as a segment of its own.
+  std::size_t const r = x.shape.size();
+  bool channels_last = !x.constant && r >= 3 && x.layout.size() == r && x.layout[0] == 0 && x.layout[1] == r - 1;
+  for (std::size_t d = 2; channels_last && d < r; ++d) channels_last = x.layout[d] == d - 1;
+  if (avg && channels_last) {
+    auto const N = static_cast<std::size_t>(x.shape[0]), C = static_cast<std::size_t>(x.shape[1]);
+    auto const P = static_cast<std::size_t>(positions);
+    std::vector<std::size_t> inverse(r);
+    for (std::size_t d = 0; d < r; ++d) inverse[x.layout[d]] = d;
+    Tensor const rows = imp.tensor(x).dimshuffle(inverse).reshape({N, P, C});  // [N, positions, C], row-major
+    Value weights;
+    weights.type = x.type;
+    weights.shape = {1, static_cast<std::int64_t>(P)};
+    weights.constant = make_host(x.type, weights.shape, [&](std::size_t) { return 1.0 / positions; });
+    Tensor const w = imp.tensor(weights).reshape({1, 1, P}).broadcast({N, 1, P});
+    Tensor const y = ops::matmul(imp.g, imp.prog, w, rows, imp.matmul_options(), n.name);  // [N, 1, C]
+    Value out;
+    out.type = x.type;
+    out.shape = {x.shape[0], x.shape[1]};
+    Shape shape{N, C};
+    for (std::size_t d = 2; d < r; ++d) out.shape.push_back(1), shape.push_back(1);
+    out.tensor = y.reshape(shape);
+    return imp.out(0, std::move(out));
+  }
   imp.out(0, reduced(imp, x, axes, avg ? ops::ReduceOp::add : ops::ReduceOp::max, true, avg ? 1.0 / positions : 1.0));
 }
 

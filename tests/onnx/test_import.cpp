@@ -783,3 +783,32 @@ TEST_CASE("pipelines: auto balances the nodes' estimated cycles; its solution re
   CHECK(refused(R"({"converter": "auto", "depth": 5})").rfind("cfg: unknown pipeline_cfg key \"depth\"", 0) == 0);
   CHECK(refused("[]") == "cfg: pipeline_cfg must be a JSON object");
 }
+
+TEST_CASE("a global average pool of a convolution's channels-last result runs as a product, with the mean's values") {
+  Builder b;
+  b.input("x", {2, 2, 5, 5});
+  b.output("y", {2, 4, 1, 1});
+  b.output("c", {2, 4, 5, 5});
+  b.init("w1", {4, 2, 3, 3}, ramp(4 * 2 * 9, 0.31f, 0.2f));
+  Builder::ints(b.node("Conv", {"x", "w1"}, {"c"}, "conv"), "pads", {1, 1, 1, 1});
+  b.node("GlobalAveragePool", {"c"}, {"y"}, "pool");
+  to::Model const m = b.model();
+  tb::Graph g{tb::targets::tiny(4, 1 << 20)};
+  tb::Sequence prog;
+  to::Imported const imp = to::import(g, prog, m, {});
+  tb::Engine e{tb::compile(g, {.allow_out_of_memory = true}, prog), {.profiling = true}};
+  to::write(e, imp.inputs[0], {to::DataType::float32, {2, 2, 5, 5}, ramp(100, 0.17f, 0.3f), {}});
+  e.run();
+  to::HostTensor const y = to::read(e, imp.outputs[0]), c = to::read(e, imp.outputs[1]);
+  REQUIRE(y.shape == std::vector<std::int64_t>{2, 4, 1, 1});
+  for (std::size_t i = 0; i < 8; ++i) {
+    double sum = 0;
+    for (std::size_t p = 0; p < 25; ++p) sum += c.floats[i * 25 + p];
+    CHECK(y.floats[i] == doctest::Approx(sum / 25).epsilon(1e-6));
+  }
+  tb::Profile const profile = e.profile();
+  bool product = false;
+  for (auto const& op : profile.operators)
+    if (op.name == "pool") product = !op.plans.empty() && op.plans[0].rfind("matmul 2 groups of 1x25 * 25x4", 0) == 0;
+  CHECK(product);
+}
