@@ -430,7 +430,9 @@ void global_pool(Importer& imp, Node const& n) {
     weights.shape = {1, static_cast<std::int64_t>(P)};
     weights.constant = make_host(x.type, weights.shape, [&](std::size_t) { return 1.0 / positions; });
     Tensor const w = imp.tensor(weights).reshape({1, 1, P}).broadcast({N, 1, P});
-    Tensor const y = ops::matmul(imp.g, imp.prog, w, rows, imp.matmul_options(), n.name);  // [N, 1, C]
+    MatmulOptions options = imp.matmul_options();
+    options.partials = ElementType::f32;  // a pool sums in float, whatever partials the model's MatMuls take
+    Tensor const y = ops::matmul(imp.g, imp.prog, w, rows, options, n.name);  // [N, 1, C]
     Value out;
     out.type = x.type;
     out.shape = {x.shape[0], x.shape[1]};
