@@ -10,9 +10,8 @@
 namespace samples {
 
 /// Keeps freed memory in the process: no heap trimming below 1 GiB, 256 MiB more heap per extension, blocks below
-/// 1 GiB from the heap rather than mapped one by one. `tilebsp run mobilenet_v2.onnx` (batch 4, one thread) faulted
-/// 661,000 pages in before (18.6 s of build and compile) and 271,000 after (12.4 s); the peak resident memory grew
-/// from 0.45 to 0.95 GB. A process-wide choice, made by the programs, never by the library.
+/// 1 GiB from the heap rather than mapped one by one: fewer page faults at startup for a higher peak resident memory
+/// (benchmarks/RESULTS.md, session 57). A process-wide choice, made by the programs, never by the library.
 inline void keep_freed_memory() {
 #if defined(__GLIBC__)
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
