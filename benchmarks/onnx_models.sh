@@ -4,7 +4,7 @@
 #   BUILD_DIR: a release build (its samples/tilebsp/tilebsp); ORT_DIR: ../shared/peers/onnxruntime after its
 #   `npm install` (its README); MODELS_DIR: where the models are exported (benchmarks/onnx_export.py) when
 #   missing. Environment: BATCH (4), THREADS (2), RUNS (6: ours counts all but the first, ORT's after 2 warm-ups).
-# Prints per model: our items/s, ONNX Runtime's, the ratio, startup (our build + compile, ORT's session
+# Prints per model: our items/s, ONNX Runtime's, the ratio, startup (our build + compile + engine, ORT's session
 # creation), and the largest difference from PyTorch's outputs as a fraction of PyTorch's largest |output|.
 set -euo pipefail
 build=$1 ort=$2 models=$3
@@ -22,7 +22,7 @@ for m in "${list[@]}"; do
   ours=$("$tool" run "$models/$m.onnx" --batch-size "$batch" --inputs "$models/$m.input.npy" --outdir "$models/out_$m" \
          --iterations "$runs" --host-threads "$threads" 2>&1) || { echo "$m: tilebsp failed: $ours" | tail -3; continue; }
   rate=$(sed -n 's/^throughput_items_per_s: //p' <<< "$ours")
-  startup=$(sed -n 's/^startup: build_s \([0-9.]*\) compile_s \([0-9.]*\).*/\1 \2/p' <<< "$ours" | awk '{printf "%.1f", $1 + $2}')
+  startup=$(sed -n 's/^startup: build_s \([0-9.]*\) compile_s \([0-9.]*\) engine_s \([0-9.]*\).*/\1 \2 \3/p' <<< "$ours" | awk '{printf "%.1f", $1 + $2 + $3}')
   peer=$(cd "$ort" && node ort_model.mjs "$models/$m.onnx" --input "$models/$m.input.npy" --threads "$threads" --runs "$((runs - 1))" 2>&1)
   ort_rate=$(sed -n 's/.*throughput \([0-9.]*\) items\/s.*/\1/p' <<< "$peer")
   ort_start=$(sed -n 's/.*session_create \([0-9.]*\) ms.*/\1/p' <<< "$peer" | awk '{printf "%.1f", $1 / 1000}')

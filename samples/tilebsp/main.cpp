@@ -360,7 +360,9 @@ int run(Options const& o) {
     std::printf("startup: build_s %.3f compile_s %.3f\n", build_s, compile_s);
     return 0;
   }
+  t0 = std::chrono::steady_clock::now();
   tb::Engine engine{std::move(exe), {.host_threads = o.run.host_threads, .profiling = !o.run.report.empty()}};
+  double const engine_s = seconds_since(t0);
   for (std::size_t r = 0; r < replicas; ++r)
     for (std::size_t i = 0; i < imp.inputs.size(); ++i) onnx::write(engine.replica(r), imp.inputs[i], values[r][i]);
   double const items = static_cast<double>(io.batch_size > 0 ? io.batch_size : 1) * static_cast<double>(o.run.batch_per_step) *
@@ -414,7 +416,8 @@ int run(Options const& o) {
   }
   std::printf("throughput_items_per_s: %.3f\nlatency_ms: %.3f\nestimated_items_per_s: %.1f\n", mean(rate), mean(latency),
               items / ipu_s);
-  std::printf("startup: build_s %.3f compile_s %.3f executable %s\n", build_s, compile_s, from_cache ? "loaded" : "compiled");
+  std::printf("startup: build_s %.3f compile_s %.3f engine_s %.3f executable %s\n", build_s, compile_s, engine_s,
+              from_cache ? "loaded" : "compiled");
   return 0;
 }
 
