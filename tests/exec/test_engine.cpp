@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -318,4 +319,29 @@ TEST_CASE("host kernels see a write counter for each variable only the host writ
   CHECK(*counters[0] == w0 + 2);
   CHECK(*counters[4] == k0);  // a constant never changes
   CHECK(he.read<float>(y) == std::vector<float>(8, 0.5f));
+}
+
+TEST_CASE("variables start zero whatever their size, constants keep their values, and engines come and go") {
+  // 1 MiB and more are anonymous mappings (huge pages from 2 MiB), smaller ones heap buffers: the same contract.
+  tb::Graph g{tb::targets::tiny(4, 4 * 1024 * 1024)};
+  std::vector<tb::Tensor> vars;
+  for (std::size_t n : {16u, 300000u, 700000u, 1000000u})  // 64 B, ~1.1 MiB, ~2.7 MiB, ~3.8 MiB of f32
+    vars.push_back(g.add_variable<float>({n}, "v" + std::to_string(n)));
+  auto c = g.add_constant<float>({600000}, 2.5f, "c");
+  for (auto const& t : vars) tb::map_linearly(g, t);
+  tb::map_linearly(g, c);
+  auto const exe = tb::compile(g, {.allow_out_of_memory = true}, tb::Sequence{});
+  for (int round = 0; round < 3; ++round) {
+    tb::Engine e{exe, {.host_threads = 2}};
+    for (auto const& t : vars) {
+      auto const v = e.read<float>(t);
+      CHECK(std::all_of(v.begin(), v.end(), [](float x) { return x == 0.0f; }));
+      std::vector<float> w(v.size());
+      for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 1000) + static_cast<float>(round);
+      e.write(t, w);
+      CHECK(e.read<float>(t) == w);
+    }
+    auto const cv = e.read<float>(c);
+    CHECK(std::all_of(cv.begin(), cv.end(), [](float x) { return x == 2.5f; }));
+  }
 }

@@ -10,7 +10,16 @@
 #include <new>
 #include <vector>
 
-#if defined(__unix__) && __has_include(<sys/mman.h>)
+// Not under AddressSanitizer: its redzones around heap buffers catch a kernel that runs past a variable.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TILEBSP_ASAN_BUILD 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define TILEBSP_ASAN_BUILD 1
+#endif
+#if defined(__unix__) && __has_include(<sys/mman.h>) && !defined(TILEBSP_ASAN_BUILD)
 #include <sys/mman.h>
 #include <unistd.h>
 #define TILEBSP_ANONYMOUS_MAPPINGS 1
