@@ -141,12 +141,6 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-std::string shape_text(std::vector<std::int64_t> const& s) {
-  std::string r = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
 std::string file_name(std::string name) {
   for (auto& c : name)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) c = '_';
@@ -279,8 +273,8 @@ int run(Options const& o) {
     std::vector<std::int64_t> all = want;  // every replica's batch in one file
     if (!all.empty()) all[0] *= static_cast<std::int64_t>(o.run.replicas);
     if (it->second.shape != want && (o.run.replicas == 1 || it->second.shape != all))
-      throw tb::shape_error("input '" + v.name + "' is " + shape_text(want) + (o.run.replicas > 1 ? " (or " + shape_text(all) + " for all " + std::to_string(o.run.replicas) + " replicas)" : std::string()) +
-                            " but " + file + " holds " + shape_text(it->second.shape));
+      throw tb::shape_error("input '" + v.name + "' is " + onnx::shape_text(want) + (o.run.replicas > 1 ? " (or " + onnx::shape_text(all) + " for all " + std::to_string(o.run.replicas) + " replicas)" : std::string()) +
+                            " but " + file + " holds " + onnx::shape_text(it->second.shape));
     bool const type_ok = it->second.type == v.type || (onnx::is_floating(v.type) && it->second.type == onnx::DataType::float32);
     if (!type_ok)
       throw tb::type_error("input '" + v.name + "' is " + onnx::to_string(v.type) + " but " + file + " holds " +
@@ -402,7 +396,7 @@ int run(Options const& o) {
     }
     double mean_abs = 0;
     for (std::size_t i = 0; i < t.size(); ++i) mean_abs += std::abs(t.value(i)) / static_cast<double>(t.size());
-    std::printf("output %s %s: mean |x| %.6g", out.name.c_str(), shape_text(t.shape).c_str(), mean_abs);
+    std::printf("output %s %s: mean |x| %.6g", out.name.c_str(), onnx::shape_text(t.shape).c_str(), mean_abs);
     if (!o.run.outdir.empty()) {
       std::string const path = (fs::path(o.run.outdir) / (file_name(out.name) + ".npy")).string();
       onnx::save_npy(path, t);

@@ -367,12 +367,6 @@ std::vector<std::optional<HostTensor>> fold_on_host(HostNode const& h, std::vect
   return r;
 }
 
-std::string dims_text(std::vector<std::int64_t> const& s) {
-  std::string r = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
 }  // namespace
 
 void Importer::run_on_host(OpFn fn) {
@@ -416,8 +410,8 @@ void Importer::run_on_host(OpFn fn) {
       ImportedValue const& out = h->writes[w++];
       if (!results[i] || results[i]->shape != out.shape())
         throw shape_error(h->model.name + ": node '" + h->node.name + "' (" + h->node.op_type + ", run on the host): output '" +
-                          out.name + "' has the shape " + (results[i] ? dims_text(results[i]->shape) : "(none)") +
-                          " where the import found " + dims_text(out.shape()));
+                          out.name + "' has the shape " + (results[i] ? shape_text(results[i]->shape) : "(none)") +
+                          " where the import found " + shape_text(out.shape()));
       onnx::write(ctx, out, *results[i]);
     }
   }));
@@ -715,12 +709,8 @@ Imported import(Graph& g, Sequence& prog, Model const& model, ImportOptions cons
 
 void write(HostContext& host, ImportedValue const& v, HostTensor const& values) {
   if (values.shape != v.shape()) {
-    auto str = [](std::vector<std::int64_t> const& s) {
-      std::string r = "[";
-      for (std::size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-      return r + "]";
-    };
-    throw shape_error("input '" + v.name + "' has shape " + str(v.shape()) + ", got values of shape " + str(values.shape));
+    throw shape_error("input '" + v.name + "' has shape " + shape_text(v.shape()) + ", got values of shape " +
+                      shape_text(values.shape));
   }
   bool const ok = values.type == v.type || (is_floating(v.type) && values.type == DataType::float32) ||
                   (v.type == DataType::int64 && values.type == DataType::int32);

@@ -2,6 +2,7 @@
 // deep, scalars kept as text; option_error at the first problem, with its offset.
 #pragma once
 
+#include <tilebsp/core/detail/json.hpp>
 #include <tilebsp/core/error.hpp>
 
 #include <cctype>
@@ -54,29 +55,7 @@ class JsonReader {
   }
   std::string string() {
     space();
-    if (i_ >= s_.size() || s_[i_] != '"') fail("expected a string in double quotes");
-    std::string r;
-    for (++i_;; ++i_) {
-      if (i_ >= s_.size()) fail("the string does not end");
-      char c = s_[i_];
-      if (c == '"') break;
-      if (static_cast<unsigned char>(c) < 0x20) fail("a control character in a string");
-      if (c == '\\') {
-        if (++i_ >= s_.size()) fail("the string does not end");
-        switch (s_[i_]) {
-          case '"': case '\\': case '/': c = s_[i_]; break;
-          case 'n': c = '\n'; break;
-          case 't': c = '\t'; break;
-          case 'r': c = '\r'; break;
-          case 'b': c = '\b'; break;
-          case 'f': c = '\f'; break;
-          default: fail("an escape this reader does not take (\\u included)");
-        }
-      }
-      r += c;
-    }
-    ++i_;
-    return r;
+    return core::detail::read_json_string(s_, i_, [this](std::string const& why) { fail(why); });
   }
   Json value(int depth) {
     if (depth > 32) fail("nested more than 32 deep");

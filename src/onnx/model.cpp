@@ -19,6 +19,12 @@
 
 namespace tilebsp::onnx {
 
+std::string shape_text(std::vector<std::int64_t> const& shape) {
+  std::string r = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) r += (i ? ", " : "") + std::to_string(shape[i]);
+  return r + "]";
+}
+
 std::string to_string(DataType t) {
   switch (t) {
     case DataType::undefined: return "undefined";

@@ -32,6 +32,8 @@ enum class DataType : int {
 
 /// ONNX's name of the type ("float", "int64", "float16", ...).
 std::string to_string(DataType t);
+/// A shape as messages and the tool print it: "[4, 3, 224, 224]".
+std::string shape_text(std::vector<std::int64_t> const& shape);
 
 /// True for float16, bfloat16, float32 and float64.
 constexpr bool is_floating(DataType t) noexcept {

@@ -33,6 +33,55 @@ struct JsonScalar {
   std::string text;
 };
 
+/// Reads the JSON string at s[i] into its unescaped text (\uXXXX as UTF-8), leaving i after its
+/// closing quote. At the first problem calls fail(why) with i where it is; fail must throw. The one string reader
+/// of tilebsp's JSON readers (this file's, the ONNX tool's).
+template <class Fail>
+std::string read_json_string(std::string_view s, std::size_t& i, Fail const& fail) {
+  std::string r;
+  if (i >= s.size() || s[i] != '"') fail("expected a string in double quotes");
+  for (++i;; ++i) {
+    if (i >= s.size()) fail("the string does not end");
+    char c = s[i];
+    if (c == '"') break;
+    if (static_cast<unsigned char>(c) < 0x20) fail("a control character in a string");
+    if (c == '\\') {
+      if (++i >= s.size()) fail("the string does not end");
+      switch (s[i]) {
+        case '"': case '\\': case '/': c = s[i]; break;
+        case 'n': c = '\n'; break;
+        case 't': c = '\t'; break;
+        case 'r': c = '\r'; break;
+        case 'b': c = '\b'; break;
+        case 'f': c = '\f'; break;
+        case 'u': {
+          if (i + 4 >= s.size()) fail("a \\u escape needs four hex digits");
+          unsigned v = 0;
+          for (int k = 1; k <= 4; ++k) {
+            char const h = s[i + static_cast<std::size_t>(k)];
+            if (!std::isxdigit(static_cast<unsigned char>(h))) fail("a \\u escape needs four hex digits");
+            v = v * 16 + static_cast<unsigned>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : std::tolower(h) - 'a' + 10);
+          }
+          i += 4;
+          if (v < 0x80) {
+            r += static_cast<char>(v);
+          } else if (v < 0x800) {
+            r += static_cast<char>(0xC0 | (v >> 6)), r += static_cast<char>(0x80 | (v & 0x3F));
+          } else {
+            r += static_cast<char>(0xE0 | (v >> 12)), r += static_cast<char>(0x80 | ((v >> 6) & 0x3F));
+            r += static_cast<char>(0x80 | (v & 0x3F));
+          }
+          continue;
+        }
+        default: fail(std::string("an unknown escape \\") + s[i]);
+      }
+    }
+    r += c;
+  }
+  ++i;
+  return r;
+}
+
 /// Parses `s`, which must be one JSON object whose values are strings, numbers, booleans or null, into its
 /// (key, value) pairs in order. Throws option_error naming `what` and the offset of the first problem.
 inline std::vector<std::pair<std::string, JsonScalar>> parse_json_object(std::string_view s, std::string const& what) {
@@ -43,50 +92,7 @@ inline std::vector<std::pair<std::string, JsonScalar>> parse_json_object(std::st
   auto const space = [&] {
     while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
   };
-  auto const string = [&] {
-    std::string r;
-    if (i >= s.size() || s[i] != '"') fail("expected a string in double quotes");
-    for (++i;; ++i) {
-      if (i >= s.size()) fail("the string does not end");
-      char c = s[i];
-      if (c == '"') break;
-      if (static_cast<unsigned char>(c) < 0x20) fail("a control character in a string");
-      if (c == '\\') {
-        if (++i >= s.size()) fail("the string does not end");
-        switch (s[i]) {
-          case '"': case '\\': case '/': c = s[i]; break;
-          case 'n': c = '\n'; break;
-          case 't': c = '\t'; break;
-          case 'r': c = '\r'; break;
-          case 'b': c = '\b'; break;
-          case 'f': c = '\f'; break;
-          case 'u': {
-            if (i + 4 >= s.size()) fail("a \\u escape needs four hex digits");
-            unsigned v = 0;
-            for (int k = 1; k <= 4; ++k) {
-              char const h = s[i + static_cast<std::size_t>(k)];
-              if (!std::isxdigit(static_cast<unsigned char>(h))) fail("a \\u escape needs four hex digits");
-              v = v * 16 + static_cast<unsigned>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : std::tolower(h) - 'a' + 10);
-            }
-            i += 4;
-            if (v < 0x80) {
-              r += static_cast<char>(v);
-            } else if (v < 0x800) {
-              r += static_cast<char>(0xC0 | (v >> 6)), r += static_cast<char>(0x80 | (v & 0x3F));
-            } else {
-              r += static_cast<char>(0xE0 | (v >> 12)), r += static_cast<char>(0x80 | ((v >> 6) & 0x3F));
-              r += static_cast<char>(0x80 | (v & 0x3F));
-            }
-            continue;
-          }
-          default: fail(std::string("an unknown escape \\") + s[i]);
-        }
-      }
-      r += c;
-    }
-    ++i;
-    return r;
-  };
+  auto const string = [&] { return read_json_string(s, i, fail); };
   std::vector<std::pair<std::string, JsonScalar>> out;
   space();
   if (i >= s.size() || s[i] != '{') fail("expected '{'");
