@@ -403,6 +403,35 @@ TILEBSP_INLINE Lowering::WriteSummary Lowering::check_conflicts(std::string cons
     }
     std::sort(expanded.begin(), expanded.end(), by_pos);
   };
+  std::vector<std::uint32_t> owner;  // per element of a crowded variable: its first write (from `first`), or none
+  auto const owned = [&](std::size_t from, std::size_t to) {  // true: checked (no clash) and `covered` updated
+    std::uint32_t const var = writes[from].var;
+    std::int64_t const size = g_.variables[var].size;
+    std::int64_t blocks = 0;
+    for (std::size_t k = from; k < to; ++k) blocks += lowering::blocks_of(writes[k]).n;
+    // Only where the table (4 bytes an element, at most 16 a block) is smaller than the sorted ranges (40 a block).
+    if (blocks < 4096 || size > 4 * blocks || to - from >= 0xFFFFFFFFu) return false;
+    constexpr std::uint32_t none = 0xFFFFFFFFu;
+    owner.assign(static_cast<std::size_t>(size), none);
+    std::int64_t covered = 0;
+    for (std::size_t k = from; k < to; ++k) {
+      auto const& w = writes[k];
+      lowering::Blocks const b = lowering::blocks_of(w);
+      if (b.begin < 0 || b.end() > size) return false;
+      for (std::int64_t r = 0; r < b.n; ++r)
+        for (std::int64_t x = b.begin + r * b.step, e = x + b.len; x < e; ++x) {
+          std::uint32_t& o = owner[static_cast<std::size_t>(x)];
+          if (o == none) {
+            o = static_cast<std::uint32_t>(k - from);
+            ++covered;
+          } else if (writes[from + o].vertex != w.vertex) {
+            return false;
+          }
+        }
+    }
+    if (covered == size) out.covered.push_back(var);
+    return true;
+  };
   std::vector<std::size_t> open;  // writes whose spans reach past the one being checked
   for (std::size_t i = 0; i < writes.size();) {
     std::size_t const first = i;
@@ -430,6 +459,9 @@ TILEBSP_INLINE Lowering::WriteSummary Lowering::check_conflicts(std::string cons
     if (crowded)
       while (i < writes.size() && writes[i].var == var) ++i;
     out.written.push_back(var);
+    // Crowded with many short blocks (a vertex per channel of a position-major tensor): each element's first writer
+    // in a table, no sort; a clash leaves it to the sweep below, which names the first element written twice.
+    if (crowded && owned(first, i)) continue;
     if (crowded) {
       // Block by block (each block, or strided element, a dense range), then a sweep of the sorted ranges.
       expand(first, i);
