@@ -403,31 +403,42 @@ TILEBSP_INLINE Lowering::WriteSummary Lowering::check_conflicts(std::string cons
     }
     std::sort(expanded.begin(), expanded.end(), by_pos);
   };
-  std::vector<std::uint32_t> owner;  // per element of a crowded variable: its first write (from `first`), or none
+  std::vector<std::uint32_t> owner;  // per element of a chunk of a crowded variable: its first write, or none
   auto const owned = [&](std::size_t from, std::size_t to) {  // true: checked (no clash) and `covered` updated
     std::uint32_t const var = writes[from].var;
     std::int64_t const size = g_.variables[var].size;
     std::int64_t blocks = 0;
     for (std::size_t k = from; k < to; ++k) blocks += lowering::blocks_of(writes[k]).n;
-    // Only where the table (4 bytes an element, at most 16 a block) is smaller than the sorted ranges (40 a block).
     if (blocks < 4096 || size > 4 * blocks || to - from >= 0xFFFFFFFFu) return false;
+    // The variable a chunk at a time, so that the table stays in cache while every write's blocks in the chunk
+    // are entered (a write of one channel per position crosses the whole variable).
+    constexpr std::int64_t chunk = std::int64_t{1} << 16;
     constexpr std::uint32_t none = 0xFFFFFFFFu;
-    owner.assign(static_cast<std::size_t>(size), none);
+    owner.resize(static_cast<std::size_t>(std::min(size, chunk)));
     std::int64_t covered = 0;
-    for (std::size_t k = from; k < to; ++k) {
-      auto const& w = writes[k];
-      lowering::Blocks const b = lowering::blocks_of(w);
-      if (b.begin < 0 || b.end() > size) return false;
-      for (std::int64_t r = 0; r < b.n; ++r)
-        for (std::int64_t x = b.begin + r * b.step, e = x + b.len; x < e; ++x) {
-          std::uint32_t& o = owner[static_cast<std::size_t>(x)];
-          if (o == none) {
-            o = static_cast<std::uint32_t>(k - from);
-            ++covered;
-          } else if (writes[from + o].vertex != w.vertex) {
-            return false;
+    for (std::int64_t c0 = 0; c0 < size; c0 += chunk) {
+      std::int64_t const c1 = std::min(size, c0 + chunk);
+      std::fill(owner.begin(), owner.begin() + (c1 - c0), none);
+      for (std::size_t k = from; k < to; ++k) {
+        auto const& w = writes[k];
+        lowering::Blocks const b = lowering::blocks_of(w);
+        if (b.begin < 0 || b.end() > size) return false;
+        if (b.end() <= c0 || b.begin >= c1) continue;
+        std::int64_t const r0 = b.begin >= c0 ? 0 : (c0 - b.begin - b.len + b.step) / b.step;  // first block past c0
+        for (std::int64_t r = r0; r < b.n; ++r) {
+          std::int64_t const x0 = b.begin + r * b.step;
+          if (x0 >= c1) break;
+          for (std::int64_t x = std::max(x0, c0), e = std::min(x0 + b.len, c1); x < e; ++x) {
+            std::uint32_t& o = owner[static_cast<std::size_t>(x - c0)];
+            if (o == none) {
+              o = static_cast<std::uint32_t>(k - from);
+              ++covered;
+            } else if (writes[from + o].vertex != w.vertex) {
+              return false;
+            }
           }
         }
+      }
     }
     if (covered == size) out.covered.push_back(var);
     return true;
