@@ -408,7 +408,11 @@ TILEBSP_INLINE Lowering::WriteSummary Lowering::check_conflicts(std::string cons
     std::uint32_t const var = writes[from].var;
     std::int64_t const size = g_.variables[var].size;
     std::int64_t blocks = 0;
-    for (std::size_t k = from; k < to; ++k) blocks += lowering::blocks_of(writes[k]).n;
+    for (std::size_t k = from; k < to; ++k) {
+      lowering::Blocks const b = lowering::blocks_of(writes[k]);
+      if (b.begin < 0 || b.end() > size) return false;  // the sweep reports it
+      blocks += b.n;
+    }
     if (blocks < 4096 || size > 4 * blocks || to - from >= 0xFFFFFFFFu) return false;
     // The variable a chunk at a time, so that the table stays in cache while every write's blocks in the chunk
     // are entered (a write of one channel per position crosses the whole variable).
@@ -422,7 +426,6 @@ TILEBSP_INLINE Lowering::WriteSummary Lowering::check_conflicts(std::string cons
       for (std::size_t k = from; k < to; ++k) {
         auto const& w = writes[k];
         lowering::Blocks const b = lowering::blocks_of(w);
-        if (b.begin < 0 || b.end() > size) return false;
         if (b.end() <= c0 || b.begin >= c1) continue;
         std::int64_t const r0 = b.begin >= c0 ? 0 : (c0 - b.begin - b.len + b.step) / b.step;  // first block past c0
         for (std::int64_t r = r0; r < b.n; ++r) {
