@@ -293,7 +293,7 @@ void partial(E const& e, O const& o, std::size_t num_operands, void* out, std::s
 }
 
 template <Types In, VT Out, class E, class O>
-void run(E const& e, O o, std::size_t num_operands, void* out, std::size_t n, bool stream) {
+void run(E const& e, O& o, std::size_t num_operands, void* out, std::size_t n, bool stream) {
   constexpr std::size_t L = simd::lanes;
   std::size_t i = 0;
   if constexpr (width(Out) == 4) {
@@ -324,8 +324,30 @@ void run(E const& e, O o, std::size_t num_operands, void* out, std::size_t n, bo
 /// `stream`, 32-bit outputs are written with non-temporal stores (for outputs much larger than the cache).
 template <Types In, VT Out, class E>
 void evaluate(E const& e, Operands const& o, std::size_t num_operands, void* out, std::size_t n, bool stream = false) {
-  if (o.scalar) detail::run<In, Out>(e, Access<true>{o}, num_operands, out, n, stream);
-  else detail::run<In, Out>(e, Access<false>{o}, num_operands, out, n, stream);
+  if (o.scalar) {
+    Access<true> a{o};
+    detail::run<In, Out>(e, a, num_operands, out, n, stream);
+  } else {
+    Access<false> a{o};
+    detail::run<In, Out>(e, a, num_operands, out, n, stream);
+  }
+}
+
+/// `rows` runs of evaluate(e, o, num_operands, out, n, stream), run r with each operand k at o.ptr[k] + r *
+/// step[k] bytes and the output at out + r * out_step bytes: bitwise one evaluate call per row, without the cost
+/// of a call (and of setting up its operands) per row, for rows as short as a layer's channels.
+template <Types In, VT Out, class E>
+void evaluate_rows(E const& e, Operands const& o, std::size_t num_operands, void* out, std::size_t n, std::size_t rows,
+                   std::ptrdiff_t const* step, std::ptrdiff_t out_step, bool stream = false) {
+  auto const each = [&](auto a) {
+    auto* dst = static_cast<std::byte*>(out);
+    for (std::size_t r = 0; r < rows; ++r, dst += out_step) {
+      detail::run<In, Out>(e, a, num_operands, dst, n, stream);
+      for (std::size_t k = 0; k < num_operands; ++k) a.ptr[k] = static_cast<std::byte const*>(a.ptr[k]) + step[k];
+    }
+  };
+  if (o.scalar) each(Access<true>{o});
+  else each(Access<false>{o});
 }
 
 }  // namespace tilebsp::expr

@@ -519,6 +519,17 @@ template <Types In, VT Out>
 void evaluate(Interpreted const& e, Operands const& o, std::size_t, void* out, std::size_t n, bool = false) {
   detail::interpret(e.program, o, out, n);
 }
+/// The interpreted form of evaluate_rows: one interpretation per row.
+template <Types In, VT Out>
+void evaluate_rows(Interpreted const& e, Operands const& o, std::size_t num_operands, void* out, std::size_t n, std::size_t rows,
+                   std::ptrdiff_t const* step, std::ptrdiff_t out_step, bool = false) {
+  Operands row = o;
+  auto* dst = static_cast<std::byte*>(out);
+  for (std::size_t r = 0; r < rows; ++r, dst += out_step) {
+    detail::interpret(e.program, row, dst, n);
+    for (std::size_t k = 0; k < num_operands; ++k) row.ptr[k] = static_cast<std::byte const*>(row.ptr[k]) + step[k];
+  }
+}
 
 /// The type an expression gives for operand types t (an interpreted one: its program's output type).
 template <class E>

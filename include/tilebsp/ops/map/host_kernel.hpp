@@ -104,6 +104,14 @@ class MapHostKernel {
       // Equal shares in whole 16-element batches.
       std::size_t const batches = (total + 15) / 16;
       std::size_t const b0 = batches * t / threads * 16, b1 = std::min(total, batches * (t + 1) / threads * 16);
+      // Whole segments run as rows along the innermost outer dimension, one evaluate_rows call for as many as
+      // that dimension has left (a channels-last bias map: a row per position, its channels a segment).
+      std::size_t const row_dim = outer_rank > 0 ? outer_rank - 1 : 0, per_row = outer_rank > 0 ? shape[row_dim] : 1;
+      std::array<std::ptrdiff_t, N> step{};
+      for (std::size_t k = 0; k < N && outer_rank > 0; ++k)
+        step[k] = scalars >> k & 1u ? 0 : static_cast<std::ptrdiff_t>(strides[k][row_dim] * static_cast<std::int64_t>(width[k]));
+      std::ptrdiff_t const out_step =
+          outer_rank > 0 ? static_cast<std::ptrdiff_t>(strides[N][row_dim] * static_cast<std::int64_t>(width[N])) : 0;
       for (std::size_t i = b0; i < b1;) {
         std::size_t const seg = i / inner, in_seg = i % inner, n = std::min(b1 - i, inner - in_seg);
         // Offsets of the segment's first element: mixed radix over the outer dimensions.
@@ -121,8 +129,10 @@ class MapHostKernel {
           o.ptr[k] = base[k] + at * static_cast<std::int64_t>(width[k]);
         }
         auto* dst = base[N] + (off[N] + static_cast<std::int64_t>(in_seg)) * static_cast<std::int64_t>(width[N]);
-        expr::evaluate<In, Out>(e, o, N, dst, n, stream);
-        i += n;
+        std::size_t const rows = in_seg == 0 && n == inner ? std::min(per_row - seg % per_row, (b1 - i) / inner) : 1;
+        if (rows > 1) expr::evaluate_rows<In, Out>(e, o, N, dst, n, rows, step.data(), out_step, stream);
+        else expr::evaluate<In, Out>(e, o, N, dst, n, stream);
+        i += rows * n;
       }
     }
   };

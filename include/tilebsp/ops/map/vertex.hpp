@@ -85,13 +85,16 @@ struct MapVertex {
     expr::Operands o;
     o.scalar = scalars;
     if constexpr (Rows) {
-      for (std::size_t r = 0; r < out.dim(0); ++r) {
-        [&]<std::size_t... I>(std::index_sequence<I...>) {
-          ((o.ptr[I] = std::get<I>(ins).data() +
-                       (scalars >> I & 1u ? 0 : std::ptrdiff_t(r) * std::get<I>(ins).stride(0))), ...);
-        }(std::make_index_sequence<N>{});
-        expr::evaluate<In, Out>(e.get(), o, N, out.data() + std::ptrdiff_t(r) * out.stride(0), out.dim(1), stream);
-      }
+      std::ptrdiff_t step[N > 0 ? N : 1] = {};
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        ((o.ptr[I] = std::get<I>(ins).data(),
+          step[I] = scalars >> I & 1u ? 0
+                                      : std::get<I>(ins).stride(0) *
+                                            static_cast<std::ptrdiff_t>(sizeof(expr::storage_t<In[I]>))),
+         ...);
+      }(std::make_index_sequence<N>{});
+      expr::evaluate_rows<In, Out>(e.get(), o, N, out.data(), out.dim(1), out.dim(0), step,
+                                   out.stride(0) * static_cast<std::ptrdiff_t>(sizeof(expr::storage_t<Out>)), stream);
     } else {
       [&]<std::size_t... I>(std::index_sequence<I...>) {
         ((o.ptr[I] = std::get<I>(ins).data()), ...);
