@@ -304,7 +304,29 @@ void batch_norm(Importer& imp, Node const&) {
     Value va = p[0], vb = p[1];
     va.constant->floats = std::move(a);
     vb.constant->floats = std::move(b);
-    return imp.out(0, graph_map<FloatTypes>(imp, _1 * _2 + _3, x.type, x, va, vb));
+    if (x.constant) return imp.out(0, graph_map<FloatTypes>(imp, _1 * _2 + _3, x.type, x, va, vb));
+    // A batch norm that no convolution precedes (DenseNet's, after each concatenation) is a compiled map, with
+    // the activation that alone reads it: one pass over the activations instead of two interpreted ones.
+    std::string out = imp.node->outputs[0];
+    Epilogue const act = fuse_activation(imp, out);
+    Value r;
+    r.type = x.type;
+    auto const build = [&](auto type) {
+      using T = decltype(type);
+      auto const v = _1 * _2 + _3;
+      switch (act.kind) {
+        case Epilogue::Kind::none: return imp.map_fused<T, T, T>(v, r.layout, x, va, vb);
+        case Epilogue::Kind::relu: return imp.map_fused<T, T, T>(relu(v), r.layout, x, va, vb);
+        case Epilogue::Kind::clip:
+          return imp.map_fused<T, T, T>(min(max(v, constant(act.lo)), constant(act.hi)), r.layout, x, va, vb);
+        case Epilogue::Kind::silu: return imp.map_fused<T, T, T>(v * sigmoid(v), r.layout, x, va, vb);
+      }
+      return Tensor{};
+    };
+    r.tensor = imp.float_type() == ElementType::f16 ? build(half{}) : build(0.0f);
+    for (auto d : r.tensor.shape()) r.shape.push_back(static_cast<std::int64_t>(d));
+    imp.set(out, std::move(r));
+    return;
   }
   imp.out(0, graph_map<FloatTypes>(imp, (_1 - _4) * _2 * rsqrt(_5 + constant(eps)) + _3, x.type, x, p[0], p[1], p[2], p[3]));
 }

@@ -161,7 +161,8 @@ Value concatenated(Importer& imp, std::vector<Value const*> const& parts, std::s
   }
   std::vector<std::size_t> const layout = common.value_or(std::vector<std::size_t>{});
   if (ts.size() == 1) {
-    r.tensor = ts[0];
+    r.tensor = ts[0];  // the one non-empty part, in its own layout
+    r.layout = layout;
   } else {
     r.tensor = materialised(imp, concat(ts, axis), layout);
     r.layout = layout;

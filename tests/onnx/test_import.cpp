@@ -812,3 +812,63 @@ TEST_CASE("a global average pool of a convolution's channels-last result runs as
     if (op.name == "pool") product = !op.plans.empty() && op.plans[0].rfind("matmul 2 groups of 1x25 * 25x4", 0) == 0;
   CHECK(product);
 }
+
+TEST_CASE("a batch norm after a concatenation is one compiled map with the ReLU that reads it, on the host path") {
+  // x [2, 3, 5, 5] -> 1x1 conv (16 channels, channels-last) -> Concat of that one tensor -> batch norm -> relu: the
+  // single part keeps its layout, so the map runs over channels-last data on its host kernel, ReLU included.
+  Builder b;
+  b.input("x", {2, 3, 5, 5}, ::onnx::TensorProto::FLOAT, "N");
+  b.output("y", {2, 16, 5, 5}, ::onnx::TensorProto::FLOAT, "N");
+  auto const w = ramp(16 * 3, 0.41f, 0.2f), gamma = ramp(16, 0.7f, 0.4f), beta = ramp(16, 0.3f, 1.0f);
+  auto const mean = ramp(16, 0.9f, 0.0f);
+  std::vector<float> var = ramp(16, 0.5f, 0.6f);
+  for (float& v : var) v = 1.0f + 0.5f * v;  // positive
+  b.init("w", {16, 3, 1, 1}, w);
+  b.init("gamma", {16}, gamma);
+  b.init("beta", {16}, beta);
+  b.init("mean", {16}, mean);
+  b.init("var", {16}, var);
+  b.node("Conv", {"x", "w"}, {"c"}, "conv");
+  Builder::integer(b.node("Concat", {"c"}, {"cat"}, "cat"), "axis", 1);
+  b.node("BatchNormalization", {"cat", "gamma", "beta", "mean", "var"}, {"n"}, "bn");
+  b.node("Relu", {"n"}, {"y"}, "relu");
+  to::Model const m = b.model();
+  to::HostTensor const x{to::DataType::float32, {2, 3, 5, 5}, ramp(150, 0.23f, 0.1f), {}};
+  std::vector<float> first;
+  for (bool host : {true, false}) {
+    tb::Graph g{tb::targets::tiny(4, 1 << 20)};
+    tb::Sequence prog;
+    to::ImportOptions opts;
+    opts.batch_size = 2;
+    to::Imported const imp = to::import(g, prog, m, opts);
+    tb::Engine e{tb::compile(g, {.allow_out_of_memory = true}, prog), {.host_threads = 2, .profiling = true, .host_kernels = host}};
+    to::write(e, imp.inputs[0], x);
+    e.run();
+    to::HostTensor const y = to::read(e, imp.outputs[0]);
+    REQUIRE(y.shape == std::vector<std::int64_t>{2, 16, 5, 5});
+    for (std::size_t n = 0; n < 2; ++n)
+      for (std::size_t co = 0; co < 16; ++co)
+        for (std::size_t p = 0; p < 25; ++p) {
+          double s = 0;
+          for (std::size_t ci = 0; ci < 3; ++ci) s += static_cast<double>(x.floats[(n * 3 + ci) * 25 + p]) * w[co * 3 + ci];
+          s = (s - mean[co]) / std::sqrt(static_cast<double>(var[co]) + 1e-5) * gamma[co] + beta[co];
+          CHECK(y.floats[(n * 16 + co) * 25 + p] == doctest::Approx(std::max(s, 0.0)).epsilon(1e-5));
+        }
+    if (first.empty()) first = y.floats;
+    CHECK(y.floats == first);  // bitwise, host kernels or vertices
+    tb::Profile const profile = e.profile();
+    for (auto const& op : profile.operators) {
+      if (op.name == "bn") CHECK(op.compute_sets == 1);
+      CHECK(op.name != "relu");  // built into the batch norm's map
+    }
+    if (host) {
+      std::size_t host_paths = 0;
+      for (auto const& step : profile.programs.at(0))
+        if (step.kind == "host_path") {
+          ++host_paths;
+          CHECK(step.label.find("(body runs)") == std::string::npos);
+        }
+      CHECK(host_paths == 2);  // the convolution and the map, each on its host kernel
+    }
+  }
+}
