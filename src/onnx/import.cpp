@@ -580,7 +580,13 @@ Imported import_model(Graph& g, Sequence& prog, Model const& model, ImportOption
     for (auto const& i : n.inputs)
       if (!i.empty()) imp.consumers[i].push_back(&n);
   for (auto const& o : m.outputs) imp.graph_outputs.insert(o.name);
-  for (auto const& [name, t] : m.initializers) imp.values[name] = Value{t.type, t.shape, t, {}, {}};
+  for (auto const& [name, t] : m.initializers) {
+    Value v;
+    v.type = t.type;
+    v.shape = t.shape;
+    v.constant = t;
+    imp.values[name] = std::move(v);
+  }
   // Inputs consumed by convolutions lie channels last, as the convolutions read them.
   std::set<std::string> conv_inputs;
   for (auto const& n : m.nodes)
@@ -588,7 +594,11 @@ Imported import_model(Graph& g, Sequence& prog, Model const& model, ImportOption
   Imported r;
   for (auto const& vi : m.inputs) {
     if (auto it = options.constant_inputs.find(vi.name); it != options.constant_inputs.end()) {
-      imp.values[vi.name] = Value{it->second.type, it->second.shape, it->second, {}, {}};
+      Value v;
+      v.type = it->second.type;
+      v.shape = it->second.shape;
+      v.constant = it->second;
+      imp.values[vi.name] = std::move(v);
       continue;
     }
     Value v;

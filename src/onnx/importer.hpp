@@ -38,6 +38,10 @@ struct Value {
   /// A node run on the host (excluded_nodes): a value it reads from the tiles, `constant` when it runs, of which
   /// only the shape is known at import (known() refuses it).
   bool host_read = false;
+  /// A Pad with zeros that only a Conv or an AveragePool reads, left to that node to fold into its own padding:
+  /// the value is `tensor` (of the unpadded shape, `shape` less the pads) with zero_lower[d] zeros before and
+  /// zero_upper[d] after it along each spatial axis d + 2. Empty: not such a value.
+  std::vector<std::int64_t> zero_lower, zero_upper;
 };
 
 class Importer;

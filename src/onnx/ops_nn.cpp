@@ -213,6 +213,19 @@ Epilogue fuse_activation(Importer& imp, std::string& value) {
   return {};
 }
 
+/// A value whose zeros a Pad left to this node (Value::zero_lower): the unpadded value, the zeros added to `w`'s
+/// padding. Any other value as it is.
+Value unpadded(Value x, Window& w) {
+  for (std::size_t d = 0; d < x.zero_lower.size(); ++d) {
+    w.lower[d] += x.zero_lower[d];
+    w.upper[d] += x.zero_upper[d];
+    x.shape[d + 2] -= x.zero_lower[d] + x.zero_upper[d];
+  }
+  x.zero_lower.clear();
+  x.zero_upper.clear();
+  return x;
+}
+
 void conv(Importer& imp, Node const& n) {
   imp.only_attrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
   Value const& x = imp.in(0);
@@ -271,7 +284,8 @@ void conv(Importer& imp, Node const& n) {
         wt[dst] = static_cast<float>(W.floats[(static_cast<std::size_t>(m * Ci + c)) * K + k] * scale[static_cast<std::size_t>(m)]);
       }
   Epilogue const act = fuse_activation(imp, out_name);
-  Value y = convolve(imp, x, w, G, M, wt, std::move(bias), act, n.name);
+  Window padded = w;
+  Value y = convolve(imp, unpadded(x, padded), padded, G, M, wt, std::move(bias), act, n.name);
   imp.set(out_name, std::move(y));
 }
 
@@ -375,18 +389,23 @@ void average_pool(Importer& imp, Node const& n) {
   Dims out;
   for (std::size_t d = 0; d < field.size(); ++d) out.push_back(out_size(w, field, d));
   std::vector<float> divisor(count(out));
+  // Zeros a Pad left to this pool (Value::zero_lower) are inputs the windows count, whatever count_include_pad.
+  Window all = w;
+  Value const src = unpadded(x, all);
+  std::string const ap = imp.attr_string("auto_pad", "NOTSET");
   for (std::size_t i = 0; i < divisor.size(); ++i) {
     std::size_t rest = i;
     double cnt = 1;
     for (std::size_t d = field.size(); d-- > 0;) {
       std::int64_t const o = static_cast<std::int64_t>(rest % static_cast<std::size_t>(out[d]));
       rest /= static_cast<std::size_t>(out[d]);
-      std::int64_t const start = o * w.stride[d] - w.lower[d];
-      std::int64_t lo = 0, hi = field[d];
+      // In the unpadded input's coordinates: the window's start, and the range it counts.
+      std::int64_t const zl = x.zero_lower.empty() ? 0 : x.zero_lower[d], zu = x.zero_upper.empty() ? 0 : x.zero_upper[d];
+      std::int64_t const start = o * w.stride[d] - all.lower[d];
+      std::int64_t lo = -zl, hi = src.shape[d + 2] + zu;
       if (include_pad) {
-        std::string const ap = imp.attr_string("auto_pad", "NOTSET");
-        lo = -(ap == "NOTSET" ? pads[d] : w.lower[d]);
-        hi = field[d] + (ap == "NOTSET" ? pads[d + field.size()] : w.upper[d]);
+        lo -= ap == "NOTSET" ? pads[d] : w.lower[d];
+        hi += ap == "NOTSET" ? pads[d + field.size()] : w.upper[d];
       }
       std::int64_t c = 0;
       for (std::int64_t k = 0; k < w.kernel[d]; ++k) {
@@ -397,7 +416,7 @@ void average_pool(Importer& imp, Node const& n) {
     }
     divisor[i] = static_cast<float>(1.0 / cnt);
   }
-  Value y = convolve(imp, x, w, C, C, std::vector<float>(static_cast<std::size_t>(C) * K, 1.0f), {}, {}, n.name);
+  Value y = convolve(imp, src, all, C, C, std::vector<float>(static_cast<std::size_t>(C) * K, 1.0f), {}, {}, n.name);
   Value d;
   d.type = x.type;
   d.shape = out;

@@ -520,6 +520,28 @@ void pad(Importer& imp, Node const&) {
     auto const& c = imp.known(2, "the constant value");
     if (c.size() == 1) value = c.value(0);
   }
+  // Zeros around the spatial axes of a value only a convolution or an average pool reads: that node takes them
+  // as its own padding (no copy of the padded activations; torchvision's Inception exports its average pools so).
+  if (mode == "constant" && value == 0 && !v.constant && r >= 3 && r <= 5) {
+    Node const* next = imp.sole_consumer(imp.node->outputs[0]);
+    bool const consumer = next && !next->inputs.empty() && next->inputs[0] == imp.node->outputs[0] &&
+                          (next->op_type == "Conv" || next->op_type == "AveragePool");
+    std::vector<std::int64_t> lower(r - 2, 0), upper(r - 2, 0);
+    bool spatial = consumer && v.zero_lower.empty();
+    for (std::size_t k = 0; k < axes.size() && spatial; ++k) {
+      std::int64_t const lo = pads[k], hi = pads[k + axes.size()];
+      if (lo < 0 || hi < 0 || (axes[k] < 2 && (lo != 0 || hi != 0))) spatial = false;
+      else if (axes[k] >= 2) lower[axes[k] - 2] += lo, upper[axes[k] - 2] += hi;
+    }
+    if (spatial) {
+      Value lazy = v;
+      for (std::size_t d = 0; d + 2 < r; ++d) lazy.shape[d + 2] += lower[d] + upper[d];
+      lazy.zero_lower = std::move(lower);
+      lazy.zero_upper = std::move(upper);
+      imp.out(0, std::move(lazy));
+      return;
+    }
+  }
   for (std::size_t k = 0; k < axes.size(); ++k) {
     std::size_t const a = axes[k];
     std::int64_t const lo = pads[k], hi = pads[k + axes.size()], n = v.shape[a];

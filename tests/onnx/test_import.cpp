@@ -872,3 +872,73 @@ TEST_CASE("a batch norm after a concatenation is one compiled map with the ReLU 
     }
   }
 }
+
+TEST_CASE("zeros a Pad puts around what only a convolution or an average pool reads become that node's padding") {
+  // x [2, 3, 6, 5] -> Pad (H 1 | 2, W 2 | 0) -> AveragePool 3x3 (its own pads 1, count_include_pad 0 or 1) and,
+  // on another Pad, a 3x3 convolution. Folded, nothing copies the padded activations; the values are those of the
+  // same model with the padded values also graph outputs (then materialised), and of plain loops for the pool.
+  auto const model = [](bool expose, std::int64_t include) {
+    Builder b;
+    b.input("x", {2, 3, 6, 5});
+    b.output("pool", {2, 3, 9, 7});
+    b.output("conv", {2, 4, 7, 5});
+    if (expose) {
+      b.output("p1", {2, 3, 9, 7});
+      b.output("p2", {2, 3, 9, 7});
+    }
+    b.init_ints("pads", {0, 0, 1, 2, 0, 0, 2, 0});
+    b.init("w", {4, 3, 3, 3}, ramp(4 * 27, 0.31f, 0.5f));
+    b.node("Pad", {"x", "pads"}, {"p1"}, "pad1");
+    b.node("Pad", {"x", "pads"}, {"p2"}, "pad2");
+    auto* pool = b.node("AveragePool", {"p1"}, {"pool"}, "pool");
+    Builder::ints(pool, "kernel_shape", {3, 3});
+    Builder::ints(pool, "pads", {1, 1, 1, 1});
+    Builder::integer(pool, "count_include_pad", include);
+    Builder::ints(b.node("Conv", {"p2", "w"}, {"conv"}, "conv"), "kernel_shape", {3, 3});
+    return b.model();
+  };
+  to::HostTensor const x{to::DataType::float32, {2, 3, 6, 5}, ramp(180, 0.19f, 0.2f), {}};
+  auto const outputs = [&](to::Model const& m) {
+    tb::Graph g{tb::targets::tiny(4, 1 << 20)};
+    tb::Sequence prog;
+    to::Imported const imp = to::import(g, prog, m, {});
+    tb::Engine e{tb::compile(g, {.allow_out_of_memory = true}, prog), {.host_threads = 2, .profiling = true}};
+    to::write(e, imp.inputs[0], x);
+    e.run();
+    std::size_t copies = 0;  // exchanges that are not a compute set's fetch: the padded values' copies
+    tb::Profile const profile = e.profile();
+    for (auto const& step : profile.programs.at(0)) copies += step.label.rfind("exchange", 0) == 0;
+    return std::make_tuple(to::read(e, imp.outputs[0]), to::read(e, imp.outputs[1]), copies);
+  };
+  for (std::int64_t include : {0, 1}) {
+    CAPTURE(include);
+    auto const [pool, conv, copies] = outputs(model(false, include));
+    auto const [pool_ref, conv_ref, copies_ref] = outputs(model(true, include));
+    CHECK(copies == 0);
+    CHECK(copies_ref > 0);
+    REQUIRE(pool.shape == std::vector<std::int64_t>{2, 3, 9, 7});
+    REQUIRE(conv.shape == std::vector<std::int64_t>{2, 4, 7, 5});
+    for (std::size_t i = 0; i < pool.floats.size(); ++i) CHECK(pool.floats[i] == doctest::Approx(pool_ref.floats[i]).epsilon(1e-6));
+    for (std::size_t i = 0; i < conv.floats.size(); ++i) CHECK(conv.floats[i] == doctest::Approx(conv_ref.floats[i]).epsilon(1e-6));
+    // The pool by its definition: the padded input (9 x 7, the Pad's zeros are data) padded again by 1, its own
+    // pads counted only with count_include_pad.
+    for (std::size_t nc = 0; nc < 6; ++nc)
+      for (std::int64_t i = 0; i < 9; ++i)
+        for (std::int64_t j = 0; j < 7; ++j) {
+          double sum = 0;
+          int n = 0;
+          for (std::int64_t di = -1; di <= 1; ++di)
+            for (std::int64_t dj = -1; dj <= 1; ++dj) {
+              std::int64_t const pi = i + di, pj = j + dj;  // in the Pad's output
+              if (pi < 0 || pi >= 9 || pj < 0 || pj >= 7) {
+                n += include != 0;
+                continue;
+              }
+              ++n;
+              std::int64_t const xi = pi - 1, xj = pj - 2;  // in x
+              if (xi >= 0 && xi < 6 && xj >= 0 && xj < 5) sum += x.floats[nc * 30 + static_cast<std::size_t>(xi * 5 + xj)];
+            }
+          CHECK(pool.floats[nc * 63 + static_cast<std::size_t>(i * 7 + j)] == doctest::Approx(sum / n).epsilon(1e-5));
+        }
+  }
+}

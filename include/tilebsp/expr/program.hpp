@@ -435,64 +435,82 @@ inline void fill_block(VT t, double v, void* dst, std::size_t n) {
 }
 
 /// out[i] = the program at element i, i < n, in blocks; the final partial batch is padded with zeros as the
-/// templates' evaluation pads it. Operands as in evaluate (scalars broadcast).
+/// templates' evaluation pads it. Operands as in evaluate (scalars broadcast). `rows` such runs, run r with operand
+/// k at o.ptr[k] + r * step[k] bytes (step null: one run) and the output at out + r * out_step: the constants' and
+/// the fixed scalars' registers are filled once for all of them, each as wide as the longest block.
 template <class = void>
-[[gnu::noinline]] void interpret(Program const& p, Operands const& o, void* out, std::size_t n) {
+[[gnu::noinline]] void interpret(Program const& p, Operands const& o, void* out, std::size_t n, std::size_t rows = 1,
+                                 std::ptrdiff_t const* step = nullptr, std::ptrdiff_t out_step = 0) {
   constexpr std::size_t L = simd::lanes;
+  if (n == 0 || rows == 0) return;
+  std::size_t const wide = (std::min(block, n) + L - 1) / L * L;  // elements any block reads
   alignas(64) std::byte reg[Program::max_registers][block * 4];
   void const* at[Program::max_instructions] = {};
-  // Constants and broadcast operands: their registers filled once.
+  Operands row = o;
+  // A scalar operand's register: its value broadcast.
+  auto const fill_scalar = [&](Program::Instruction const& ins) {
+    alignas(64) std::byte raw[4 * simd::lanes] = {}, one[4 * simd::lanes] = {};
+    std::memcpy(raw, row.ptr[ins.a], width(ins.type));
+    load_typed(ins.type, raw, one, L);  // lane 0 is the value
+    std::byte v[4];
+    std::size_t const w = width(compute_type(ins.type));
+    std::memcpy(v, one, w);
+    for (std::size_t k = 0; k < wide; ++k) std::memcpy(reg[ins.reg] + k * w, v, w);
+  };
+  // Constants and broadcast operands: their registers filled once (a scalar that steps from row to row, per row).
   for (std::size_t i = 0; i < p.size; ++i) {
     auto const& ins = p.code[i];
-    if (ins.op == Opcode::constant) {
-      fill_block(ins.type, p.constants[ins.a], reg[ins.reg], block);
-    } else if (ins.op == Opcode::operand && (o.scalar >> ins.a & 1u)) {
-      alignas(64) std::byte raw[4 * simd::lanes] = {}, one[4 * simd::lanes] = {};
-      std::memcpy(raw, o.ptr[ins.a], width(ins.type));
-      load_typed(ins.type, raw, one, L);  // lane 0 is the value
-      std::byte v[4];
-      std::memcpy(v, one, width(compute_type(ins.type)));
-      for (std::size_t k = 0; k < block; ++k)
-        std::memcpy(reg[ins.reg] + k * width(compute_type(ins.type)), v, width(compute_type(ins.type)));
-    }
+    if (ins.op == Opcode::constant) fill_block(ins.type, p.constants[ins.a], reg[ins.reg], wide);
+    else if (ins.op == Opcode::operand && (o.scalar >> ins.a & 1u)) fill_scalar(ins);
   }
-  for (std::size_t s = 0; s < n; s += block) {
-    std::size_t const len = std::min(block, n - s), full = (len + L - 1) / L * L;
-    for (std::size_t i = 0; i < p.size; ++i) {
-      auto const& ins = p.code[i];
-      if (ins.op == Opcode::constant) {
-        at[i] = reg[ins.reg];
-      } else if (ins.op == Opcode::operand) {
-        if (o.scalar >> ins.a & 1u) {
-          at[i] = reg[ins.reg];
-          continue;
-        }
-        std::size_t const w = width(ins.type);
-        auto const* src = static_cast<std::byte const*>(o.ptr[ins.a]) + s * w;
-        if (len == full && w == width(compute_type(ins.type))) {
-          at[i] = src;  // read in place
-        } else if (len == full) {
-          load_typed(ins.type, src, reg[ins.reg], full);
-          at[i] = reg[ins.reg];
-        } else {
-          alignas(64) std::byte tail[block * 4] = {};
-          std::memcpy(tail, src, len * w);
-          load_typed(ins.type, tail, reg[ins.reg], full);
-          at[i] = reg[ins.reg];
-        }
-      } else {
-        run_instruction(ins, at[ins.a], at[ins.b], at[ins.c], reg[ins.reg], full);
-        at[i] = reg[ins.reg];
+  for (std::size_t r = 0; r < rows; ++r) {
+    if (r > 0) {
+      for (std::size_t k = 0; k < max_operands; ++k)
+        if (row.ptr[k]) row.ptr[k] = static_cast<std::byte const*>(row.ptr[k]) + step[k];
+      for (std::size_t i = 0; i < p.size; ++i) {
+        auto const& ins = p.code[i];
+        if (ins.op == Opcode::operand && (o.scalar >> ins.a & 1u) && step[ins.a] != 0) fill_scalar(ins);
       }
     }
-    auto const& root = p.code[p.size - 1];
-    auto* dst = static_cast<std::byte*>(out) + s * width(p.out);
-    if (len == full) {
-      store_block(p.out, result_type(root), at[p.size - 1], dst, full);
-    } else {
-      alignas(64) std::byte tail[block * 4];
-      store_block(p.out, result_type(root), at[p.size - 1], tail, full);
-      std::memcpy(dst, tail, len * width(p.out));
+    auto* const row_out = static_cast<std::byte*>(out) + static_cast<std::ptrdiff_t>(r) * out_step;
+    for (std::size_t s = 0; s < n; s += block) {
+      std::size_t const len = std::min(block, n - s), full = (len + L - 1) / L * L;
+      for (std::size_t i = 0; i < p.size; ++i) {
+        auto const& ins = p.code[i];
+        if (ins.op == Opcode::constant) {
+          at[i] = reg[ins.reg];
+        } else if (ins.op == Opcode::operand) {
+          if (o.scalar >> ins.a & 1u) {
+            at[i] = reg[ins.reg];
+            continue;
+          }
+          std::size_t const w = width(ins.type);
+          auto const* src = static_cast<std::byte const*>(row.ptr[ins.a]) + s * w;
+          if (len == full && w == width(compute_type(ins.type))) {
+            at[i] = src;  // read in place
+          } else if (len == full) {
+            load_typed(ins.type, src, reg[ins.reg], full);
+            at[i] = reg[ins.reg];
+          } else {
+            alignas(64) std::byte tail[block * 4] = {};
+            std::memcpy(tail, src, len * w);
+            load_typed(ins.type, tail, reg[ins.reg], full);
+            at[i] = reg[ins.reg];
+          }
+        } else {
+          run_instruction(ins, at[ins.a], at[ins.b], at[ins.c], reg[ins.reg], full);
+          at[i] = reg[ins.reg];
+        }
+      }
+      auto const& root = p.code[p.size - 1];
+      auto* dst = row_out + s * width(p.out);
+      if (len == full) {
+        store_block(p.out, result_type(root), at[p.size - 1], dst, full);
+      } else {
+        alignas(64) std::byte tail[block * 4];
+        store_block(p.out, result_type(root), at[p.size - 1], tail, full);
+        std::memcpy(dst, tail, len * width(p.out));
+      }
     }
   }
 }
@@ -519,16 +537,13 @@ template <Types In, VT Out>
 void evaluate(Interpreted const& e, Operands const& o, std::size_t, void* out, std::size_t n, bool = false) {
   detail::interpret(e.program, o, out, n);
 }
-/// The interpreted form of evaluate_rows: one interpretation per row.
+/// The interpreted form of evaluate_rows: one interpretation of all the rows.
 template <Types In, VT Out>
 void evaluate_rows(Interpreted const& e, Operands const& o, std::size_t num_operands, void* out, std::size_t n, std::size_t rows,
                    std::ptrdiff_t const* step, std::ptrdiff_t out_step, bool = false) {
-  Operands row = o;
-  auto* dst = static_cast<std::byte*>(out);
-  for (std::size_t r = 0; r < rows; ++r, dst += out_step) {
-    detail::interpret(e.program, row, dst, n);
-    for (std::size_t k = 0; k < num_operands; ++k) row.ptr[k] = static_cast<std::byte const*>(row.ptr[k]) + step[k];
-  }
+  std::ptrdiff_t all[max_operands] = {};
+  std::copy(step, step + std::min(num_operands, max_operands), all);
+  detail::interpret(e.program, o, out, n, rows, all, out_step);
 }
 
 /// The type an expression gives for operand types t (an interpreted one: its program's output type).
