@@ -416,6 +416,10 @@ void average_pool(Importer& imp, Node const& n) {
     }
     divisor[i] = static_cast<float>(1.0 / cnt);
   }
+  // Every window counting the same (no padding counted apart, or count_include_pad): the weights are the one
+  // divisor, and no map follows (Inception's pools after their Pads).
+  if (std::all_of(divisor.begin(), divisor.end(), [&](float v) { return v == divisor[0]; }))
+    return imp.out(0, convolve(imp, src, all, C, C, std::vector<float>(static_cast<std::size_t>(C) * K, divisor[0]), {}, {}, n.name));
   Value y = convolve(imp, src, all, C, C, std::vector<float>(static_cast<std::size_t>(C) * K, 1.0f), {}, {}, n.name);
   Value d;
   d.type = x.type;
