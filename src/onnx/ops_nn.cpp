@@ -637,9 +637,49 @@ Value matmul_values(Importer& imp, Value const& a0, Value const& b0) {
   return r;
 }
 
+/// The bias a linear layer adds to product `y` (the other operand of `add`, or Gemm's C): known at import, one
+/// value per column ([N] or [1, ..., N]). Null when it is not such a bias.
+HostTensor const* column_bias(Importer& imp, Value const& y, Value const* bias) {
+  if (!bias || !bias->constant || !is_floating(bias->type) || bias->type != y.type || y.shape.empty()) return nullptr;
+  if (bias->shape.size() > y.shape.size() || bias->shape.empty() || bias->shape.back() != y.shape.back()) return nullptr;
+  for (std::size_t d = 0; d + 1 < bias->shape.size(); ++d)
+    if (bias->shape[d] != 1) return nullptr;
+  // y must be its own elements, each once (not a broadcast view), for the map to run in place.
+  auto const a = y.tensor.affine();
+  if (!a) return nullptr;
+  for (std::size_t d = 0; d < y.tensor.rank(); ++d)
+    if (y.tensor.dim(d) > 1 && a->strides[d] == 0) return nullptr;
+  (void)imp;
+  return &*bias->constant;
+}
+
+/// y += bias, then the activation that alone reads `out_name` (renamed to its result): one compiled map in place
+/// on the product, as after a convolution.
+void add_bias_in_place(Importer& imp, Value& y, HostTensor const& bias, std::string& out_name) {
+  Epilogue const act = fuse_activation(imp, out_name);
+  Tensor const b = host_tensor(imp, {y.shape.back()}, bias.floats);
+  if (y.tensor.element_type() == ElementType::f16) epilogue<half>(imp, y.tensor, act, b);
+  else epilogue<float>(imp, y.tensor, act, b);
+}
+
 void matmul(Importer& imp, Node const&) {
   imp.only_attrs({});
-  imp.out(0, matmul_values(imp, imp.in(0), imp.in(1)));
+  Value y = matmul_values(imp, imp.in(0), imp.in(1));
+  // A bias Add that alone reads the product (a linear layer exported as MatMul + Add: ViT's) is one compiled map in
+  // place with the activation after it, instead of an interpreted map into a new tensor.
+  std::string const& out = imp.node->outputs[0];
+  if (Node const* add = imp.sole_consumer(out); add && add->op_type == "Add" && add->inputs.size() == 2 &&
+                                                 add->outputs.size() == 1 && add->inputs[0] != add->inputs[1] &&
+                                                 !imp.on_host.contains(add)) {
+    std::string const& other = add->inputs[0] == out ? add->inputs[1] : add->inputs[0];
+    if (HostTensor const* bias = column_bias(imp, y, imp.lookup(other))) {
+      imp.fused.insert(add);
+      std::string name = add->outputs[0];
+      add_bias_in_place(imp, y, *bias, name);
+      return imp.set(name, std::move(y));
+    }
+  }
+  imp.out(0, std::move(y));
 }
 
 void gemm(Importer& imp, Node const&) {
@@ -665,6 +705,13 @@ void gemm(Importer& imp, Node const&) {
   if (imp.attr_int("transB", 0)) b = transposed(b);
   double const alpha = imp.attr_float("alpha", 1.0f), beta = imp.attr_float("beta", 1.0f);
   Value y = matmul_values(imp, a, b);
+  if (imp.has(2) && beta == 1 && alpha == 1) {
+    if (HostTensor const* bias = column_bias(imp, y, &imp.in(2))) {  // a classifier's bias: in place, compiled
+      std::string name = imp.node->outputs[0];
+      add_bias_in_place(imp, y, *bias, name);
+      return imp.set(name, std::move(y));
+    }
+  }
   if (imp.has(2) && beta != 0) {
     Value const& c = imp.in(2);
     if (alpha == 1 && beta == 1) y = graph_map<FloatTypes>(imp, _1 + _2, y.type, y, c);

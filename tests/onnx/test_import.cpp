@@ -942,3 +942,44 @@ TEST_CASE("zeros a Pad puts around what only a convolution or an average pool re
         }
   }
 }
+
+TEST_CASE("a linear layer's bias (MatMul + Add, Gemm's C) and its ReLU run in place on the product") {
+  // x [2, 3, 8] x W [8, 16] + b [16] -> relu, and Gemm(x2 [6, 8], W, C [1, 16]) -> relu: no Add or Relu of their own.
+  Builder b;
+  b.input("x", {2, 3, 8});
+  b.input("x2", {6, 8});
+  b.output("y", {2, 3, 16});
+  b.output("z", {6, 16});
+  auto const w = ramp(8 * 16, 0.29f, 0.4f), bias = ramp(16, 0.7f, 0.1f);
+  b.init("w", {8, 16}, w);
+  b.init("b", {16}, bias);
+  b.init("c", {1, 16}, bias);
+  b.node("MatMul", {"x", "w"}, {"p"}, "mm");
+  b.node("Add", {"b", "p"}, {"s"}, "add");
+  b.node("Relu", {"s"}, {"y"}, "relu");
+  b.node("Gemm", {"x2", "w", "c"}, {"g"}, "gemm");
+  b.node("Relu", {"g"}, {"z"}, "relu2");
+  to::Model const m = b.model();
+  to::HostTensor const x{to::DataType::float32, {2, 3, 8}, ramp(48, 0.13f, 0.9f), {}};
+  to::HostTensor const x2{to::DataType::float32, {6, 8}, ramp(48, 0.17f, 0.2f), {}};
+  tb::Graph g{tb::targets::tiny(4, 1 << 20)};
+  tb::Sequence prog;
+  to::Imported const imp = to::import(g, prog, m, {});
+  tb::Engine e{tb::compile(g, {.allow_out_of_memory = true}, prog), {.host_threads = 2, .profiling = true}};
+  to::write(e, imp.inputs[0], x);
+  to::write(e, imp.inputs[1], x2);
+  e.run();
+  to::HostTensor const y = to::read(e, imp.outputs[0]), z = to::read(e, imp.outputs[1]);
+  for (std::size_t r = 0; r < 6; ++r)
+    for (std::size_t c = 0; c < 16; ++c) {
+      double s = bias[c], t = bias[c];
+      for (std::size_t k = 0; k < 8; ++k) {
+        s += static_cast<double>(x.floats[r * 8 + k]) * w[k * 16 + c];
+        t += static_cast<double>(x2.floats[r * 8 + k]) * w[k * 16 + c];
+      }
+      CHECK(y.floats[r * 16 + c] == doctest::Approx(std::max(s, 0.0)).epsilon(1e-5));
+      CHECK(z.floats[r * 16 + c] == doctest::Approx(std::max(t, 0.0)).epsilon(1e-5));
+    }
+  tb::Profile const profile = e.profile();
+  for (auto const& op : profile.operators) CHECK((op.kind != "Add" && op.kind != "Relu"));
+}
