@@ -388,44 +388,62 @@ void average_pool(Importer& imp, Node const& n) {
   std::size_t const K = count(w.kernel);
   Dims out;
   for (std::size_t d = 0; d < field.size(); ++d) out.push_back(out_size(w, field, d));
-  std::vector<float> divisor(count(out));
   // Zeros a Pad left to this pool (Value::zero_lower) are inputs the windows count, whatever count_include_pad.
   Window all = w;
   Value const src = unpadded(x, all);
   std::string const ap = imp.attr_string("auto_pad", "NOTSET");
-  for (std::size_t i = 0; i < divisor.size(); ++i) {
-    std::size_t rest = i;
-    double cnt = 1;
-    for (std::size_t d = field.size(); d-- > 0;) {
-      std::int64_t const o = static_cast<std::int64_t>(rest % static_cast<std::size_t>(out[d]));
-      rest /= static_cast<std::size_t>(out[d]);
-      // In the unpadded input's coordinates: the window's start, and the range it counts.
-      std::int64_t const zl = x.zero_lower.empty() ? 0 : x.zero_lower[d], zu = x.zero_upper.empty() ? 0 : x.zero_upper[d];
-      std::int64_t const start = o * w.stride[d] - all.lower[d];
-      std::int64_t lo = -zl, hi = src.shape[d + 2] + zu;
-      if (include_pad) {
-        lo -= ap == "NOTSET" ? pads[d] : w.lower[d];
-        hi += ap == "NOTSET" ? pads[d + field.size()] : w.upper[d];
-      }
-      std::int64_t c = 0;
-      for (std::int64_t k = 0; k < w.kernel[d]; ++k) {
-        std::int64_t const p = start + k * w.dilation[d];
-        c += p >= lo && p < hi;
-      }
-      cnt *= static_cast<double>(c);
+  // A window's count is the product of its counts along each axis: the taps k < kernel with lo <= start + k *
+  // dilation < hi, in the unpadded input's coordinates (the window's start, the range it counts).
+  std::vector<std::int64_t> lo(field.size()), hi(field.size());
+  for (std::size_t d = 0; d < field.size(); ++d) {
+    lo[d] = -(x.zero_lower.empty() ? 0 : x.zero_lower[d]);
+    hi[d] = src.shape[d + 2] + (x.zero_upper.empty() ? 0 : x.zero_upper[d]);
+    if (include_pad) {
+      lo[d] -= ap == "NOTSET" ? pads[d] : w.lower[d];
+      hi[d] += ap == "NOTSET" ? pads[d + field.size()] : w.upper[d];
     }
-    divisor[i] = static_cast<float>(1.0 / cnt);
   }
+  auto const taps = [&](std::size_t d, std::int64_t o) {
+    std::int64_t const start = o * w.stride[d] - all.lower[d], dil = w.dilation[d];
+    auto const first_at_least = [&](std::int64_t v) {  // the least k >= 0 with start + k * dil >= v
+      std::int64_t const gap = v - start;
+      return gap <= 0 ? std::int64_t{0} : (gap + dil - 1) / dil;
+    };
+    std::int64_t const a = first_at_least(lo[d]), b = std::min(w.kernel[d], first_at_least(hi[d]));
+    return static_cast<double>(std::max<std::int64_t>(0, b - a));
+  };
+  count(out);  // within the bound
+  bool uniform = true;
+  for (std::size_t d = 0; d < field.size(); ++d) {
+    if (static_cast<std::size_t>(out[d]) > max_folded_elements)
+      imp.unsupported("an average pool of " + std::to_string(out[d]) + " output positions along an axis (its divisors, "
+                      "computed at import, are limited to 2^27 per axis)");
+    for (std::int64_t o = 1; o < out[d] && uniform; ++o) uniform = taps(d, o) == taps(d, 0);
+  }
+  if (static_cast<double>(C) * static_cast<double>(K) > static_cast<double>(max_folded_elements))
+    imp.unsupported("an average pool of " + std::to_string(K) + "-tap windows over " + std::to_string(C) +
+                    " channels (its weights, computed at import, are limited to 2^27 values)");
   // Every window counting the same (no padding counted apart, or count_include_pad): the weights are the one
   // divisor, and no map follows (Inception's pools after their Pads).
-  if (std::all_of(divisor.begin(), divisor.end(), [&](float v) { return v == divisor[0]; }))
-    return imp.out(0, convolve(imp, src, all, C, C, std::vector<float>(static_cast<std::size_t>(C) * K, divisor[0]), {}, {}, n.name));
+  if (uniform) {
+    double cnt = 1;
+    for (std::size_t d = 0; d < field.size(); ++d) cnt *= taps(d, 0);
+    return imp.out(0, convolve(imp, src, all, C, C, std::vector<float>(static_cast<std::size_t>(C) * K, static_cast<float>(1.0 / cnt)),
+                               {}, {}, n.name));
+  }
+  // Else the sums times each axis' 1 / count at the position ([out[d], 1, ...] operands: no per-position table).
   Value y = convolve(imp, src, all, C, C, std::vector<float>(static_cast<std::size_t>(C) * K, 1.0f), {}, {}, n.name);
-  Value d;
-  d.type = x.type;
-  d.shape = out;
-  d.constant = HostTensor{DataType::float32, out, std::move(divisor), {}};
-  imp.out(0, graph_map<FloatTypes>(imp, _1 * _2, x.type, y, d));
+  std::vector<Value> inv(field.size());
+  for (std::size_t d = 0; d < field.size(); ++d) {
+    Dims shape(field.size() - d, 1);
+    shape[0] = out[d];
+    inv[d].type = x.type;
+    inv[d].shape = shape;
+    inv[d].constant = make_host(DataType::float32, shape, [&](std::size_t o) { return 1.0 / taps(d, static_cast<std::int64_t>(o)); });
+  }
+  if (field.size() == 1) return imp.out(0, graph_map<FloatTypes>(imp, _1 * _2, x.type, y, inv[0]));
+  if (field.size() == 2) return imp.out(0, graph_map<FloatTypes>(imp, _1 * _2 * _3, x.type, y, inv[0], inv[1]));
+  imp.out(0, graph_map<FloatTypes>(imp, _1 * _2 * _3 * _4, x.type, y, inv[0], inv[1], inv[2]));
 }
 
 /// Reduces `x` over `axes` with `op`, times `scale` (in f32, before rounding: means stay within f16's range),
