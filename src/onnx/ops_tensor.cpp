@@ -530,7 +530,8 @@ void pad(Importer& imp, Node const&) {
     bool spatial = consumer && v.zero_lower.empty();
     for (std::size_t k = 0; k < axes.size() && spatial; ++k) {
       std::int64_t const lo = pads[k], hi = pads[k + axes.size()];
-      if (lo < 0 || hi < 0 || (axes[k] < 2 && (lo != 0 || hi != 0))) spatial = false;
+      auto const big = static_cast<std::int64_t>(max_graph_elements);  // past any graph value: the general path's checks
+      if (lo < 0 || hi < 0 || lo > big || hi > big || (axes[k] < 2 && (lo != 0 || hi != 0))) spatial = false;
       else if (axes[k] >= 2) lower[axes[k] - 2] += lo, upper[axes[k] - 2] += hi;
     }
     if (spatial) {
