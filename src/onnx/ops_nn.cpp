@@ -110,17 +110,22 @@ using as = T;
 
 /// y = act(y + bias) (or act(y) without a bias) in place, in one map over the channels-last result: fused kernels
 /// (the hottest maps of a CNN, one per activation and float type), unlike the importer's other maps.
+/// f(e's activation of expression v): one expression per kind, each compiled where f builds a map of it.
+template <class V, class F>
+auto activated(Epilogue const& e, V const& v, F&& f) {
+  switch (e.kind) {
+    case Epilogue::Kind::relu: return f(relu(v));
+    case Epilogue::Kind::clip: return f(min(max(v, constant(e.lo)), constant(e.hi)));
+    case Epilogue::Kind::silu: return f(v * sigmoid(v));
+    case Epilogue::Kind::none: break;
+  }
+  return f(v);
+}
+
 template <class T, class... B>
 void epilogue(Importer& imp, Tensor const& y, Epilogue const& e, B const&... bias) {
   auto const run = [&](auto const& v) {
-    switch (e.kind) {
-      case Epilogue::Kind::none: ops::map_in_place<T, as<T, B>...>(imp.g, imp.prog, v, y, bias...); break;
-      case Epilogue::Kind::relu: ops::map_in_place<T, as<T, B>...>(imp.g, imp.prog, relu(v), y, bias...); break;
-      case Epilogue::Kind::clip:
-        ops::map_in_place<T, as<T, B>...>(imp.g, imp.prog, min(max(v, constant(e.lo)), constant(e.hi)), y, bias...);
-        break;
-      case Epilogue::Kind::silu: ops::map_in_place<T, as<T, B>...>(imp.g, imp.prog, v * sigmoid(v), y, bias...); break;
-    }
+    activated(e, v, [&](auto const& a) { ops::map_in_place<T, as<T, B>...>(imp.g, imp.prog, a, y, bias...); });
   };
   if constexpr (sizeof...(B) > 0) run(_1 + _2);
   else if (e.kind != Epilogue::Kind::none) run(_1);
@@ -327,15 +332,7 @@ void batch_norm(Importer& imp, Node const&) {
     r.type = x.type;
     auto const build = [&](auto type) {
       using T = decltype(type);
-      auto const v = _1 * _2 + _3;
-      switch (act.kind) {
-        case Epilogue::Kind::none: return imp.map_fused<T, T, T>(v, r.layout, x, va, vb);
-        case Epilogue::Kind::relu: return imp.map_fused<T, T, T>(relu(v), r.layout, x, va, vb);
-        case Epilogue::Kind::clip:
-          return imp.map_fused<T, T, T>(min(max(v, constant(act.lo)), constant(act.hi)), r.layout, x, va, vb);
-        case Epilogue::Kind::silu: return imp.map_fused<T, T, T>(v * sigmoid(v), r.layout, x, va, vb);
-      }
-      return Tensor{};
+      return activated(act, _1 * _2 + _3, [&](auto const& e) { return imp.map_fused<T, T, T>(e, r.layout, x, va, vb); });
     };
     r.tensor = imp.float_type() == ElementType::f16 ? build(half{}) : build(0.0f);
     for (auto d : r.tensor.shape()) r.shape.push_back(static_cast<std::int64_t>(d));
@@ -657,7 +654,7 @@ Value matmul_values(Importer& imp, Value const& a0, Value const& b0) {
 
 /// The bias a linear layer adds to product `y` (the other operand of `add`, or Gemm's C): known at import, one
 /// value per column ([N] or [1, ..., N]). Null when it is not such a bias.
-HostTensor const* column_bias(Importer& imp, Value const& y, Value const* bias) {
+HostTensor const* column_bias(Value const& y, Value const* bias) {
   if (!bias || !bias->constant || !is_floating(bias->type) || bias->type != y.type || y.shape.empty()) return nullptr;
   if (bias->shape.size() > y.shape.size() || bias->shape.empty() || bias->shape.back() != y.shape.back()) return nullptr;
   for (std::size_t d = 0; d + 1 < bias->shape.size(); ++d)
@@ -667,7 +664,6 @@ HostTensor const* column_bias(Importer& imp, Value const& y, Value const* bias) 
   if (!a) return nullptr;
   for (std::size_t d = 0; d < y.tensor.rank(); ++d)
     if (y.tensor.dim(d) > 1 && a->strides[d] == 0) return nullptr;
-  (void)imp;
   return &*bias->constant;
 }
 
@@ -690,7 +686,7 @@ void matmul(Importer& imp, Node const&) {
                                                  add->outputs.size() == 1 && add->inputs[0] != add->inputs[1] &&
                                                  !imp.on_host.contains(add)) {
     std::string const& other = add->inputs[0] == out ? add->inputs[1] : add->inputs[0];
-    if (HostTensor const* bias = column_bias(imp, y, imp.lookup(other))) {
+    if (HostTensor const* bias = column_bias(y, imp.lookup(other))) {
       imp.fused.insert(add);
       std::string name = add->outputs[0];
       add_bias_in_place(imp, y, *bias, name);
@@ -724,7 +720,7 @@ void gemm(Importer& imp, Node const&) {
   double const alpha = imp.attr_float("alpha", 1.0f), beta = imp.attr_float("beta", 1.0f);
   Value y = matmul_values(imp, a, b);
   if (imp.has(2) && beta == 1 && alpha == 1) {
-    if (HostTensor const* bias = column_bias(imp, y, &imp.in(2))) {  // a classifier's bias: in place, compiled
+    if (HostTensor const* bias = column_bias(y, &imp.in(2))) {  // a classifier's bias: in place, compiled
       std::string name = imp.node->outputs[0];
       add_bias_in_place(imp, y, *bias, name);
       return imp.set(name, std::move(y));
