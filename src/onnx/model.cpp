@@ -15,7 +15,6 @@
 #include <fstream>
 #include <limits>
 #include <set>
-#include <sstream>
 
 namespace tilebsp::onnx {
 
@@ -331,9 +330,22 @@ Model from_proto(::onnx::ModelProto& m, std::string const& name, std::filesystem
 std::string read_file(std::string const& path, char const* what) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw model_error(path + ": cannot open the " + std::string(what));
-  std::ostringstream s;
-  s << f.rdbuf();
-  return std::move(s).str();
+  // Read by the size the file has (one allocation, one read: a 500 MB model once cost seconds of string
+  // doubling), then in blocks to its end (all of it, where it cannot seek: a pipe).
+  std::string r;
+  if (f.seekg(0, std::ios::end)) {
+    auto const size = f.tellg();
+    f.seekg(0);
+    if (size > 0 && f) {
+      r.resize(static_cast<std::size_t>(size));
+      f.read(r.data(), static_cast<std::streamsize>(size));
+      r.resize(static_cast<std::size_t>(f.gcount()));
+    }
+  }
+  f.clear();
+  char block[1 << 16];
+  while (f.read(block, sizeof block) || f.gcount() > 0) r.append(block, static_cast<std::size_t>(f.gcount()));
+  return r;
 }
 
 Model parse_in(std::string_view bytes, std::string const& name, std::filesystem::path const& folder) {

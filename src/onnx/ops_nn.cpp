@@ -698,27 +698,46 @@ void matmul(Importer& imp, Node const&) {
 
 void gemm(Importer& imp, Node const&) {
   imp.only_attrs({"alpha", "beta", "transA", "transB"});
-  Value a = imp.in(0), b = imp.in(1);
-  if (a.shape.size() != 2 || b.shape.size() != 2) imp.invalid("A and B must be matrices");
-  auto transposed = [&](Value v) {
-    std::swap(v.shape[0], v.shape[1]);
-    if (v.constant) {
-      HostTensor t = *v.constant;
-      auto const r = static_cast<std::size_t>(v.shape[1]), c = static_cast<std::size_t>(v.shape[0]);
-      for (std::size_t i = 0; i < r; ++i)
-        for (std::size_t j = 0; j < c; ++j) t.floats[j * r + i] = v.constant->floats[i * c + j];
-      t.shape = v.shape;
-      v.constant = std::move(t);
+  Value const* a = &imp.in(0);
+  Value const* b = &imp.in(1);
+  if (a->shape.size() != 2 || b->shape.size() != 2) imp.invalid("A and B must be matrices");
+  // A transposed operand: a view of a graph value; a constant's values transposed on the host in cache-sized
+  // tiles (a classifier's weights are hundreds of megabytes: copied once, never twice).
+  auto const transposed = [](Value const& v) {
+    Value r;
+    if (!v.constant) {
+      r = v;
+      r.tensor = r.tensor.transpose();
+      r.layout.clear();
     } else {
-      v.tensor = v.tensor.transpose();
-      v.layout.clear();
+      r.type = v.type;
+      r.shape = v.shape;
+      r.stage = v.stage;
+      HostTensor t;
+      t.type = v.constant->type;
+      t.shape = {v.shape[1], v.shape[0]};
+      auto const rows = static_cast<std::size_t>(v.shape[0]), cols = static_cast<std::size_t>(v.shape[1]);
+      auto const transpose = [&](auto const& from, auto& to) {
+        if (from.size() != rows * cols) return;  // values of the other kind (floats or ints)
+        to.resize(from.size());
+        constexpr std::size_t tile = 64;
+        for (std::size_t i0 = 0; i0 < rows; i0 += tile)
+          for (std::size_t j0 = 0; j0 < cols; j0 += tile)
+            for (std::size_t i = i0; i < std::min(rows, i0 + tile); ++i)
+              for (std::size_t j = j0; j < std::min(cols, j0 + tile); ++j) to[j * rows + i] = from[i * cols + j];
+      };
+      transpose(v.constant->floats, t.floats);
+      transpose(v.constant->ints, t.ints);
+      r.constant = std::move(t);
     }
-    return v;
+    std::swap(r.shape[0], r.shape[1]);
+    return r;
   };
-  if (imp.attr_int("transA", 0)) a = transposed(a);
-  if (imp.attr_int("transB", 0)) b = transposed(b);
+  Value at, bt;
+  if (imp.attr_int("transA", 0)) at = transposed(*a), a = &at;
+  if (imp.attr_int("transB", 0)) bt = transposed(*b), b = &bt;
   double const alpha = imp.attr_float("alpha", 1.0f), beta = imp.attr_float("beta", 1.0f);
-  Value y = matmul_values(imp, a, b);
+  Value y = matmul_values(imp, *a, *b);
   if (imp.has(2) && beta == 1 && alpha == 1) {
     if (HostTensor const* bias = column_bias(y, &imp.in(2))) {  // a classifier's bias: in place, compiled
       std::string name = imp.node->outputs[0];

@@ -118,6 +118,16 @@ TEST_CASE("set_tile_mapping_like maps each element where the same element of ano
   auto want = g.tile_mapping(a);
   auto got = g.tile_mapping(b);
   for (std::size_t tile = 0; tile < 4; ++tile) CHECK(got.regions_on(tile) == want.regions_on(tile));
+  // Onto consecutive elements of a larger variable (a whole variable's blocks copied as they are, shifted).
+  auto big = g.add_variable<float>({30}, "big");
+  g.set_tile_mapping(big, 0);
+  g.set_tile_mapping_like(big.slice(3, 27).reshape({6, 4}), a);
+  for (std::size_t tile = 1; tile < 4; ++tile) {
+    std::vector<tb::Interval> shifted;
+    for (auto const& r : want.regions_on(tile)) shifted.push_back({r.begin + 3, r.end + 3});
+    CHECK(g.tile_mapping(big).regions_on(tile) == shifted);
+  }
+  CHECK(g.tile_mapping(big).regions_on(0) == std::vector<tb::Interval>{{0, 3}, {27, 30}});
   // Views on both sides: a transposed, strided target follows its source's flat order.
   auto c = g.add_variable<float>({6, 4}, "c");
   g.set_tile_mapping_like(c.transpose(), a);
@@ -144,6 +154,10 @@ TEST_CASE("set_tile_mapping_like maps each element where the same element of ano
   g.set_tile_mapping(u.slice(0, 1), 0);
   CHECK_THROWS_WITH_AS(g.set_tile_mapping_like(e.slice(0, 3), u),
                        "set_tile_mapping_like: 2 of 3 elements to copy from are not mapped to any tile", tb::mapping_error);
+  auto f = g.add_variable<float>({3}, "f");  // whole variables both: nothing is mapped before the error
+  CHECK_THROWS_WITH_AS(g.set_tile_mapping_like(f, u),
+                       "set_tile_mapping_like: 2 of 3 elements to copy from are not mapped to any tile", tb::mapping_error);
+  CHECK_THROWS_AS(g.tile_mapping(f.slice(0, 1)), tb::mapping_error);  // u maps its element 0; f does not
   CHECK_THROWS_WITH_AS(g.set_tile_mapping_like(b, u),
                        "set_tile_mapping_like: the tensor of shape [4, 6] has 24 elements but the one to copy from ([3]) has 3",
                        tb::shape_error);

@@ -481,3 +481,52 @@ TEST_CASE("a compute set's error is thrown only where a program executes it, wha
                          tb::write_conflict_error);
   }
 }
+
+TEST_CASE("a field along a channel of a channels-last variable: one lookup per block, each block's tile") {
+  // x: 8 positions of 4 channels. Positions 0-3 hold channel c on tile c, positions 4-7 on tile (c + 1) % 4: two
+  // blocks of a repeated pattern. A channel read along the positions (a stride of 4) crosses both.
+  tb::Graph g{tb::targets::tiny(4)};
+  auto x = g.add_variable<float>({8, 4}, "x"), y = g.add_variable<float>({8}, "y");
+  for (std::size_t p = 0; p < 8; ++p)
+    for (std::size_t c = 0; c < 4; ++c)
+      g.set_tile_mapping(x.slice(tb::Shape{p, c}, tb::Shape{p + 1, c + 1}), p < 4 ? c : (c + 1) % 4);
+  g.set_tile_mapping(y, 2);
+  tb::Tensor const channel = x.transpose()[2];  // elements 2, 6, ..., 30
+  SUBCASE("not fetched: the first element in the other block is named") {
+    auto cs = g.add_compute_set("channel");
+    g.add_vertex<tbt::Copy>(cs, 2, channel, y);
+    CHECK_THROWS_WITH_AS(tb::compile(g, tb::execute(cs)),
+                         "compute set 'channel': vertex tbt::Copy on tile 2: field 'in' is connected to element 18 of "
+                         "'x', which is on tile 3 (connect it with fetch() to read data from other tiles)",
+                         tb::mapping_error);
+    auto reversed = g.add_compute_set("reversed");  // a negative stride: the last position first
+    g.add_vertex<tbt::Copy>(reversed, 2, channel.reverse(0), y);
+    CHECK_THROWS_WITH_AS(tb::compile(g, tb::execute(reversed)),
+                         "compute set 'reversed': vertex tbt::Copy on tile 2: field 'in' is connected to element 30 of "
+                         "'x', which is on tile 3 (connect it with fetch() to read data from other tiles)",
+                         tb::mapping_error);
+    // Every other position (a stride of two periods), in the first block only: all on tile 2.
+    tb::Tensor const every_other = x.reshape({4, 8}).transpose()[2];  // elements 2, 10, 18, 26
+    auto first = g.add_compute_set("first block");
+    g.add_vertex<tbt::Copy>(first, 2, every_other.slice(0, 2), y.slice(0, 2));
+    CHECK_NOTHROW(tb::compile(g, tb::execute(first)));
+    auto both = g.add_compute_set("both blocks");
+    g.add_vertex<tbt::Copy>(both, 2, every_other, y.slice(0, 4));
+    CHECK_THROWS_WITH_AS(tb::compile(g, tb::execute(both)),
+                         "compute set 'both blocks': vertex tbt::Copy on tile 2: field 'in' is connected to element 18 "
+                         "of 'x', which is on tile 3 (connect it with fetch() to read data from other tiles)",
+                         tb::mapping_error);
+  }
+  SUBCASE("fetched: the second block's elements travel, and the values arrive in order") {
+    auto cs = g.add_compute_set("channel");
+    g.add_vertex<tbt::Copy>(cs, 2, tb::fetch(channel), y);
+    auto const exe = tb::compile(g, tb::execute(cs));
+    CHECK(exe.schedule().compute_sets.at(0).fetch_bytes == 4 * 4);  // positions 4-7, from tile 3
+    tb::Engine e{exe};
+    std::vector<float> xs(32);
+    for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i);
+    e.write(x, xs);
+    e.run();
+    CHECK(e.read<float>(y) == std::vector<float>{2, 6, 10, 14, 18, 22, 26, 30});
+  }
+}

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,13 +81,36 @@ TILEBSP_INLINE void Graph::set_tile_mapping_like(Tensor const& t, Tensor const& 
     throw shape_error("set_tile_mapping_like: the tensor of shape " + to_string(t.shape()) + " has " +
                       std::to_string(t.num_elements()) + " elements but the one to copy from (" + to_string(like.shape()) +
                       ") has " + std::to_string(like.num_elements()));
+  auto& variables = impl().variables;
+  auto const lo = tile_begin_, hi = lo + tile_count_;
+  // A whole variable copied onto consecutive elements of another: its blocks as they are (a series of rows per
+  // block of channels), not piece by piece.
+  auto const consecutive = [](Tensor const& x) -> std::optional<std::pair<std::uint32_t, std::int64_t>> {
+    auto const a = x.flatten().affine();
+    if (!a || a->strides.size() != 1 || a->strides[0] != 1) return std::nullopt;
+    return std::pair{a->var, a->start};
+  };
+  if (auto const from = consecutive(like), to = consecutive(t);
+      from && to && from->second == 0 && variables[from->first].size == static_cast<std::int64_t>(like.num_elements()) &&
+      from->first != to->first) {
+    auto const& src = variables[from->first].mapping;
+    auto& dst = variables[to->first].mapping;
+    if (std::int64_t const unmapped = variables[from->first].size - src.mapped(); unmapped > 0)
+      throw mapping_error("set_tile_mapping_like: " + std::to_string(unmapped) + " of " +
+                          std::to_string(like.num_elements()) + " elements to copy from are not mapped to any tile");
+    std::int64_t const shift = to->second;
+    src.for_each_series([&](std::int64_t b, std::int64_t e, std::uint32_t tile, std::int64_t period, std::size_t reps) {
+      if (tile < lo || tile >= hi) return;
+      dst.assign_rows(b + shift, e - b, reps > 1 ? period : e - b, static_cast<std::int64_t>(reps), tile);
+    });
+    return;
+  }
   // like's pieces first (t may view the same variables), by flat index, then t's runs assigned along them.
   struct Piece {
     std::int64_t b, e;
     std::uint32_t tile;
   };
   std::vector<Piece> pieces;
-  auto const lo = tile_begin_, hi = lo + tile_count_;
   auto const unmapped = core::detail::for_each_mapped(impl(), like, [&](std::int64_t b, std::int64_t e, std::uint32_t tile) {
     if (tile < lo || tile >= hi) return;
     if (!pieces.empty() && pieces.back().e == b && pieces.back().tile == tile) pieces.back().e = e;
@@ -95,7 +119,6 @@ TILEBSP_INLINE void Graph::set_tile_mapping_like(Tensor const& t, Tensor const& 
   if (unmapped > 0)
     throw mapping_error("set_tile_mapping_like: " + std::to_string(unmapped) + " of " +
                         std::to_string(like.num_elements()) + " elements to copy from are not mapped to any tile");
-  auto& variables = impl().variables;
   std::size_t k = 0;  // the first piece that ends after the run's first position
   std::int64_t at = 0;  // t's flat index of the run's first element
   t.for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {

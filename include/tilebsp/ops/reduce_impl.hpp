@@ -61,6 +61,23 @@ struct ReduceColumns {
   }
 };
 
+/// Rows held whole by one tile, in one stage: out[i] = reduction of row i of `in` (rows of `width` elements, one
+/// after the other) times scale; the same value a row's single partial gives through stage 2.
+template <class T, simd::Reduction R>
+struct ReduceRows {
+  BOOST_HANA_DEFINE_STRUCT(ReduceRows, (input<T>, in), (output<T>, out), (param<std::uint32_t>, width),
+                           (param<float>, scale));
+  void compute() {
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      float const acc = simd::reduce(R, in.data() + i * width, width);
+      out[i] = T(scale == 1.0f ? acc : acc * scale);
+    }
+  }
+  std::uint64_t cycle_estimate() const {
+    return 20 + out.size() * (11 + (width + 1) / 2 * (R == simd::Reduction::log_add ? 4 : 1));
+  }
+};
+
 /// Stage 2: out[i] = combination of the next counts[i] partials, in order, times scale.
 template <class T, simd::Reduction R>
 struct ReduceFinal {
@@ -144,8 +161,18 @@ Tensor reduce(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::size_t
   Tensor const v = t.dimshuffle(perm).flatten();
   Tensor out = g.add_variable(t.element_type(), out_shape, name);
   if (kn == 0) return out;
-  map_linearly(g, out);
+  Tensor const out_flat = out.flatten();
   std::size_t const workers = std::max<std::size_t>(1, g.target().workers_per_tile);
+  // Rows: an output whose row one tile holds whole is reduced there in one stage (ReduceRows), its output on that
+  // tile; only rows split between tiles (a few, where tiles' shares end) go through partials and stage 2.
+  // Columns, and rows too wide for 32-bit widths, all go through stage 2, the outputs mapped linearly.
+  std::vector<std::int64_t> out_tile(columns || rn == 0 || rn > std::numeric_limits<std::uint32_t>::max() ? 0 : kn, -1);
+  if (out_tile.empty()) map_linearly(g, out);
+  struct Whole {
+    std::size_t tile;
+    Interval rows;  // of v's elements: whole rows, one after the other
+  };
+  std::vector<Whole> whole;
 
   // Stage 1: every tile reduces the pieces of rows it holds, each to one f32 partial; or (columns) each group of
   // runs of about a worker's share (at least 16 rows' worth) to one partial per column of the range it touches.
@@ -173,21 +200,44 @@ Tensor reduce(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::size_t
         }
         continue;
       }
-      std::vector<Interval> rows;  // regions cut at row boundaries
+      std::vector<Interval> rows, full;  // regions cut at row boundaries: parts of rows, and runs of whole rows
       for (auto r : regions)
         while (r.begin < r.end) {
           std::size_t const e = std::min(r.end, (r.begin / rn + 1) * rn);
-          rows.push_back({r.begin, e});
+          if (!out_tile.empty() && r.begin % rn == 0 && e - r.begin == rn) {
+            out_tile[r.begin / rn] = static_cast<std::int64_t>(tile);
+            if (!full.empty() && full.back().end == r.begin) full.back().end = e;
+            else full.push_back({r.begin, e});
+          } else {
+            rows.push_back({r.begin, e});
+          }
           r.begin = e;
         }
       for (auto const& group : split_for_workers(rows, workers, 64))
         for (auto const& r : group) pieces.push_back({tile, r.begin / rn, 1, {r}});
+      for (auto const& group : split_for_workers(full, workers, rn))  // cut at whole rows: chunks of rows
+        for (auto const& r : group) whole.push_back({tile, r});
     }
   }
   std::vector<std::size_t> offset(pieces.size() + 1, 0);  // of each piece's first partial
   for (std::size_t p = 0; p < pieces.size(); ++p) offset[p + 1] = offset[p] + pieces[p].partials;
   Tensor const partials = g.add_variable(f32, {offset.back()}, name + "/partials", {.temporary = true});
-  ComputeSet const stage1 = g.add_compute_set(name + "/partials");
+  // Named as the operator where it computes the outputs alone (no split rows).
+  ComputeSet const stage1 = g.add_compute_set(out_tile.empty() || !pieces.empty() ? name + "/partials" : name);
+  if (!out_tile.empty()) {
+    // Outputs of whole rows on their rows' tiles; a split row's on the tile of its first part.
+    for (auto const& p : pieces)
+      if (out_tile[p.first] < 0) out_tile[p.first] = static_cast<std::int64_t>(p.tile);
+    for (std::size_t k = 0; k < kn;) {
+      std::size_t e = k + 1;
+      while (e < kn && out_tile[e] == out_tile[k]) ++e;
+      g.set_tile_mapping(out_flat.slice(k, e), static_cast<std::size_t>(out_tile[k]));
+      k = e;
+    }
+    for (auto const& w : whole)
+      g.add_vertex<ReduceRows<T, R>>(stage1, w.tile, v.slice(w.rows), out_flat.slice(w.rows.begin / rn, w.rows.end / rn),
+                                      static_cast<std::uint32_t>(rn), scale);
+  }
   for (std::size_t i = 0; i < pieces.size();) {
     std::size_t const tile = pieces[i].tile;
     std::size_t j = i;
@@ -231,10 +281,21 @@ Tensor reduce(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::size_t
     for (std::size_t q = 0; q < pieces[p].partials; ++q) of_row[pieces[p].first + q].push_back(offset[p] + q);
   Tensor const gathered = g.add_variable(f32, {offset.back()}, name + "/gathered", {.temporary = true});
   std::vector<Tensor> sources;
-  ComputeSet const stage2 = g.add_compute_set(name);
-  Tensor const out_flat = out.flatten();
   std::size_t at = 0;
-  for (auto const& [tile, r] : g.tile_mapping(out_flat))
+  // The outputs stage 2 computes: every one (columns), or the split rows (runs of them on one tile).
+  std::vector<std::pair<std::size_t, Interval>> finals;
+  if (out_tile.empty()) {
+    for (auto const& [tile, r] : g.tile_mapping(out_flat)) finals.emplace_back(tile, r);
+  } else {
+    for (std::size_t k = 0; k < kn; ++k) {
+      if (of_row[k].empty()) continue;
+      auto const tile = static_cast<std::size_t>(out_tile[k]);
+      if (!finals.empty() && finals.back().first == tile && finals.back().second.end == k) ++finals.back().second.end;
+      else finals.push_back({tile, {k, k + 1}});
+    }
+  }
+  ComputeSet const stage2 = finals.empty() ? stage1 : g.add_compute_set(name);
+  for (auto const& [tile, r] : finals)
     for (auto const& group : split_for_workers({r}, workers, 16))
       for (auto const& rows : group) {
         std::size_t const begin = at;
@@ -247,11 +308,9 @@ Tensor reduce(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::size_t
         g.set_tile_mapping(gathered.slice(begin, at), tile);
         g.add_vertex<ReduceFinal<T, R>>(stage2, tile, gathered.slice(begin, at), out_flat.slice(rows), counts, scale);
       }
-  if (!pieces.empty()) {
-    prog.add(execute(stage1));
-    prog.add(copy(concat(sources), gathered));
-  }
-  prog.add(execute(stage2));
+  if (!pieces.empty() || !whole.empty()) prog.add(execute(stage1));
+  if (!sources.empty()) prog.add(copy(concat(sources), gathered));
+  if (!finals.empty()) prog.add(execute(stage2));
   return out;
 }
 

@@ -123,6 +123,18 @@ class VariableMapping {
       return {p[j].end + shift, j + 1 < r.first + r.k ? p[j + 1].begin + shift : r.begin + (rep + 1) * r.period, -1};
     }
 
+    /// Widens q, the piece of element i that at(i) gave last, to the elements that a progression through i with
+    /// this step finds on q's tile: where i lies in a block that repeats and the step is a whole number of its
+    /// periods, every element of the progression inside the block falls on the same piece of the pattern, so q
+    /// becomes the block's span (a run of a channels-last tensor's channel over its positions: one lookup per
+    /// block, not one per position). Otherwise q is left as it is.
+    void widen(std::int64_t i, std::int64_t step, Piece& q) const {
+      auto const& bs = m_->blocks_;
+      if (blk_ >= bs.size() || step == 0) return;
+      Block const& r = bs[blk_];
+      if (r.reps > 1 && r.begin <= i && i < r.end && step % r.period == 0) q.begin = r.begin, q.end = r.end;
+    }
+
     /// Calls f(tile, elements) for the mapped elements of [b, e), a piece at a time; where [b, e) spans whole
     /// periods of a block, once per piece of its pattern for all of them (a fetched row of a conv output crosses
     /// a piece per position and block of channels: a few calls rather than one per piece).

@@ -50,10 +50,14 @@ struct PieceCursor {
   Slot slot[slots];
   std::size_t last = 0, next = 0;
 
-  VariableMapping::Piece const& at(GraphImpl const& g, std::uint32_t v, std::int64_t i) {
+  /// The piece of element i of variable v, widened to the span on its tile of a progression through i with this
+  /// step (VariableMapping::Cursor::widen).
+  VariableMapping::Piece along(GraphImpl const& g, std::uint32_t v, std::int64_t i, std::int64_t step) {
     Slot* s = find(g, v, i);
     if (i < s->piece.begin || i >= s->piece.end) s->piece = s->cursor->at(i);
-    return s->piece;
+    VariableMapping::Piece q = s->piece;
+    s->cursor->widen(i, step, q);
+    return q;
   }
   /// Calls f(tile, elements) for the mapped elements [b, e) of variable v (VariableMapping::Cursor::count).
   template <class F>
@@ -105,14 +109,15 @@ void for_each_tile_of(GraphImpl const& g, Tensor const& t, F&& f) {
 }
 
 /// Calls f(offset, tile) at each point along a strided run where the owning tile changes (unmapped elements are
-/// skipped): one lookup per piece of the mapping the run crosses, not per element.
+/// skipped): one lookup per piece of the mapping the run crosses, not per element, and one per block where the
+/// stride is a whole number of the block's periods.
 template <class F>
 void tile_changes(GraphImpl const& g, std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count,
                   F&& f, PieceCursor& cursor) {
   std::int64_t last = -1;
   std::int64_t const last_x = start + (count - 1) * stride;
   for (std::int64_t i = 0; i < count;) {
-    auto const& p = cursor.at(g, var, start + i * stride);
+    VariableMapping::Piece const p = cursor.along(g, var, start + i * stride, stride);
     if (p.tile >= 0 && p.tile != last) f(i, static_cast<std::uint32_t>(p.tile));
     if (p.tile >= 0) last = p.tile;
     // The first element past the piece.
