@@ -150,7 +150,7 @@ TEST_CASE("reductions of every tested length, including empty ones") {
   check_reduce<float>(Op::add, {4, 0}, {0}, -1, 1);  // empty output
 }
 
-TEST_CASE("rows a tile holds whole reduce there in one stage; only rows split between tiles go through partials") {
+TEST_CASE("rows a tile holds whole reduce there in one stage; only rows split between tiles go through partials, read in place") {
   for (bool split : {false, true}) {
     INFO("split rows " << split);
     tb::Graph g{tb::targets::tiny(4)};
@@ -167,7 +167,11 @@ TEST_CASE("rows a tile holds whole reduce there in one stage; only rows split be
     std::vector<std::size_t> const want_tiles{0, 1, 2, 3, 0, split ? 2u : 1u};
     for (std::size_t k = 0; k < 6; ++k) CHECK(g.tile_mapping(r[k]).begin()->first == want_tiles[k]);
     auto const exe = tb::compile(g, prog);
-    CHECK(exe.schedule().exchanges.size() == (split ? 1u : 0u));  // the split rows' partials gathered
+    // No copy: stage 2 (for the split rows only) reads each row's partial from the other tile where it lives.
+    auto const& sets = exe.schedule().compute_sets;
+    CHECK(exe.schedule().exchanges.empty());
+    REQUIRE(sets.size() == (split ? 2u : 1u));
+    CHECK(sets.back().fetch_bytes == (split ? 2u * 4u : 0u));  // row 4's part on tile 1, row 5's on tile 3
     for (std::size_t threads : {1, 2, 3}) {
       tb::Engine e{exe, {.host_threads = threads}};
       std::vector<float> xs(60);
@@ -180,6 +184,32 @@ TEST_CASE("rows a tile holds whole reduce there in one stage; only rows split be
         for (std::size_t j = 0; j < 10; ++j) sum += xs[k * 10 + j];
         CHECK(got[k] == sum * 0.5f);  // small integers: exact in any order
       }
+    }
+  }
+}
+
+TEST_CASE("rows split in column blocks (a product's result): a vertex per block, partials at a stride, the last alone") {
+  // Columns 0-2 of every row on tile 0; columns 3-7 of rows 0-2 on tile 1, of rows 3-5 on tile 2. Each row has two
+  // partials, row by row: tile 0's at 0, 2, ..., 10; tile 1's at 1, 3, 5; tile 2's at 7, 9, 11 (its last one
+  // cannot be the end of a [rows, 2] slice: written on its own).
+  tb::Graph g{tb::targets::tiny(4)};
+  auto t = g.add_variable<float>({6, 8}, "t");
+  g.set_tile_mapping(t.slice(tb::Shape{0, 0}, tb::Shape{6, 3}), 0);
+  g.set_tile_mapping(t.slice(tb::Shape{0, 3}, tb::Shape{3, 8}), 1);
+  g.set_tile_mapping(t.slice(tb::Shape{3, 3}, tb::Shape{6, 8}), 2);
+  for (Op op : {Op::add, Op::max, Op::log_add}) {
+    tb::Sequence prog;
+    auto r = tb::ops::reduce(g, prog, t, {1}, op);
+    for (std::size_t k = 0; k < 6; ++k) CHECK(g.tile_mapping(r[k]).begin()->first == 0);  // the first part's tile
+    tb::Engine e{tb::compile(g, prog), {.host_threads = 2}};
+    std::vector<float> xs(48);
+    for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>((i * 7) % 11) - 5.0f;
+    e.write(t, xs);
+    e.run();
+    auto const got = e.read<float>(r);
+    for (std::size_t k = 0; k < 6; ++k) {
+      std::vector<double> row(xs.begin() + static_cast<std::ptrdiff_t>(k * 8), xs.begin() + static_cast<std::ptrdiff_t>(k * 8 + 8));
+      CHECK(got[k] == doctest::Approx(ref_fold(op, row)).epsilon(1e-6));
     }
   }
 }

@@ -28,20 +28,6 @@ namespace tilebsp::ops {
 
 namespace detail {
 
-/// Stage 1: partials[s] = reduction of segment s, in f32.
-template <class T, simd::Reduction R>
-struct ReducePartials {
-  BOOST_HANA_DEFINE_STRUCT(ReducePartials, (input_list<T>, in), (output<float>, partials));
-  void compute() {
-    for (std::size_t s = 0; s < in.size(); ++s) partials[s] = simd::reduce(R, in[s].data(), in[s].size());
-  }
-  std::uint64_t cycle_estimate() const {
-    std::uint64_t c = 20;
-    for (auto seg : in) c += 10 + (seg.size() + 1) / 2 * (R == simd::Reduction::log_add ? 4 : 1);
-    return c;
-  }
-};
-
 /// Stage 1 when the kept dimensions are the innermost ones: each segment of `in` is a contiguous run of a
 /// row-major [rows][width] block (the reduced dimensions, then the kept ones) starting at column first[s] (from
 /// the first column of `partials`), and partials[c] folds, in order, every element of column c of the runs.
@@ -61,20 +47,29 @@ struct ReduceColumns {
   }
 };
 
-/// Rows held whole by one tile, in one stage: out[i] = reduction of row i of `in` (rows of `width` elements, one
-/// after the other) times scale; the same value a row's single partial gives through stage 2.
-template <class T, simd::Reduction R>
+/// Rows, in one vertex per run of rows a tile holds the same columns of: out(i, 0) = reduction of row i of `in`
+/// times scale. A row the tile holds whole gives its output (Out = T, rounded once); a part of a row gives an f32
+/// partial (Out = float, scale 1) that stage 2 combines with the row's other parts.
+template <class T, simd::Reduction R, class Out>
 struct ReduceRows {
-  BOOST_HANA_DEFINE_STRUCT(ReduceRows, (input<T>, in), (output<T>, out), (param<std::uint32_t>, width),
-                           (param<float>, scale));
+  BOOST_HANA_DEFINE_STRUCT(ReduceRows, (input_view<T, 2>, in), (output_view<Out, 2>, out), (param<float>, scale));
   void compute() {
-    for (std::size_t i = 0; i < out.size(); ++i) {
-      float const acc = simd::reduce(R, in.data() + i * width, width);
-      out[i] = T(scale == 1.0f ? acc : acc * scale);
+    std::size_t const n = in.dim(0), w = in.dim(1);
+    std::vector<T> row;  // a row whose elements are not adjacent (a view that reduces a dimension other than
+                         // the innermost), gathered in order: the same elements, the same result
+    for (std::size_t i = 0; i < n; ++i) {
+      T const* p = &in(i, 0);
+      if (in.stride(1) != 1 && w > 1) {
+        row.resize(w);
+        for (std::size_t j = 0; j < w; ++j) row[j] = in(i, j);
+        p = row.data();
+      }
+      float const acc = simd::reduce(R, p, w);
+      out(i, 0) = Out(scale == 1.0f ? acc : acc * scale);
     }
   }
   std::uint64_t cycle_estimate() const {
-    return 20 + out.size() * (11 + (width + 1) / 2 * (R == simd::Reduction::log_add ? 4 : 1));
+    return 20 + in.dim(0) * (11 + (in.dim(1) + 1) / 2 * (R == simd::Reduction::log_add ? 4 : 1));
   }
 };
 
@@ -114,6 +109,121 @@ inline std::vector<std::vector<Interval>> split_for_workers(std::vector<Interval
       r.begin += n;
     }
   return groups;
+}
+
+/// Reduces rows: output k is the reduction of v's elements [k * rn, (k + 1) * rn) (v flat, kn * rn elements;
+/// out, kn elements, not yet mapped). Each tile reduces what it holds of each row, a run of rows holding the same
+/// columns at a time (a block of a product's result: its rows' parts at one stride, one vertex). A row that one
+/// tile holds whole gives its output there, mapped to that tile; the parts of a row split between tiles give f32
+/// partials, laid out row by row (each row's in tile order), which stage 2 reads where they live and combines on
+/// the tile of the row's first part: no copy, a vertex per run of rows rather than a field per partial.
+template <class T, simd::Reduction R>
+Tensor reduce_rows(Graph& g, Sequence& prog, Tensor const& v, Tensor const& out, std::size_t kn, std::size_t rn,
+                   float scale, std::string const& name) {
+  std::size_t const workers = std::max<std::size_t>(1, g.target().workers_per_tile);
+  Tensor const rows = v.reshape({kn, rn});
+  Tensor const out_flat = out.flatten();
+  struct Series {
+    std::size_t tile, row, rows, c0, c1;  // rows [row, row + rows), columns [c0, c1) of each, on `tile`
+  };
+  std::vector<Series> series;  // tiles ascending, then rows
+  auto const add = [&](std::size_t tile, std::size_t k, std::size_t n, std::size_t c0, std::size_t c1) {
+    if (!series.empty()) {
+      Series& s = series.back();
+      if (s.tile == tile && s.c0 == c0 && s.c1 == c1 && s.row + s.rows == k) {
+        s.rows += n;
+        return;
+      }
+    }
+    series.push_back({tile, k, n, c0, c1});
+  };
+  for (auto const& [tile, r] : g.tile_mapping(v))  // tiles ascending, regions ascending on each
+    for (std::size_t b = r.begin; b < r.end;) {
+      std::size_t const k = b / rn, c0 = b % rn;
+      if (c0 == 0 && r.end - b >= rn) {  // whole rows
+        std::size_t const n = (r.end - b) / rn;
+        add(tile, k, n, 0, rn);
+        b += n * rn;
+        continue;
+      }
+      std::size_t const e = std::min(r.end, (k + 1) * rn);
+      add(tile, k, 1, c0, e - k * rn);
+      b = e;
+    }
+  // Parts per split row, and where each row's partials begin; each output's tile.
+  std::vector<std::uint32_t> parts(kn, 0);
+  std::vector<std::int64_t> out_tile(kn, -1);
+  for (auto const& s : series)
+    for (std::size_t k = s.row; k < s.row + s.rows; ++k) {
+      if (s.c1 - s.c0 < rn) ++parts[k];
+      if (out_tile[k] < 0) out_tile[k] = static_cast<std::int64_t>(s.tile);
+    }
+  std::vector<std::size_t> first(kn + 1, 0);
+  for (std::size_t k = 0; k < kn; ++k) first[k + 1] = first[k] + parts[k];
+  std::size_t const total = first[kn];
+  for (std::size_t k = 0; k < kn;) {
+    std::size_t e = k + 1;
+    while (e < kn && out_tile[e] == out_tile[k]) ++e;
+    g.set_tile_mapping(out_flat.slice(k, e), static_cast<std::size_t>(out_tile[k]));
+    k = e;
+  }
+  Tensor const partials = g.add_variable(f32, {total}, name + "/partials", {.temporary = true});
+
+  // Stage 1: each series in up to `workers` vertices (at least 64 elements each).
+  ComputeSet const stage1 = g.add_compute_set(total > 0 ? name + "/partials" : name);
+  std::vector<std::uint32_t> placed(kn, 0);  // per split row, its parts given a partial so far
+  std::vector<std::size_t> at;               // the partials of a run of rows
+  for (auto const& s : series) {
+    std::size_t const width = s.c1 - s.c0;
+    std::size_t const per = std::max((s.rows + workers - 1) / workers, (64 + width - 1) / width);
+    for (std::size_t a = s.row; a < s.row + s.rows; a += per) {
+      std::size_t const n = std::min(per, s.row + s.rows - a);
+      if (width == rn) {
+        g.add_vertex<ReduceRows<T, R, T>>(stage1, s.tile, rows.slice(Shape{a, 0}, Shape{a + n, rn}),
+                                          out_flat.slice(a, a + n).reshape({n, 1}), scale);
+        continue;
+      }
+      at.clear();
+      for (std::size_t k = a; k < a + n; ++k) at.push_back(first[k] + placed[k]++);
+      // Runs of rows whose partials lie one step apart: one strided output each.
+      for (std::size_t i = 0; i < n;) {
+        std::size_t const step = i + 1 < n ? at[i + 1] - at[i] : 1;
+        std::size_t m = 1;
+        while (i + m < n && at[i + m] - at[i + m - 1] == step) ++m;
+        if (m > 1 && at[i] + m * step > total) --m;  // the last row's slice would run past the partials
+        Tensor const p = m == 1 ? partials.slice(at[i], at[i] + 1).reshape({1, 1})
+                                : partials.slice(at[i], at[i] + m * step).reshape({m, step}).slice(Shape{0, 0}, Shape{m, 1});
+        g.set_tile_mapping(p, s.tile);
+        g.add_vertex<ReduceRows<T, R, float>>(stage1, s.tile, rows.slice(Shape{a + i, s.c0}, Shape{a + i + m, s.c1}), p,
+                                              1.0f);
+        i += m;
+      }
+    }
+  }
+  prog.add(execute(stage1));
+  if (total == 0) return out;
+
+  // Stage 2: runs of split rows whose outputs share a tile, their partials read where stage 1 left them.
+  ComputeSet const stage2 = g.add_compute_set(name);
+  for (std::size_t k = 0; k < kn;) {
+    if (parts[k] == 0) {
+      ++k;
+      continue;
+    }
+    std::size_t e = k + 1;
+    while (e < kn && parts[e] > 0 && out_tile[e] == out_tile[k]) ++e;
+    auto const tile = static_cast<std::size_t>(out_tile[k]);
+    for (auto const& group : split_for_workers({{k, e}}, workers, 16))
+      for (auto const& r : group) {
+        std::vector<std::uint32_t> counts(parts.begin() + static_cast<std::ptrdiff_t>(r.begin),
+                                          parts.begin() + static_cast<std::ptrdiff_t>(r.end));
+        g.add_vertex<ReduceFinal<T, R>>(stage2, tile, fetch(partials.slice(first[r.begin], first[r.end])),
+                                        out_flat.slice(r), counts, scale);
+      }
+    k = e;
+  }
+  prog.add(execute(stage2));
+  return out;
 }
 
 template <class T, simd::Reduction R>
@@ -161,21 +271,12 @@ Tensor reduce(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::size_t
   Tensor const v = t.dimshuffle(perm).flatten();
   Tensor out = g.add_variable(t.element_type(), out_shape, name);
   if (kn == 0) return out;
-  Tensor const out_flat = out.flatten();
+  if (!columns && rn > 0) return reduce_rows<T, R>(g, prog, v, out, kn, rn, scale, name);
+  map_linearly(g, out);
   std::size_t const workers = std::max<std::size_t>(1, g.target().workers_per_tile);
-  // Rows: an output whose row one tile holds whole is reduced there in one stage (ReduceRows), its output on that
-  // tile; only rows split between tiles (a few, where tiles' shares end) go through partials and stage 2.
-  // Columns, and rows too wide for 32-bit widths, all go through stage 2, the outputs mapped linearly.
-  std::vector<std::int64_t> out_tile(columns || rn == 0 || rn > std::numeric_limits<std::uint32_t>::max() ? 0 : kn, -1);
-  if (out_tile.empty()) map_linearly(g, out);
-  struct Whole {
-    std::size_t tile;
-    Interval rows;  // of v's elements: whole rows, one after the other
-  };
-  std::vector<Whole> whole;
 
-  // Stage 1: every tile reduces the pieces of rows it holds, each to one f32 partial; or (columns) each group of
-  // runs of about a worker's share (at least 16 rows' worth) to one partial per column of the range it touches.
+  // Columns (or rows of nothing: every output the identity, from stage 2 alone). Stage 1: each group of runs of
+  // about a worker's share (at least 16 rows' worth) folds to one partial per column of the range it touches.
   struct Piece {
     std::size_t tile, first, partials;  // first: the output of the piece's first partial
     std::vector<Interval> runs;
@@ -185,92 +286,38 @@ Tensor reduce(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::size_t
     std::map<std::size_t, std::vector<Interval>> by_tile;
     for (auto const& [tile, r] : g.tile_mapping(v)) by_tile[tile].push_back(r);
     for (auto const& [tile, regions] : by_tile) {
-      if (columns) {
-        // At least 16 rows' worth a piece: each piece adds a partial per column to stage 2, which then handles at
-        // most a sixteenth of the elements; smaller pieces also cost more vertex overhead than they save (a tile
-        // holding one image row of 28 x 32 gets 2 pieces, not 6).
-        for (auto& group : split_for_workers(regions, workers, 16 * kn)) {
-          std::size_t lo = kn, hi = 0;
-          for (auto const& r : group) {
-            lo = std::min(lo, r.begin % kn);
-            hi = std::max(hi, r.begin % kn + r.size());
-          }
-          if (hi > kn) lo = 0, hi = kn;  // a run wraps to the next row: every column
-          pieces.push_back({tile, lo, hi - lo, std::move(group)});
+      // At least 16 rows' worth a piece: each piece adds a partial per column to stage 2, which then handles at
+      // most a sixteenth of the elements; smaller pieces also cost more vertex overhead than they save (a tile
+      // holding one image row of 28 x 32 gets 2 pieces, not 6).
+      for (auto& group : split_for_workers(regions, workers, 16 * kn)) {
+        std::size_t lo = kn, hi = 0;
+        for (auto const& r : group) {
+          lo = std::min(lo, r.begin % kn);
+          hi = std::max(hi, r.begin % kn + r.size());
         }
-        continue;
+        if (hi > kn) lo = 0, hi = kn;  // a run wraps to the next row: every column
+        pieces.push_back({tile, lo, hi - lo, std::move(group)});
       }
-      std::vector<Interval> rows, full;  // regions cut at row boundaries: parts of rows, and runs of whole rows
-      for (auto r : regions)
-        while (r.begin < r.end) {
-          std::size_t const e = std::min(r.end, (r.begin / rn + 1) * rn);
-          if (!out_tile.empty() && r.begin % rn == 0 && e - r.begin == rn) {
-            out_tile[r.begin / rn] = static_cast<std::int64_t>(tile);
-            if (!full.empty() && full.back().end == r.begin) full.back().end = e;
-            else full.push_back({r.begin, e});
-          } else {
-            rows.push_back({r.begin, e});
-          }
-          r.begin = e;
-        }
-      for (auto const& group : split_for_workers(rows, workers, 64))
-        for (auto const& r : group) pieces.push_back({tile, r.begin / rn, 1, {r}});
-      for (auto const& group : split_for_workers(full, workers, rn))  // cut at whole rows: chunks of rows
-        for (auto const& r : group) whole.push_back({tile, r});
     }
   }
   std::vector<std::size_t> offset(pieces.size() + 1, 0);  // of each piece's first partial
   for (std::size_t p = 0; p < pieces.size(); ++p) offset[p + 1] = offset[p] + pieces[p].partials;
   Tensor const partials = g.add_variable(f32, {offset.back()}, name + "/partials", {.temporary = true});
-  // Named as the operator where it computes the outputs alone (no split rows).
-  ComputeSet const stage1 = g.add_compute_set(out_tile.empty() || !pieces.empty() ? name + "/partials" : name);
-  if (!out_tile.empty()) {
-    // Outputs of whole rows on their rows' tiles; a split row's on the tile of its first part.
-    for (auto const& p : pieces)
-      if (out_tile[p.first] < 0) out_tile[p.first] = static_cast<std::int64_t>(p.tile);
-    for (std::size_t k = 0; k < kn;) {
-      std::size_t e = k + 1;
-      while (e < kn && out_tile[e] == out_tile[k]) ++e;
-      g.set_tile_mapping(out_flat.slice(k, e), static_cast<std::size_t>(out_tile[k]));
-      k = e;
-    }
-    for (auto const& w : whole)
-      g.add_vertex<ReduceRows<T, R>>(stage1, w.tile, v.slice(w.rows), out_flat.slice(w.rows.begin / rn, w.rows.end / rn),
-                                      static_cast<std::uint32_t>(rn), scale);
-  }
+  ComputeSet const stage1 = g.add_compute_set(name + "/partials");
   for (std::size_t i = 0; i < pieces.size();) {
     std::size_t const tile = pieces[i].tile;
     std::size_t j = i;
     while (j < pieces.size() && pieces[j].tile == tile) ++j;
     g.set_tile_mapping(partials.slice(offset[i], offset[j]), tile);
-    if (columns) {
-      for (std::size_t p = i; p < j; ++p) {
-        std::vector<Tensor> segs;
-        std::vector<std::uint32_t> first;
-        for (auto const& r : pieces[p].runs) {
-          segs.push_back(v.slice(r));
-          first.push_back(static_cast<std::uint32_t>(r.begin % kn - pieces[p].first));
-        }
-        g.add_vertex<ReduceColumns<T, R>>(stage1, tile, segs, partials.slice(offset[p], offset[p + 1]), first,
-                                           static_cast<std::uint32_t>(kn));
-      }
-      i = j;
-      continue;
-    }
-    // One vertex per worker-sized group of this tile's pieces.
-    std::size_t total = 0;
-    for (std::size_t p = i; p < j; ++p) total += pieces[p].runs[0].size();
-    std::size_t const chunk = (total + workers - 1) / workers;
-    for (std::size_t a = i; a < j;) {
-      std::size_t b = a, size = 0;
+    for (std::size_t p = i; p < j; ++p) {
       std::vector<Tensor> segs;
-      while (b < j && (b == a || size + pieces[b].runs[0].size() <= chunk)) {
-        size += pieces[b].runs[0].size();
-        segs.push_back(v.slice(pieces[b].runs[0]));
-        ++b;
+      std::vector<std::uint32_t> first;
+      for (auto const& r : pieces[p].runs) {
+        segs.push_back(v.slice(r));
+        first.push_back(static_cast<std::uint32_t>(r.begin % kn - pieces[p].first));
       }
-      g.add_vertex<ReducePartials<T, R>>(stage1, tile, segs, partials.slice(a, b));
-      a = b;
+      g.add_vertex<ReduceColumns<T, R>>(stage1, tile, segs, partials.slice(offset[p], offset[p + 1]), first,
+                                         static_cast<std::uint32_t>(kn));
     }
     i = j;
   }
@@ -281,21 +328,10 @@ Tensor reduce(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::size_t
     for (std::size_t q = 0; q < pieces[p].partials; ++q) of_row[pieces[p].first + q].push_back(offset[p] + q);
   Tensor const gathered = g.add_variable(f32, {offset.back()}, name + "/gathered", {.temporary = true});
   std::vector<Tensor> sources;
+  ComputeSet const stage2 = g.add_compute_set(name);
+  Tensor const out_flat = out.flatten();
   std::size_t at = 0;
-  // The outputs stage 2 computes: every one (columns), or the split rows (runs of them on one tile).
-  std::vector<std::pair<std::size_t, Interval>> finals;
-  if (out_tile.empty()) {
-    for (auto const& [tile, r] : g.tile_mapping(out_flat)) finals.emplace_back(tile, r);
-  } else {
-    for (std::size_t k = 0; k < kn; ++k) {
-      if (of_row[k].empty()) continue;
-      auto const tile = static_cast<std::size_t>(out_tile[k]);
-      if (!finals.empty() && finals.back().first == tile && finals.back().second.end == k) ++finals.back().second.end;
-      else finals.push_back({tile, {k, k + 1}});
-    }
-  }
-  ComputeSet const stage2 = finals.empty() ? stage1 : g.add_compute_set(name);
-  for (auto const& [tile, r] : finals)
+  for (auto const& [tile, r] : g.tile_mapping(out_flat))
     for (auto const& group : split_for_workers({r}, workers, 16))
       for (auto const& rows : group) {
         std::size_t const begin = at;
@@ -308,9 +344,11 @@ Tensor reduce(Graph& g, Sequence& prog, Tensor const& t, std::vector<std::size_t
         g.set_tile_mapping(gathered.slice(begin, at), tile);
         g.add_vertex<ReduceFinal<T, R>>(stage2, tile, gathered.slice(begin, at), out_flat.slice(rows), counts, scale);
       }
-  if (!pieces.empty() || !whole.empty()) prog.add(execute(stage1));
-  if (!sources.empty()) prog.add(copy(concat(sources), gathered));
-  if (!finals.empty()) prog.add(execute(stage2));
+  if (!pieces.empty()) {
+    prog.add(execute(stage1));
+    prog.add(copy(concat(sources), gathered));
+  }
+  prog.add(execute(stage2));
   return out;
 }
 
