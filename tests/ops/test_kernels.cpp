@@ -19,7 +19,7 @@ using Table = tb::ops::detail::KernelTable;
 
 // A grouped product and a strided 3x3 convolution built with one set's entry points, run with 1 and 2 host threads:
 // the product against double math, both bitwise the same across thread counts. Returns the convolution's result.
-std::vector<float> run_set(Table const& t) {
+[[maybe_unused]] std::vector<float> run_set(Table const& t) {  // used only with tilebsp::compiled (TILEBSP_COMPILED)
   INFO("kernels " << t.level << " (" << t.isa << ")");
   tb::Graph g{tb::targets::tiny(4, 256 * 1024)};
   tb::Sequence prog;
