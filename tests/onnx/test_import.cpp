@@ -943,6 +943,26 @@ TEST_CASE("zeros a Pad puts around what only a convolution or an average pool re
   }
 }
 
+TEST_CASE("Gemm of integers with transposed constants is refused by its element type, not read as floats") {
+  // int64 A [2, 3] and a constant B [4, 3] (transB): B is transposed on the host as integers (the transpose once
+  // indexed the floats of an int tensor: out of bounds), then the product refuses the type.
+  Builder b;
+  b.input("a", {2, 3}, ::onnx::TensorProto::INT64);
+  b.output("y", {2, 4}, ::onnx::TensorProto::INT64);
+  b.init_ints("flat", {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  b.init_ints("shape", {4, 3});
+  b.node("Reshape", {"flat", "shape"}, {"w"}, "reshape");
+  auto* gemm = b.node("Gemm", {"a", "w"}, {"y"}, "gemm");
+  auto* t = gemm->add_attribute();
+  t->set_name("transB");
+  t->set_type(::onnx::AttributeProto::INT);
+  t->set_i(1);
+  tb::Graph g{tb::targets::tiny(2)};
+  tb::Sequence prog;
+  CHECK(message_of<to::unsupported_error>([&] { to::import(g, prog, b.model(), {}); }) ==
+        "test.onnx: node 'gemm' (Gemm, opset 17): element type int64 (this operator takes floating types)");
+}
+
 TEST_CASE("a linear layer's bias (MatMul + Add, Gemm's C) and its ReLU run in place on the product") {
   // x [2, 3, 8] x W [8, 16] + b [16] -> relu, and Gemm(x2 [6, 8], W, C [1, 16]) -> relu: no Add or Relu of their own.
   Builder b;
