@@ -9,7 +9,7 @@
 # for all callers. --force-group-allocation turns COMDAT groups into plain sections first, so that the final link
 # cannot discard a level's copy in favour of another file's, and GCC's -fno-gnu-unique makes the static variables of
 # inline functions weak symbols that can be made local (STB_GNU_UNIQUE ones cannot). What the process shares (the
-# log, the warning handler) is defined once in the front (TILEBSP_PROCESS_STATE, src/core.cpp).
+# log, the warning handler) is defined once in the front (src/core.cpp).
 
 set(_tilebsp_all_levels avx512 avx2 generic)
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")

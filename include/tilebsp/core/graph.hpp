@@ -20,7 +20,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 namespace tilebsp {
@@ -206,9 +205,7 @@ class Graph {
   /// Host threads on which operators make the records of their vertices (vertex::add_vertices); 0, the default,
   /// means every hardware thread. The graph is the same for any number.
   void set_build_threads(std::size_t n) noexcept { shared_->build_threads = n; }
-  std::size_t build_threads() const noexcept {
-    return shared_->build_threads != 0 ? shared_->build_threads : std::max(1u, std::thread::hardware_concurrency());
-  }
+  std::size_t build_threads() const noexcept;
 
   /// Internal state, for the lowering and the engine. The non-const form is for building on it: where an
   /// executable still holds the state it was compiled from (snapshot()), the graph copies it first.

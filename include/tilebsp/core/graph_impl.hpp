@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -24,6 +25,10 @@ TILEBSP_INLINE Graph::Graph(Target target)
   impl().target = std::move(target);
   impl().id = core::detail::GraphImpl::next_id();
   tile_count_ = impl().target.num_tiles();
+}
+
+TILEBSP_INLINE std::size_t Graph::build_threads() const noexcept {
+  return shared_->build_threads != 0 ? shared_->build_threads : std::max(1u, std::thread::hardware_concurrency());
 }
 
 TILEBSP_INLINE Graph Graph::shard(std::size_t ipu) const {

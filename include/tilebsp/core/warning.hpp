@@ -5,10 +5,8 @@
 #include <tilebsp/core/log.hpp>
 
 #include <functional>
-#include <mutex>
 #include <string>
 #include <string_view>
-#include <utility>
 
 namespace tilebsp {
 
@@ -16,35 +14,17 @@ namespace tilebsp {
 /// TILEBSP_LOG_DEST, standard error by default; nothing when TILEBSP_LOG_LEVEL is off or err).
 using WarningHandler = std::function<void(std::string_view)>;
 
-namespace core::detail {
-struct Warnings {
-  std::mutex m;
-  WarningHandler handler;
-};
-// One handler per process, as the log state (core/log.hpp).
-#if defined(TILEBSP_COMPILED) && !defined(TILEBSP_PROCESS_STATE)
-Warnings& warnings();
-#else
-TILEBSP_INLINE Warnings& warnings() {
-  static Warnings w;
-  return w;
-}
-#endif
-}  // namespace core::detail
-
-/// Installs `h` (an empty handler restores the default); returns the previous handler.
-inline WarningHandler set_warning_handler(WarningHandler h) {
-  auto& w = core::detail::warnings();
-  std::lock_guard lock(w.m);
-  return std::exchange(w.handler, std::move(h));
-}
+/// Installs `h` (an empty handler restores the default); returns the previous handler. One handler per process,
+/// as the log's state (core/log.hpp).
+TILEBSP_INLINE WarningHandler set_warning_handler(WarningHandler h);
 
 /// Reports a warning through the installed handler.
-inline void warn(std::string const& text) {
-  auto& w = core::detail::warnings();
-  std::lock_guard lock(w.m);
-  if (w.handler) w.handler(text);
-  else logging::write(LogLevel::warn, text);
-}
+TILEBSP_INLINE void warn(std::string const& text);
 
 }  // namespace tilebsp
+
+// Header-only (the default), the definitions follow; a target linking tilebsp::compiled (TILEBSP_COMPILED) gets
+// them from the library (src/core.cpp) instead.
+#ifndef TILEBSP_COMPILED
+#include <tilebsp/core/warning_impl.hpp>
+#endif

@@ -517,8 +517,13 @@ template <class = void>
 
 }  // namespace detail
 
-/// Runs `p` over n elements: out[i] = the program at element i of the operands (o.ptr, scalars broadcast).
-inline void interpret(Program const& p, Operands const& o, void* out, std::size_t n) { detail::interpret(p, o, out, n); }
+/// Runs `p` over n elements: out[i] = the program at element i of the operands (o.ptr, scalars broadcast). A
+/// template, as detail::interpret is, so that a file that never runs a program does not instantiate the interpreter
+/// (a template named in an inline function's body is instantiated in every file that includes it).
+template <class = void>
+void interpret(Program const& p, Operands const& o, void* out, std::size_t n) {
+  detail::interpret(p, o, out, n);
+}
 
 /// A lowered Code as ops::map's expression type. Its operand and output types are data (the program's), so one
 /// instance of the map serves every type: ops::map instantiates it with operand and output types VT::any.
