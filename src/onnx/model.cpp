@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <cstdint>
 #include <limits>
 #include <set>
 
@@ -327,15 +328,19 @@ Model from_proto(::onnx::ModelProto& m, std::string const& name, std::filesystem
   return Model(std::move(data));
 }
 
-std::string read_file(std::string const& path, char const* what) {
+/// The bytes of a file of at most `limit` bytes (protobuf parses at most 2 GiB at once); a larger one is refused
+/// with model_error(path + ": " + over) before its bytes are read.
+std::string read_file(std::string const& path, char const* what, std::size_t limit, char const* over) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw model_error(path + ": cannot open the " + std::string(what));
+  auto const refuse = [&] { throw model_error(path + ": " + std::string(over)); };
   // Read by the size the file has (one allocation, one read: a 500 MB model once cost seconds of string
   // doubling), then in blocks to its end (all of it, where it cannot seek: a pipe).
   std::string r;
   if (f.seekg(0, std::ios::end)) {
     auto const size = f.tellg();
     f.seekg(0);
+    if (size > 0 && static_cast<std::uint64_t>(size) > limit) refuse();
     if (size > 0 && f) {
       r.resize(static_cast<std::size_t>(size));
       f.read(r.data(), static_cast<std::streamsize>(size));
@@ -344,13 +349,19 @@ std::string read_file(std::string const& path, char const* what) {
   }
   f.clear();
   char block[1 << 16];
-  while (f.read(block, sizeof block) || f.gcount() > 0) r.append(block, static_cast<std::size_t>(f.gcount()));
+  while (f.read(block, sizeof block) || f.gcount() > 0) {
+    if (static_cast<std::size_t>(f.gcount()) > limit - r.size()) refuse();
+    r.append(block, static_cast<std::size_t>(f.gcount()));
+  }
   return r;
 }
 
+/// What protobuf parses at once.
+constexpr std::size_t parse_limit = static_cast<std::size_t>(std::numeric_limits<int>::max());
+constexpr char const model_over_limit[] = "more than 2 GiB in one file; keep the weights in external data";
+
 Model parse_in(std::string_view bytes, std::string const& name, std::filesystem::path const& folder) {
-  if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
-    throw model_error(name + ": more than 2 GiB in one file; keep the weights in external data");
+  if (bytes.size() > parse_limit) throw model_error(name + ": " + std::string(model_over_limit));
   ::onnx::ModelProto m;
   if (!m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     throw model_error(name + ": not an ONNX model (the bytes do not parse as a ModelProto: not ONNX, or truncated)");
@@ -365,7 +376,7 @@ Model Model::parse(std::string_view bytes, std::string const& name) {
 }
 
 Model Model::load(std::string const& path) {
-  std::string const bytes = read_file(path, "model file");
+  std::string const bytes = read_file(path, "model file", parse_limit, model_over_limit);
   return parse_in(bytes, path, std::filesystem::absolute(path).parent_path());
 }
 
@@ -383,10 +394,9 @@ std::vector<NodeInfo> Model::nodes() const {
 }
 
 HostTensor load_tensor(std::string const& path) {
-  std::string const bytes = read_file(path, "tensor file");
+  std::string const bytes = read_file(path, "tensor file", parse_limit, "not an ONNX tensor (more than 2 GiB in one file)");
   ::onnx::TensorProto p;
-  if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()) ||
-      !p.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+  if (!p.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     throw model_error(path + ": not an ONNX tensor (the bytes do not parse as a TensorProto)");
   return TensorReader(path, std::filesystem::absolute(path).parent_path()).read(p, "the tensor");
 }

@@ -280,6 +280,18 @@ TEST_CASE("bad models are refused before anything is built, naming the file, nod
     }
     fs::remove_all(dir);
   }
+  SUBCASE("a file over the 2 GiB protobuf parses, refused before its bytes are read") {
+    fs::path const dir = fs::temp_directory_path() / "tilebsp_onnx_large";
+    fs::create_directories(dir);
+    fs::path const big = dir / "big.onnx";
+    std::ofstream(big.string(), std::ios::binary) << "x";
+    fs::resize_file(big, std::uintmax_t{1} << 31);  // sparse: no disk space, and never read
+    CHECK(message_of<to::model_error>([&] { to::Model::load(big.string()); }) ==
+          big.string() + ": more than 2 GiB in one file; keep the weights in external data");
+    CHECK(message_of<to::model_error>([&] { to::load_tensor(big.string()); }) ==
+          big.string() + ": not an ONNX tensor (more than 2 GiB in one file)");
+    fs::remove_all(dir);
+  }
   SUBCASE("a symbolic dimension the batch size does not fix") {
     Builder b;
     b.input("x", {0, 3}, ::onnx::TensorProto::FLOAT, "N");
