@@ -55,8 +55,10 @@ struct ReduceRows {
   BOOST_HANA_DEFINE_STRUCT(ReduceRows, (input_view<T, 2>, in), (output_view<Out, 2>, out), (param<float>, scale));
   void compute() {
     std::size_t const n = in.dim(0), w = in.dim(1);
-    std::vector<T> row;  // a row whose elements are not adjacent (a view that reduces a dimension other than
-                         // the innermost), gathered in order: the same elements, the same result
+    // A row whose elements are not adjacent (a view that reduces a dimension other than the innermost, as a global
+    // mean over a channels-last tensor's positions) is gathered in order: the same elements, the same result. The
+    // buffer is the thread's, kept between runs: no allocation per step once it is as wide as the widest row.
+    thread_local std::vector<T> row;
     for (std::size_t i = 0; i < n; ++i) {
       T const* p = &in(i, 0);
       if (in.stride(1) != 1 && w > 1) {
