@@ -175,3 +175,60 @@ TEST_CASE("interpreted maps: errors") {
   CHECK_THROWS_AS(Code::operand(8), tb::index_error);
   CHECK(prog.size() == 0);  // nothing was added by the maps that threw
 }
+
+TEST_CASE("an interpreted map into a given output, or in place into one of its operands") {
+  std::size_t const n = 1000;
+  tb::Graph g{tb::targets::tiny(5, 256 * 1024)};
+  tb::Sequence prog;
+  auto a = g.add_variable<float>({n}, "a");
+  auto b = g.add_variable<float>({n}, "b");
+  auto out = g.add_variable<float>({n}, "out");
+  auto row = g.add_variable<float>({8}, "row");
+  auto m = g.add_variable<float>({n / 8, 8}, "m");
+  for (auto* t : {&a, &b, &out, &row, &m}) tb::map_linearly(g, *t);
+  Code const code{relu(_1 + _2 * 2.0f)};
+  tb::ops::map_with_output(g, prog, code, out, a, b);          // a new place
+  tb::ops::map_with_output(g, prog, code, b, a, b);            // in place into the second operand
+  tb::ops::map_with_output(g, prog, Code{_1 - _2}, m, m, row);  // in place, with a broadcast row
+  auto const exe = tb::compile(g, prog);
+  std::vector<float> first;
+  for (std::size_t threads : {1, 3})
+    for (bool host : {true, false}) {
+      tb::Engine eng{exe, {.host_threads = threads, .host_kernels = host}};
+      auto const va = sample<float>(n, 1), vb = sample<float>(n, 2), vr = sample<float>(8, 3), vm = sample<float>(n, 4);
+      eng.write(a, va);
+      eng.write(b, vb);
+      eng.write(row, vr);
+      eng.write(m, vm);
+      eng.run();
+      auto const o = eng.read<float>(out), ob = eng.read<float>(b), om = eng.read<float>(m);
+      for (std::size_t i = 0; i < n; ++i) {
+        float const want = std::max(va[i] + vb[i] * 2.0f, 0.0f);
+        CHECK(o[i] == want);
+        CHECK(ob[i] == want);
+        CHECK(om[i] == vm[i] - vr[i % 8]);
+      }
+      if (first.empty()) first = ob;
+      else CHECK(std::memcmp(first.data(), ob.data(), n * sizeof(float)) == 0);
+    }
+}
+
+TEST_CASE("an interpreted map into a given output: errors") {
+  tb::Graph g{tb::targets::tiny(2)};
+  tb::Sequence prog;
+  auto f = g.add_variable<float>({8}, "f");
+  auto i = g.add_variable<std::int32_t>({8}, "i");
+  auto small = g.add_variable<float>({4}, "small");
+  auto row = g.add_variable<float>({1, 8}, "row");
+  auto m = g.add_variable<float>({3, 8}, "m");
+  for (auto* t : {&f, &i, &small, &row, &m}) tb::map_linearly(g, *t);
+  CHECK_THROWS_WITH_AS(tb::ops::map_with_output(g, prog, Code{_1 + 1.0f}, i, f),
+                       "map_with_output: the expression gives f32 but the output holds i32 (use cast<T>)", tb::type_error);
+  CHECK_THROWS_WITH_AS(tb::ops::map_with_output(g, prog, Code{_1 + 1.0f}, small, f),
+                       "map_with_output: operand shapes [8] and [4] do not broadcast", tb::shape_error);
+  CHECK_THROWS_WITH_AS(tb::ops::map_with_output(g, prog, Code{_1 + _2}, row, row, m),
+                       "map_with_output: the output [1, 8] would have to be broadcast to [3, 8]", tb::shape_error);
+  CHECK_THROWS_WITH_AS(tb::ops::map_with_output(g, prog, Code{_1 + _3}, f, f, f),
+                       "map_with_output: the expression uses _3 but only 2 tensors were given", tb::index_error);
+  CHECK(prog.size() == 0);
+}

@@ -292,8 +292,10 @@ void partial(E const& e, O const& o, std::size_t num_operands, void* out, std::s
   std::memcpy(static_cast<std::byte*>(out) + i * width(Out), result, count * width(Out));
 }
 
+/// With `stream`, whole batches go past the cache; `fence` orders those stores before the caller's next step (a
+/// caller that streams several runs fences once, after the last).
 template <Types In, VT Out, class E, class O>
-void run(E const& e, O& o, std::size_t num_operands, void* out, std::size_t n, bool stream) {
+void run(E const& e, O& o, std::size_t num_operands, void* out, std::size_t n, bool stream, bool fence = true) {
   constexpr std::size_t L = simd::lanes;
   std::size_t i = 0;
   if constexpr (width(Out) == 4) {
@@ -306,7 +308,7 @@ void run(E const& e, O& o, std::size_t num_operands, void* out, std::size_t n, b
         o.offset = i;
         simd::store_stream(eval<In, Out>(e, o), static_cast<storage_t<Out>*>(out) + i);
       }
-      simd::stream_fence();
+      if (fence) simd::stream_fence();
       if (i < n) partial<In, Out>(e, o, num_operands, out, i, n - i);
       return;
     }
@@ -342,12 +344,14 @@ void evaluate_rows(E const& e, Operands const& o, std::size_t num_operands, void
   auto const each = [&](auto a) {
     auto* dst = static_cast<std::byte*>(out);
     for (std::size_t r = 0; r < rows; ++r, dst += out_step) {
-      detail::run<In, Out>(e, a, num_operands, dst, n, stream);
+      detail::run<In, Out>(e, a, num_operands, dst, n, stream, false);
       for (std::size_t k = 0; k < num_operands; ++k) a.ptr[k] = static_cast<std::byte const*>(a.ptr[k]) + step[k];
     }
   };
   if (o.scalar) each(Access<true>{o});
   else each(Access<false>{o});
+  // One fence for all the rows' streamed stores: a fence per row (a layer's channels, 1 KiB) stalled every row.
+  if (stream) simd::stream_fence();
 }
 
 }  // namespace tilebsp::expr

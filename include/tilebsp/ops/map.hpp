@@ -93,6 +93,8 @@ inline constexpr std::size_t streaming_bytes = std::size_t{8} << 20;
 
 /// True when `t` shares elements of a variable with `out` without being the same view of it.
 TILEBSP_INLINE bool overlaps_elsewhere(Tensor const& t, Tensor const& out);
+/// True when `t` and `out` are the same strided view of one variable.
+TILEBSP_INLINE bool same_view(Tensor const& t, Tensor const& out);
 
 /// The value type of an operand type named by the caller (map<float, half>(...)).
 template <class T>
@@ -170,8 +172,14 @@ Tensor map(Graph& g, Sequence& prog, E const& e, std::array<Tensor, N> const& in
     }
   }
   Tensor const out_flat = out.flatten();
-  // Outputs far larger than the caches are written past them (non-temporal stores): no read-for-ownership.
-  bool const stream = out.num_elements() * size_of(out.element_type()) >= streaming_bytes;
+  // Outputs far larger than the caches are written past them (non-temporal stores): no read-for-ownership. Not where
+  // the map reads the elements it writes (in place, or an operand that is the output's own view): their lines are
+  // in the cache already (a bias after a convolution, which has just written them), and streaming them out would
+  // only make the next step read them from memory.
+  bool const reads_output = mode == Mode::in_place ||
+                            (mode == Mode::given_output &&
+                             std::any_of(ins.begin(), ins.end(), [&](Tensor const& t) { return same_view(t, out); }));
+  bool const stream = !reads_output && out.num_elements() * size_of(out.element_type()) >= streaming_bytes;
   // Operands on other tiles are fetched (read where they live on the host, modelled as an exchange), except
   // views that overlap the output at other positions: those are copied first, so that no vertex reads what
   // another writes.
@@ -271,12 +279,58 @@ inline constexpr VT same_type = T;
 
 /// The interpreted map over N operands: one instance per N, whatever the operand and output types (VT::any).
 template <std::size_t N>
-Tensor map_program(Graph& g, Sequence& prog, expr::Program const& p, std::vector<Tensor> const& v) {
+Tensor map_program(Graph& g, Sequence& prog, expr::Program const& p, std::vector<Tensor> const& v, Tensor const& out,
+                   Mode mode, char const* op) {
   return [&]<std::size_t... I>(std::index_sequence<I...>) {
     return detail::map<expr::Interpreted, N, same_type<I, VT::any>...>(g, prog, expr::Interpreted{p},
-                                                                       std::array<Tensor, N>{v[I]...}, Tensor{},
-                                                                       Mode::new_output, "map");
+                                                                       std::array<Tensor, N>{v[I]...}, out, mode, op);
   }(std::make_index_sequence<N>{});
+}
+
+/// map_interpreted into a new output, or (given_output) into `out`.
+template <class T>
+T map_code(Graph& g, Sequence& prog, expr::Code const& code, std::vector<T> const& operands, T const& out, Mode mode,
+           char const* op) {
+  using expr::VT;
+  std::size_t const n = operands.size();
+  if (code.empty()) throw option_error(std::string(op) + ": the expression (an expr::Code) is empty");
+  if (n == 0 || n > expr::max_operands)
+    throw option_error(std::string(op) + ": an interpreted map takes 1 to 8 tensors, got " + std::to_string(n));
+  if (code.max_index() > n)
+    throw index_error(std::string(op) + ": the expression uses _" + std::to_string(code.max_index()) + " but only " +
+                      std::to_string(n) + " tensor" + (n == 1 ? " was" : "s were") + " given");
+  expr::Types types{};
+  types.fill(VT::any);
+  for (std::size_t k = 0; k < n; ++k) {
+    g.check_tensor(op, operands[k]);
+    types[k] = expr::detail::vt_of(operands[k].element_type());
+    if (types[k] == VT::error)
+      throw type_error(std::string(op) + ": operand _" + std::to_string(k + 1) + " is u8, which expressions do not "
+                       "support (use an i32 or u32 tensor)");
+  }
+  expr::Lowering lowering(code, types);
+  expr::detail::Inferred const r = lowering.result();
+  if (r.type == VT::error) throw type_error(std::string(op) + ": " + expr::detail::describe(r));
+  // A weak result (constants only) takes the output's type where there is one.
+  VT type = r.type;
+  if (type == VT::weak || type == VT::any) {
+    type = VT::f32;
+    if (mode != Mode::new_output) {
+      g.check_tensor(op, out);
+      if (VT const want = expr::detail::vt_of(out.element_type()); want != VT::error) type = want;
+    }
+  }
+  expr::Program const p = lowering.lower(type);
+  switch (n) {
+    case 1: return map_program<1>(g, prog, p, operands, out, mode, op);
+    case 2: return map_program<2>(g, prog, p, operands, out, mode, op);
+    case 3: return map_program<3>(g, prog, p, operands, out, mode, op);
+    case 4: return map_program<4>(g, prog, p, operands, out, mode, op);
+    case 5: return map_program<5>(g, prog, p, operands, out, mode, op);
+    case 6: return map_program<6>(g, prog, p, operands, out, mode, op);
+    case 7: return map_program<7>(g, prog, p, operands, out, mode, op);
+    default: return map_program<8>(g, prog, p, operands, out, mode, op);
+  }
 }
 
 }  // namespace detail
@@ -287,37 +341,14 @@ Tensor map_program(Graph& g, Sequence& prog, expr::Program const& p, std::vector
 /// and option_error for an empty expression or one beyond 64 operations, 32 constants or 24 values at once.
 template <class T, class = detail::only<T, Tensor>>
 T map_interpreted(Graph& g, Sequence& prog, expr::Code const& code, std::vector<T> const& operands) {
-  using expr::VT;
-  std::size_t const n = operands.size();
-  if (code.empty()) throw option_error("map: the expression (an expr::Code) is empty");
-  if (n == 0 || n > expr::max_operands)
-    throw option_error("map: an interpreted map takes 1 to 8 tensors, got " + std::to_string(n));
-  if (code.max_index() > n)
-    throw index_error("map: the expression uses _" + std::to_string(code.max_index()) + " but only " +
-                      std::to_string(n) + " tensor" + (n == 1 ? " was" : "s were") + " given");
-  expr::Types types{};
-  types.fill(VT::any);
-  for (std::size_t k = 0; k < n; ++k) {
-    g.check_tensor("map", operands[k]);
-    types[k] = expr::detail::vt_of(operands[k].element_type());
-    if (types[k] == VT::error)
-      throw type_error("map: operand _" + std::to_string(k + 1) + " is u8, which expressions do not support (use an "
-                       "i32 or u32 tensor)");
-  }
-  expr::Lowering lowering(code, types);
-  expr::detail::Inferred const r = lowering.result();
-  if (r.type == VT::error) throw type_error("map: " + expr::detail::describe(r));
-  expr::Program const p = lowering.lower(r.type == VT::weak || r.type == VT::any ? VT::f32 : r.type);
-  switch (n) {
-    case 1: return detail::map_program<1>(g, prog, p, operands);
-    case 2: return detail::map_program<2>(g, prog, p, operands);
-    case 3: return detail::map_program<3>(g, prog, p, operands);
-    case 4: return detail::map_program<4>(g, prog, p, operands);
-    case 5: return detail::map_program<5>(g, prog, p, operands);
-    case 6: return detail::map_program<6>(g, prog, p, operands);
-    case 7: return detail::map_program<7>(g, prog, p, operands);
-    default: return detail::map_program<8>(g, prog, p, operands);
-  }
+  return detail::map_code(g, prog, code, operands, T{}, detail::Mode::new_output, "map");
+}
+/// map_interpreted written into `out` (as map_with_output): `out` has the operands' broadcast shape and the
+/// expression's type, and may be one of the operands (the same view), which is then updated in place. Throws as
+/// map_with_output does.
+template <class T, class = detail::only<T, Tensor>>
+void map_interpreted_with_output(Graph& g, Sequence& prog, expr::Code const& code, T const& out, std::vector<T> const& operands) {
+  detail::map_code(g, prog, code, operands, out, detail::Mode::given_output, "map_with_output");
 }
 
 /// A new tensor holding expr applied elementwise to the operands (NumPy broadcasting), mapped like the largest
@@ -352,6 +383,12 @@ template <class... Named, expr::ExprLike E, class... T>
 void map_with_output(Graph& g, Sequence& prog, E const& e, Tensor const& out, T const&... operands) {
   detail::map<E, sizeof...(T), detail::named_type<Named>...>(g, prog, e, {operands...}, out,
                                                                     detail::Mode::given_output, "map_with_output");
+}
+/// The interpreted form of map_with_output (map_interpreted_with_output).
+template <class... T>
+  requires(detail::Tensors<T...> && sizeof...(T) > 0)
+void map_with_output(Graph& g, Sequence& prog, expr::Code const& code, Tensor const& out, T const&... operands) {
+  map_interpreted_with_output(g, prog, code, out, std::vector<Tensor>{operands...});
 }
 
 /// a + b. (The helpers are templates so that only the ones a program uses are instantiated.)
@@ -399,7 +436,8 @@ T cast(Graph& g, Sequence& prog, T const& t, ElementType type) {
   X(void, scaled_add, (Graph&, Sequence&, Tensor const&, Tensor const&, double)) \
   X(void, fill, (Graph&, Sequence&, Tensor const&, double))                      \
   X(Tensor, cast, (Graph&, Sequence&, Tensor const&, ElementType))                \
-  X(Tensor, map_interpreted, (Graph&, Sequence&, expr::Code const&, std::vector<Tensor> const&))
+  X(Tensor, map_interpreted, (Graph&, Sequence&, expr::Code const&, std::vector<Tensor> const&))   \
+  X(void, map_interpreted_with_output, (Graph&, Sequence&, expr::Code const&, Tensor const&, std::vector<Tensor> const&))
 TILEBSP_DECLARE_INSTANCES(TILEBSP_OPS_MAP_INSTANCES)
 }  // namespace ops
 }  // namespace tilebsp

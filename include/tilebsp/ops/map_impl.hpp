@@ -47,6 +47,11 @@ TILEBSP_INLINE bool overlaps_elsewhere(Tensor const& t, Tensor const& out) {
   return shared;
 }
 
+TILEBSP_INLINE bool same_view(Tensor const& t, Tensor const& out) {
+  auto const a = t.affine(), b = out.affine();
+  return a && b && a->var == b->var && a->start == b->start && a->strides == b->strides && t.shape() == out.shape();
+}
+
 TILEBSP_INLINE std::vector<MapPiece> pieces(Graph const& g, Tensor const& out) {
   std::size_t const total = out.num_elements();
   std::vector<MapPiece> found;  // regions (rows 1) and series (rows >= 2), tiles ascending, positions on each
