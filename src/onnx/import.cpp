@@ -147,8 +147,20 @@ void Importer::out(std::size_t i, Value v) {
   set(node->outputs[i], std::move(v));
 }
 
+void Importer::hold(Tensor const& t, std::ptrdiff_t by) {
+  if (!t.valid()) return;
+  std::vector<std::uint32_t> seen;
+  for (auto const& run : t.element_runs()->runs) {
+    if (std::find(seen.begin(), seen.end(), run.var) != seen.end()) continue;
+    seen.push_back(run.var);
+    auto& n = holders[{t.graph_id(), run.var}];
+    n = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(n) + by);
+  }
+}
+
 void Importer::set(std::string const& name, Value v) {
   v.stage = stage;
+  if (!v.constant) hold(v.tensor, 1);
   if (computed && !v.constant)
     (*computed)[name] = static_cast<std::uint64_t>(v.tensor.num_elements()) * size_of(v.tensor.element_type());
   values[name] = std::move(v);
@@ -444,6 +456,34 @@ void Importer::receive_inputs() {
   }
 }
 
+std::optional<std::size_t> Importer::reusable_operand(expr::Code const& code, std::vector<Value const*> const& operands,
+                                                      std::vector<Tensor> const& physical, Dims const& out) const {
+  expr::Types types{};
+  types.fill(expr::VT::any);
+  for (std::size_t k = 0; k < physical.size() && k < types.size(); ++k) types[k] = expr::detail::vt_of(physical[k].element_type());
+  expr::VT const result = expr::Lowering(code, types).result().type;
+  for (std::size_t k = 0; k < operands.size(); ++k) {
+    Value const& v = *operands[k];
+    if (v.constant || v.host_read || !v.zero_lower.empty() || v.shape != out || expr::detail::vt_of(physical[k].element_type()) != result)
+      continue;
+    // The operand's name: the input of the node being built that it is.
+    std::string const* name = nullptr;
+    for (std::size_t i = 0; i < node->inputs.size() && !name; ++i) {
+      if (!has(i)) continue;
+      auto c = converted_inputs_.find(node->inputs[i]);
+      if ((c != converted_inputs_.end() ? &c->second : lookup(node->inputs[i])) == &v) name = &node->inputs[i];
+    }
+    if (!name || sole_consumer(*name) != node || received_inputs_.contains(*name)) continue;
+    // In the map's order (a transposed view would turn the map's one pass into runs).
+    auto const a = physical[k].affine();
+    auto const flat = physical[k].flatten().affine();
+    if (!a || !flat || flat->strides.size() != 1 || flat->strides[0] != 1) continue;
+    auto const held = holders.find({physical[k].graph_id(), a->var});
+    if (held == holders.end() || held->second <= 1) return k;
+  }
+  return std::nullopt;
+}
+
 Tensor Importer::map(expr::Code const& code, std::vector<std::size_t>& layout, std::vector<Value const*> const& operands) {
   Dims out;
   for (auto const* v : operands) out = broadcast(out, v->shape);
@@ -451,7 +491,18 @@ Tensor Importer::map(expr::Code const& code, std::vector<std::size_t>& layout, s
   layout = choose_layout(out, operands);
   std::vector<Tensor> physical_operands;
   for (auto const* v : operands) physical_operands.push_back(physical(*v, out, layout));
-  Tensor r = ops::map_interpreted(g, prog, code, physical_operands);
+  // Into an operand that nothing reads after this node, where there is one (a residual add into the convolution's
+  // result): its lines are most often in the cache (the convolution has just written them), where a new tensor
+  // would cost a pass of read-for-ownership from memory, and its bytes on the tiles. The operand's value is dead
+  // from here on: the result holds its variable instead.
+  Tensor r;
+  if (auto const k = reusable_operand(code, operands, physical_operands, out)) {
+    r = physical_operands[*k];
+    ops::map_interpreted_with_output(g, prog, code, r, physical_operands);
+    if (auto const own = operands[*k]->tensor.affine(); own && own->var == r.affine()->var) hold(operands[*k]->tensor, -1);
+  } else {
+    r = ops::map_interpreted(g, prog, code, physical_operands);
+  }
   if (!layout.empty()) r = r.dimshuffle(layout);
   return r;
 }
@@ -642,6 +693,7 @@ Imported import_model(Graph& g, Sequence& prog, Model const& model, ImportOption
       map_linearly(imp.g, v.tensor);
     }
     r.inputs.push_back({vi.name, vi.type, v.tensor});
+    imp.hold(v.tensor, 2);  // never written by a map in place
     imp.values[vi.name] = std::move(v);
   }
   if (nodes) nodes->assign(m.nodes.size(), NodeBuild{});

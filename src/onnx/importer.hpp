@@ -90,6 +90,10 @@ class Importer {
   Node const* sole_consumer(std::string const& value) const;
   /// Nodes run on the host (ImportOptions::excluded_nodes), which no fusion absorbs.
   std::set<Node const*> on_host;
+  /// How many values hold each graph variable (graph id, variable): set() counts a value's variables, the model's
+  /// inputs count twice (never written). A map writes in place only into a variable that no other value holds.
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::size_t> holders;
+  void hold(Tensor const& t, std::ptrdiff_t by);
   /// Builds the node being built as a host callback: `fn` folds it on the values read from the tiles when the model
   /// runs. unsupported_error when `fn` does not fold the operator.
   void run_on_host(OpFn fn);
@@ -178,6 +182,10 @@ class Importer {
   std::map<std::pair<std::string, std::size_t>, Value> receptions_;
 
   std::vector<std::size_t> choose_layout(Dims const& out, std::vector<Value const*> const& ops) const;
+  /// The operand a map of `code` over `physical` (the operands in the map's layout) may write its result into, or
+  /// none: see Importer::map.
+  std::optional<std::size_t> reusable_operand(expr::Code const& code, std::vector<Value const*> const& operands,
+                                              std::vector<Tensor> const& physical, Dims const& out) const;
   Tensor physical(Value const& v, Dims const& out, std::vector<std::size_t> const& layout);
 };
 

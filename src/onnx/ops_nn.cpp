@@ -131,10 +131,27 @@ void epilogue(Importer& imp, Tensor const& y, Epilogue const& e, B const&... bia
   else if (e.kind != Epilogue::Kind::none) run(_1);
 }
 
+/// y = act(y + bias + residual) (bias optional) in place: one pass over the result for a residual block's end. An
+/// interpreted map: the residual's few forms (per activation, with or without a bias) are not worth kernels of
+/// their own, and the pass is bound by memory.
+void residual_epilogue(Importer& imp, Tensor const& y, Epilogue const& e, Tensor const& residual, std::optional<Tensor> const& bias) {
+  auto const run = [&](auto const& v) {
+    activated(e, v, [&](auto const& a) {
+      std::vector<Tensor> operands{y, residual};
+      if (bias) operands.push_back(*bias);
+      ops::map_interpreted_with_output(imp.g, imp.prog, expr::Code{a}, y, operands);
+    });
+  };
+  if (bias) run(_1 + _3 + _2);  // the bias first, as the bias map and then the Add would round
+  else run(_1 + _2);
+}
+
 /// The convolution of logical (channels-first) `x` with tilebsp weights [G, k..., Ci, Co] and a per-channel
-/// bias (empty: none), then `act`. Returns the channels-first view of the channels-last result.
+/// bias (empty: none), then `act`, adding `residual` (a value of the result's shape, null: none) before it.
+/// Returns the channels-first view of the channels-last result.
 Value convolve(Importer& imp, Value const& x, Window const& w, std::int64_t groups, std::int64_t out_channels,
-               std::vector<float> const& weights, std::vector<float> bias, Epilogue const& act, std::string const& name) {
+               std::vector<float> const& weights, std::vector<float> bias, Epilogue const& act, std::string const& name,
+               Value const* residual = nullptr) {
   std::size_t const rank = x.shape.size();
   Dims const field(x.shape.begin() + 2, x.shape.end());
   ConvParams p;
@@ -156,7 +173,14 @@ Value convolve(Importer& imp, Value const& x, Window const& w, std::int64_t grou
   imp.multiply_adds += static_cast<double>(y.num_elements()) * static_cast<double>(p.input_channels) *
                        static_cast<double>(count(w.kernel));
   bool const half_type = y.element_type() == ElementType::f16;
-  if (!bias.empty()) {
+  if (residual) {
+    std::optional<Tensor> b;
+    if (!bias.empty()) {
+      auto const channels = static_cast<std::int64_t>(bias.size());
+      b = host_tensor(imp, {channels}, std::move(bias));
+    }
+    residual_epilogue(imp, y, act, imp.tensor(*residual).dimshuffle(to_last(rank)), b);
+  } else if (!bias.empty()) {
     auto const channels = static_cast<std::int64_t>(bias.size());
     Tensor const b = host_tensor(imp, {channels}, std::move(bias));  // the map broadcasts it over the positions
     if (half_type) epilogue<half>(imp, y, act, b);
@@ -216,6 +240,27 @@ Epilogue fuse_activation(Importer& imp, std::string& value) {
     }
   }
   return {};
+}
+
+/// The residual Add that alone reads a convolution's result `value` (of logical shape `shape`, channels last on the
+/// tiles), when its other operand is a tensor of that shape already computed, in this pipeline stage, lying
+/// channels last as well (ResNet's identity, or the projection its ONNX order computes first): marked fused, with
+/// `value` renamed to the Add's result, and that operand returned. The convolution's epilogue then adds it on the
+/// way (bias, residual and activation in one pass over the result, as ONNX Runtime fuses them). Null: none.
+Value const* fuse_residual(Importer& imp, std::string& value, Dims const& shape, ElementType type) {
+  Node const* add = imp.sole_consumer(value);
+  if (!add || add->op_type != "Add" || add->inputs.size() != 2 || add->outputs.size() != 1 || add->inputs[0] == add->inputs[1] ||
+      !add->attributes.empty())
+    return nullptr;
+  Value const* other = imp.lookup(add->inputs[0] == value ? add->inputs[1] : add->inputs[0]);
+  if (!other || other->constant || other->host_read || !other->zero_lower.empty() || other->shape != shape ||
+      other->stage != imp.stage || !other->tensor.valid() || other->tensor.element_type() != type)
+    return nullptr;
+  auto const flat = imp.tensor(*other).dimshuffle(to_last(shape.size())).flatten().affine();
+  if (!flat || flat->strides.size() != 1 || flat->strides[0] != 1) return nullptr;
+  imp.fused.insert(add);
+  value = add->outputs[0];
+  return other;
 }
 
 /// A value whose zeros a Pad left to this node (Value::zero_lower): the unpadded value, the zeros added to `w`'s
@@ -288,9 +333,13 @@ void conv(Importer& imp, Node const& n) {
         std::size_t const dst = ((static_cast<std::size_t>(g) * K + k) * static_cast<std::size_t>(Ci) + static_cast<std::size_t>(c)) * static_cast<std::size_t>(Co) + static_cast<std::size_t>(o);
         wt[dst] = static_cast<float>(W.floats[(static_cast<std::size_t>(m * Ci + c)) * K + k] * scale[static_cast<std::size_t>(m)]);
       }
-  Epilogue const act = fuse_activation(imp, out_name);
   Window padded = w;
-  Value y = convolve(imp, unpadded(x, padded), padded, G, M, wt, std::move(bias), act, n.name);
+  Value const src = unpadded(x, padded);
+  Dims out_shape{x.shape[0], M};
+  for (std::size_t d = 0; d + 2 < rank; ++d) out_shape.push_back(out_size(padded, Dims(src.shape.begin() + 2, src.shape.end()), d));
+  Value const* residual = fuse_residual(imp, out_name, out_shape, imp.float_type());
+  Epilogue const act = fuse_activation(imp, out_name);
+  Value y = convolve(imp, src, padded, G, M, wt, std::move(bias), act, n.name, residual);
   imp.set(out_name, std::move(y));
 }
 

@@ -1015,3 +1015,49 @@ TEST_CASE("a linear layer's bias (MatMul + Add, Gemm's C) and its ReLU run in pl
   tb::Profile const profile = e.profile();
   for (auto const& op : profile.operators) CHECK((op.kind != "Add" && op.kind != "Relu"));
 }
+
+TEST_CASE("an elementwise node writes into an operand only it reads; never into an input or a variable another value holds") {
+  // s = sigmoid(x) is read by the Add alone: the Add + Relu writes into it. a = abs(x) is also held by its Reshape r,
+  // whose only reader is the second Add: that Add must not write into r (the Mul reads a after it). x, read by
+  // Sigmoid alone, is a model input: never written.
+  Builder b;
+  b.input("x", {2, 8});
+  b.input("y", {2, 8});
+  b.output("z", {2, 8});
+  b.output("q", {16});
+  b.output("t", {2, 8});
+  b.init("one", {1}, {1.0f});
+  b.init("two", {1}, {2.0f});
+  b.init_ints("flat", {16});
+  b.node("Sigmoid", {"x"}, {"s"}, "sigmoid");
+  b.node("Add", {"s", "y"}, {"u"}, "add");
+  b.node("Relu", {"u"}, {"z"}, "relu");
+  b.node("Abs", {"y"}, {"a"}, "abs");
+  b.node("Reshape", {"a", "flat"}, {"r"}, "reshape");
+  b.node("Add", {"r", "one"}, {"q"}, "add_one");
+  b.node("Mul", {"a", "two"}, {"t"}, "mul");
+  to::Model const m = b.model();
+  to::HostTensor const x{to::DataType::float32, {2, 8}, ramp(16, 0.37f, 0.2f), {}};
+  to::HostTensor const y{to::DataType::float32, {2, 8}, ramp(16, 0.61f, 1.3f), {}};
+  tb::Graph g{tb::targets::tiny(4, 1 << 20)};
+  tb::Sequence prog;
+  to::Imported const imp = to::import(g, prog, m, {});
+  std::size_t new_results = 0;  // variables of maps' results ("map"): sigmoid, abs, add_one and mul; the Add + Relu
+  for (auto const& v : g.impl().variables) new_results += v.name == "map";  // made none
+  CHECK(new_results == 4);
+  for (std::size_t threads : {1, 3}) {
+    tb::Engine e{tb::compile(g, {.allow_out_of_memory = true}, prog), {.host_threads = threads}};
+    to::write(e, imp.inputs[0], x);
+    to::write(e, imp.inputs[1], y);
+    e.run();
+    to::HostTensor const z = to::read(e, imp.outputs[0]), q = to::read(e, imp.outputs[1]), t = to::read(e, imp.outputs[2]);
+    for (std::size_t i = 0; i < 16; ++i) {
+      float const s = 1.0f / (1.0f + std::exp(-x.floats[i]));
+      CHECK(z.floats[i] == doctest::Approx(std::max(s + y.floats[i], 0.0f)).epsilon(1e-6));
+      CHECK(q.floats[i] == std::abs(y.floats[i]) + 1.0f);
+      CHECK(t.floats[i] == std::abs(y.floats[i]) * 2.0f);
+    }
+    CHECK(to::read(e, imp.inputs[0]).floats == x.floats);  // the inputs are not written
+    CHECK(to::read(e, imp.inputs[1]).floats == y.floats);
+  }
+}
