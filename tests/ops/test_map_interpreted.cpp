@@ -183,30 +183,45 @@ TEST_CASE("an interpreted map into a given output, or in place into one of its o
   auto a = g.add_variable<float>({n}, "a");
   auto b = g.add_variable<float>({n}, "b");
   auto out = g.add_variable<float>({n}, "out");
-  auto row = g.add_variable<float>({8}, "row");
-  auto m = g.add_variable<float>({n / 8, 8}, "m");
-  for (auto* t : {&a, &b, &out, &row, &m}) tb::map_linearly(g, *t);
+  // Rows of 24 with a broadcast row (a bias over channels): the host kernel runs runs of rows as one segment, the
+  // row laid out again and again; a column that changes from row to row (col) keeps the rows apart.
+  auto row = g.add_variable<float>({24}, "row");
+  auto col = g.add_variable<float>({40, 1}, "col");
+  auto m = g.add_variable<float>({40, 24}, "m");
+  auto m2 = g.add_variable<float>({40, 24}, "m2");
+  auto m3 = g.add_variable<float>({40, 24}, "m3");
+  for (auto* t : {&a, &b, &out, &row, &col, &m, &m2, &m3}) tb::map_linearly(g, *t);
   Code const code{relu(_1 + _2 * 2.0f)};
   tb::ops::map_with_output(g, prog, code, out, a, b);          // a new place
   tb::ops::map_with_output(g, prog, code, b, a, b);            // in place into the second operand
   tb::ops::map_with_output(g, prog, Code{_1 - _2}, m, m, row);  // in place, with a broadcast row
+  tb::ops::map_in_place(g, prog, _1 * 0.5f + _2, m2, row);       // the same with a compiled kernel
+  tb::ops::map_with_output(g, prog, Code{_1 - _2 * _3}, m3, m3, row, col);
   auto const exe = tb::compile(g, prog);
   std::vector<float> first;
   for (std::size_t threads : {1, 3})
     for (bool host : {true, false}) {
       tb::Engine eng{exe, {.host_threads = threads, .host_kernels = host}};
-      auto const va = sample<float>(n, 1), vb = sample<float>(n, 2), vr = sample<float>(8, 3), vm = sample<float>(n, 4);
+      auto const va = sample<float>(n, 1), vb = sample<float>(n, 2), vr = sample<float>(24, 3), vm = sample<float>(960, 4);
+      auto const vc = sample<float>(40, 5);
       eng.write(a, va);
       eng.write(b, vb);
       eng.write(row, vr);
-      eng.write(m, vm);
+      eng.write(col, vc);
+      for (auto* t : {&m, &m2, &m3}) eng.write(*t, vm);
       eng.run();
-      auto const o = eng.read<float>(out), ob = eng.read<float>(b), om = eng.read<float>(m);
+      auto const o = eng.read<float>(out), ob = eng.read<float>(b);
       for (std::size_t i = 0; i < n; ++i) {
         float const want = std::max(va[i] + vb[i] * 2.0f, 0.0f);
         CHECK(o[i] == want);
         CHECK(ob[i] == want);
-        CHECK(om[i] == vm[i] - vr[i % 8]);
+      }
+      auto const om = eng.read<float>(m), om2 = eng.read<float>(m2), om3 = eng.read<float>(m3);
+      for (std::size_t i = 0; i < 960; ++i) {
+        CHECK(om[i] == vm[i] - vr[i % 24]);
+        CHECK(om2[i] == vm[i] * 0.5f + vr[i % 24]);
+        volatile float const product = vr[i % 24] * vc[i / 24];  // rounded on its own, as the map rounds it
+        CHECK(om3[i] == vm[i] - product);
       }
       if (first.empty()) first = ob;
       else CHECK(std::memcmp(first.data(), ob.data(), n * sizeof(float)) == 0);

@@ -13,7 +13,9 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <utility>
@@ -83,6 +85,8 @@ class MapHostKernel {
   HostKernel kernel() const { return host_kernel_of(s_); }
 
  private:
+  /// Elements per segment of rows run as one (see run).
+  static constexpr std::size_t tiled_elements = 512;
   struct State {
     E e;
     std::uint32_t scalars = 0, segment_scalars = 0;
@@ -112,6 +116,23 @@ class MapHostKernel {
         step[k] = scalars >> k & 1u ? 0 : static_cast<std::ptrdiff_t>(strides[k][row_dim] * static_cast<std::int64_t>(width[k]));
       std::ptrdiff_t const out_step =
           outer_rank > 0 ? static_cast<std::ptrdiff_t>(strides[N][row_dim] * static_cast<std::int64_t>(width[N])) : 0;
+      // Short rows (a layer's channels, as few as 16) cost a pass of the expression's setup each. Where the rows lie
+      // end to end in the output and in every operand but those that repeat one row (step 0: a bias), a run of rows
+      // is one segment, each repeating operand's row laid out that many times in a buffer of this thread: the same
+      // values, element for element.
+      std::uint32_t repeating = 0;
+      bool tiled = outer_rank > 0 && !stream && inner < tiled_elements && out_step == static_cast<std::ptrdiff_t>(inner * width[N]);
+      for (std::size_t k = 0; k < N && tiled; ++k) {
+        if (scalars >> k & 1u) continue;
+        if (segment_scalars >> k & 1u) tiled = step[k] == 0;  // one value for all the rows, or not tiled
+        else if (step[k] == 0) repeating |= 1u << k;
+        else tiled = step[k] == static_cast<std::ptrdiff_t>(inner * width[k]);
+      }
+      // Rows per tiled segment: a whole number of batches of lanes, about tiled_elements elements.
+      std::size_t const unit = std::lcm(inner, simd::lanes) / inner;
+      std::size_t const per_tile = std::max<std::size_t>(1, tiled_elements / (unit * inner)) * unit;
+      thread_local std::array<std::vector<std::byte>, N> copies;
+      std::array<void const*, N> copied_from{};
       for (std::size_t i = b0; i < b1;) {
         std::size_t const seg = i / inner, in_seg = i % inner, n = std::min(b1 - i, inner - in_seg);
         // Offsets of the segment's first element: mixed radix over the outer dimensions.
@@ -130,7 +151,26 @@ class MapHostKernel {
         }
         auto* dst = base[N] + (off[N] + static_cast<std::int64_t>(in_seg)) * static_cast<std::int64_t>(width[N]);
         std::size_t const rows = in_seg == 0 && n == inner ? std::min(per_row - seg % per_row, (b1 - i) / inner) : 1;
-        if (rows > 1) expr::evaluate_rows<In, Out>(e, o, N, dst, n, rows, step.data(), out_step, stream);
+        if (rows > 1 && tiled) {
+          for (std::size_t k = 0; k < N; ++k) {
+            if (!(repeating >> k & 1u) || copied_from[k] == o.ptr[k]) continue;
+            auto& c = copies[k];
+            std::size_t const row_bytes = inner * width[k];
+            c.resize(per_tile * row_bytes);
+            for (std::size_t r = 0; r < per_tile; ++r) std::memcpy(c.data() + r * row_bytes, o.ptr[k], row_bytes);
+            copied_from[k] = o.ptr[k];
+          }
+          expr::Operands tile = o;
+          for (std::size_t k = 0; k < N; ++k)
+            if (repeating >> k & 1u) tile.ptr[k] = copies[k].data();
+          for (std::size_t r = 0; r < rows; r += per_tile) {
+            std::size_t const m = std::min(per_tile, rows - r);
+            expr::evaluate<In, Out>(e, tile, N, dst + static_cast<std::ptrdiff_t>(r) * out_step, m * inner, false);
+            for (std::size_t k = 0; k < N; ++k)
+              if (!((repeating | tile.scalar) >> k & 1u))
+                tile.ptr[k] = static_cast<std::byte const*>(tile.ptr[k]) + static_cast<std::ptrdiff_t>(m) * step[k];
+          }
+        } else if (rows > 1) expr::evaluate_rows<In, Out>(e, o, N, dst, n, rows, step.data(), out_step, stream);
         else expr::evaluate<In, Out>(e, o, N, dst, n, stream);
         i += rows * n;
       }
