@@ -261,6 +261,15 @@ Tensor Importer::tensor(Value const& v) {
   return r;
 }
 
+bool Importer::last_reader(std::string const& value) const {
+  if (stages) return sole_consumer(value) == node;
+  auto it = consumers.find(value);
+  if (graph_outputs.contains(value) || it == consumers.end()) return false;
+  return std::all_of(it->second.begin(), it->second.end(), [&](Node const* c) {
+    return c == node || (!on_host.contains(c) && (built.contains(c) || fused.contains(c)));
+  });
+}
+
 Node const* Importer::sole_consumer(std::string const& value) const {
   auto it = consumers.find(value);
   if (graph_outputs.contains(value) || it == consumers.end() || it->second.size() != 1 || on_host.contains(it->second[0]))
@@ -473,7 +482,7 @@ std::optional<std::size_t> Importer::reusable_operand(expr::Code const& code, st
       auto c = converted_inputs_.find(node->inputs[i]);
       if ((c != converted_inputs_.end() ? &c->second : lookup(node->inputs[i])) == &v) name = &node->inputs[i];
     }
-    if (!name || sole_consumer(*name) != node || received_inputs_.contains(*name)) continue;
+    if (!name || !last_reader(*name) || received_inputs_.contains(*name)) continue;
     // In the map's order (a transposed view would turn the map's one pass into runs).
     auto const a = physical[k].affine();
     auto const flat = physical[k].flatten().affine();
@@ -492,7 +501,8 @@ Tensor Importer::map(expr::Code const& code, std::vector<std::size_t>& layout, s
   std::vector<Tensor> physical_operands;
   for (auto const* v : operands) physical_operands.push_back(physical(*v, out, layout));
   // Into an operand that nothing reads after this node, where there is one (a residual add into the convolution's
-  // result): its lines are most often in the cache (the convolution has just written them), where a new tensor
+  // result, a squeeze-and-excitation's scaling into the activations it pooled): its lines are most often in the
+  // cache (the convolution has just written them), where a new tensor
   // would cost a pass of read-for-ownership from memory, and its bytes on the tiles. The operand's value is dead
   // from here on: the result holds its variable instead.
   Tensor r;
@@ -739,6 +749,7 @@ Imported import_model(Graph& g, Sequence& prog, Model const& model, ImportOption
     } catch (type_error const& e) {
       throw type_error(imp.where() + e.what());
     }
+    imp.built.insert(&n);
     // The node's program: its own (planning), its stage's (a pipeline), or the step's.
     if (nodes) (*nodes)[index].program = std::move(body), body = Sequence{};
     else if (K > 0) stage_programs[imp.stage].add(std::move(body)), body = Sequence{};

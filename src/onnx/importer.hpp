@@ -90,6 +90,12 @@ class Importer {
   Node const* sole_consumer(std::string const& value) const;
   /// Nodes run on the host (ImportOptions::excluded_nodes), which no fusion absorbs.
   std::set<Node const*> on_host;
+  /// Nodes built so far (fused ones are in `fused`): their reads are in the program already.
+  std::set<Node const*> built;
+  /// Whether the node being built is the last to read `value`: every other node that reads it is built (or fused
+  /// into one that is), none runs on the host, and it is not a graph output. In a pipelined import, only where the
+  /// node is its sole reader (a value may be sent to a later stage after this stage's nodes run).
+  bool last_reader(std::string const& value) const;
   /// How many values hold each graph variable (graph id, variable): set() counts a value's variables, the model's
   /// inputs count twice (never written). A map writes in place only into a variable that no other value holds.
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::size_t> holders;

@@ -1036,22 +1036,31 @@ TEST_CASE("an elementwise node writes into an operand only it reads; never into 
   b.node("Reshape", {"a", "flat"}, {"r"}, "reshape");
   b.node("Add", {"r", "one"}, {"q"}, "add_one");
   b.node("Mul", {"a", "two"}, {"t"}, "mul");
+  // n = -y is read by Add then by Mul: the Mul, its last reader, writes into it; the Add before it may not.
+  b.output("n1", {2, 8});
+  b.output("n2", {2, 8});
+  b.node("Neg", {"y"}, {"n"}, "neg");
+  b.node("Add", {"n", "one"}, {"n1"}, "neg_add");
+  b.node("Mul", {"n", "two"}, {"n2"}, "neg_mul");
   to::Model const m = b.model();
   to::HostTensor const x{to::DataType::float32, {2, 8}, ramp(16, 0.37f, 0.2f), {}};
   to::HostTensor const y{to::DataType::float32, {2, 8}, ramp(16, 0.61f, 1.3f), {}};
   tb::Graph g{tb::targets::tiny(4, 1 << 20)};
   tb::Sequence prog;
   to::Imported const imp = to::import(g, prog, m, {});
-  std::size_t new_results = 0;  // variables of maps' results ("map"): sigmoid, abs, add_one and mul; the Add + Relu
-  for (auto const& v : g.impl().variables) new_results += v.name == "map";  // made none
-  CHECK(new_results == 4);
+  std::size_t new_results = 0;  // variables of maps' results ("map"): sigmoid, abs, add_one, mul, neg and neg_add;
+  for (auto const& v : g.impl().variables) new_results += v.name == "map";  // the Add + Relu and neg_mul made none
+  CHECK(new_results == 6);
   for (std::size_t threads : {1, 3}) {
     tb::Engine e{tb::compile(g, {.allow_out_of_memory = true}, prog), {.host_threads = threads}};
     to::write(e, imp.inputs[0], x);
     to::write(e, imp.inputs[1], y);
     e.run();
     to::HostTensor const z = to::read(e, imp.outputs[0]), q = to::read(e, imp.outputs[1]), t = to::read(e, imp.outputs[2]);
+    to::HostTensor const n1 = to::read(e, imp.outputs[3]), n2 = to::read(e, imp.outputs[4]);
     for (std::size_t i = 0; i < 16; ++i) {
+      CHECK(n1.floats[i] == -y.floats[i] + 1.0f);
+      CHECK(n2.floats[i] == -y.floats[i] * 2.0f);
       float const s = 1.0f / (1.0f + std::exp(-x.floats[i]));
       CHECK(z.floats[i] == doctest::Approx(std::max(s + y.floats[i], 0.0f)).epsilon(1e-6));
       CHECK(q.floats[i] == std::abs(y.floats[i]) + 1.0f);
