@@ -465,12 +465,15 @@ void Importer::receive_inputs() {
   }
 }
 
-std::optional<std::size_t> Importer::reusable_operand(expr::Code const& code, std::vector<Value const*> const& operands,
-                                                      std::vector<Tensor> const& physical, Dims const& out) const {
+expr::Types Importer::types_of(std::vector<Tensor> const& physical) {
   expr::Types types{};
   types.fill(expr::VT::any);
   for (std::size_t k = 0; k < physical.size() && k < types.size(); ++k) types[k] = expr::detail::vt_of(physical[k].element_type());
-  expr::VT const result = expr::Lowering(code, types).result().type;
+  return types;
+}
+
+std::optional<std::size_t> Importer::reusable_operand(expr::VT result, std::vector<Value const*> const& operands,
+                                                      std::vector<Tensor> const& physical, Dims const& out) const {
   for (std::size_t k = 0; k < operands.size(); ++k) {
     Value const& v = *operands[k];
     if (v.constant || v.host_read || !v.zero_lower.empty() || v.shape != out || expr::detail::vt_of(physical[k].element_type()) != result)
@@ -506,7 +509,7 @@ Tensor Importer::map(expr::Code const& code, std::vector<std::size_t>& layout, s
   // would cost a pass of read-for-ownership from memory, and its bytes on the tiles. The operand's value is dead
   // from here on: the result holds its variable instead.
   Tensor r;
-  if (auto const k = reusable_operand(code, operands, physical_operands, out)) {
+  if (auto const k = reusable_operand(expr::Lowering(code, types_of(physical_operands)).result().type, operands, physical_operands, out)) {
     r = physical_operands[*k];
     ops::map_interpreted_with_output(g, prog, code, r, physical_operands);
     if (auto const own = operands[*k]->tensor.affine(); own && own->var == r.affine()->var) hold(operands[*k]->tensor, -1);

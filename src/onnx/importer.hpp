@@ -18,6 +18,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace tilebsp::onnx::detail {
@@ -174,7 +175,21 @@ class Importer {
     ((out = broadcast(out, operands.shape)), ...);
     count(out);  // within the bound
     layout = choose_layout(out, {&operands...});
-    Tensor r = ops::map<T...>(g, prog, e, physical(operands, out, layout)...);
+    std::vector<Tensor> const ph{physical(operands, out, layout)...};
+    // Into an operand nothing reads after this node, as map does.
+    expr::VT result = expr::infer_of(e, types_of(ph)).type;
+    if (result == expr::VT::weak || result == expr::VT::any) result = expr::VT::f32;
+    Tensor r;
+    if (auto const k = reusable_operand(result, {&operands...}, ph, out)) {
+      r = ph[*k];
+      [&]<std::size_t... I>(std::index_sequence<I...>) { ops::map_with_output<T...>(g, prog, e, r, ph[I]...); }(
+          std::index_sequence_for<V...>{});
+      if (auto const own = operand(*k, operands...).tensor.affine(); own && own->var == r.affine()->var)
+        hold(operand(*k, operands...).tensor, -1);
+    } else {
+      r = [&]<std::size_t... I>(std::index_sequence<I...>) { return ops::map<T...>(g, prog, e, ph[I]...); }(
+          std::index_sequence_for<V...>{});
+    }
     return layout.empty() ? r : r.dimshuffle(layout);
   }
 
@@ -190,8 +205,14 @@ class Importer {
   std::vector<std::size_t> choose_layout(Dims const& out, std::vector<Value const*> const& ops) const;
   /// The operand a map of `code` over `physical` (the operands in the map's layout) may write its result into, or
   /// none: see Importer::map.
-  std::optional<std::size_t> reusable_operand(expr::Code const& code, std::vector<Value const*> const& operands,
+  std::optional<std::size_t> reusable_operand(expr::VT result, std::vector<Value const*> const& operands,
                                               std::vector<Tensor> const& physical, Dims const& out) const;
+  static expr::Types types_of(std::vector<Tensor> const& physical);
+  template <class... V>
+  static Value const& operand(std::size_t k, V const&... v) {
+    Value const* all[] = {&v...};
+    return *all[k];
+  }
   Tensor physical(Value const& v, Dims const& out, std::vector<std::size_t> const& layout);
 };
 
