@@ -515,6 +515,12 @@ void pad(Importer& imp, Node const&) {
     for (std::size_t a = 0; a < r; ++a) axes.push_back(a);
   }
   if (pads.size() != 2 * axes.size()) imp.invalid("pads must hold two values per axis");
+  // A pad beyond 2^31 either way leaves no graph value (at most 2^31 elements): refused before the sums below,
+  // which could overflow.
+  auto const bound = static_cast<std::int64_t>(max_graph_elements);
+  for (auto p : pads)
+    if (p < -bound || p > bound)
+      throw shape_error("pad " + std::to_string(p) + " is outside [-2^31, 2^31]: a graph value holds at most 2^31 elements");
   double value = 0;
   if (imp.has(2)) {
     auto const& c = imp.known(2, "the constant value");

@@ -1070,3 +1070,20 @@ TEST_CASE("an elementwise node writes into an operand only it reads; never into 
     CHECK(to::read(e, imp.inputs[1]).floats == y.floats);
   }
 }
+
+TEST_CASE("pads beyond 2^31 are refused by value, before any sum of them") {
+  // Found by fuzz_onnx_import: an axis' length plus pads near 2^62 overflowed a 64-bit sum.
+  Builder b;
+  b.input("x", {1, 1, 4, 4});
+  b.output("y", {1, 1, 4, 4});
+  b.init_ints("pads", {0, 0, 0, 0, 0, 0, std::int64_t{1} << 62, std::int64_t{1} << 62});
+  b.node("Pad", {"x", "pads"}, {"y"}, "pad");
+  to::Model const m = b.model();
+  tb::Graph g{tb::targets::tiny(4, 1 << 20)};
+  tb::Sequence prog;
+  CHECK_THROWS_WITH_AS(to::import(g, prog, m, {}),
+                       "test.onnx: node 'pad' (Pad, opset 17): pad 4611686018427387904 is outside [-2^31, 2^31]: a graph "
+                       "value holds at most 2^31 elements",
+                       tb::shape_error);
+  CHECK(prog.size() == 0);
+}
