@@ -158,6 +158,10 @@ void Importer::hold(Tensor const& t, std::ptrdiff_t by) {
   }
 }
 
+void Importer::written_into(Value const& v, Tensor const& r) {
+  if (auto const own = v.tensor.affine(); own && own->var == r.affine()->var) hold(v.tensor, -1);
+}
+
 void Importer::set(std::string const& name, Value v) {
   v.stage = stage;
   if (!v.constant) hold(v.tensor, 1);
@@ -512,7 +516,7 @@ Tensor Importer::map(expr::Code const& code, std::vector<std::size_t>& layout, s
   if (auto const k = reusable_operand(expr::Lowering(code, types_of(physical_operands)).result().type, operands, physical_operands, out)) {
     r = physical_operands[*k];
     ops::map_interpreted_with_output(g, prog, code, r, physical_operands);
-    if (auto const own = operands[*k]->tensor.affine(); own && own->var == r.affine()->var) hold(operands[*k]->tensor, -1);
+    written_into(*operands[*k], r);
   } else {
     r = ops::map_interpreted(g, prog, code, physical_operands);
   }

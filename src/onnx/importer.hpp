@@ -11,6 +11,7 @@
 #include <tilebsp/plan/matmul.hpp>
 #include <tilebsp/program/pipeline.hpp>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -184,8 +185,7 @@ class Importer {
       r = ph[*k];
       [&]<std::size_t... I>(std::index_sequence<I...>) { ops::map_with_output<T...>(g, prog, e, r, ph[I]...); }(
           std::index_sequence_for<V...>{});
-      if (auto const own = operand(*k, operands...).tensor.affine(); own && own->var == r.affine()->var)
-        hold(operand(*k, operands...).tensor, -1);
+      written_into(*std::array<Value const*, sizeof...(V)>{&operands...}[*k], r);
     } else {
       r = [&]<std::size_t... I>(std::index_sequence<I...>) { return ops::map<T...>(g, prog, e, ph[I]...); }(
           std::index_sequence_for<V...>{});
@@ -208,11 +208,8 @@ class Importer {
   std::optional<std::size_t> reusable_operand(expr::VT result, std::vector<Value const*> const& operands,
                                               std::vector<Tensor> const& physical, Dims const& out) const;
   static expr::Types types_of(std::vector<Tensor> const& physical);
-  template <class... V>
-  static Value const& operand(std::size_t k, V const&... v) {
-    Value const* all[] = {&v...};
-    return *all[k];
-  }
+  /// A map wrote its result `r` into operand `v`'s variable: `v` no longer holds it (the result's value will).
+  void written_into(Value const& v, Tensor const& r);
   Tensor physical(Value const& v, Dims const& out, std::vector<std::size_t> const& layout);
 };
 

@@ -173,18 +173,16 @@ Value convolve(Importer& imp, Value const& x, Window const& w, std::int64_t grou
   imp.multiply_adds += static_cast<double>(y.num_elements()) * static_cast<double>(p.input_channels) *
                        static_cast<double>(count(w.kernel));
   bool const half_type = y.element_type() == ElementType::f16;
-  if (residual) {
-    std::optional<Tensor> b;
-    if (!bias.empty()) {
-      auto const channels = static_cast<std::int64_t>(bias.size());
-      b = host_tensor(imp, {channels}, std::move(bias));
-    }
-    residual_epilogue(imp, y, act, imp.tensor(*residual).dimshuffle(to_last(rank)), b);
-  } else if (!bias.empty()) {
+  std::optional<Tensor> b;  // one value per channel: the map broadcasts it over the positions
+  if (!bias.empty()) {
     auto const channels = static_cast<std::int64_t>(bias.size());
-    Tensor const b = host_tensor(imp, {channels}, std::move(bias));  // the map broadcasts it over the positions
-    if (half_type) epilogue<half>(imp, y, act, b);
-    else epilogue<float>(imp, y, act, b);
+    b = host_tensor(imp, {channels}, std::move(bias));
+  }
+  if (residual) {
+    residual_epilogue(imp, y, act, imp.tensor(*residual).dimshuffle(to_last(rank)), b);
+  } else if (b) {
+    if (half_type) epilogue<half>(imp, y, act, *b);
+    else epilogue<float>(imp, y, act, *b);
   } else {
     if (half_type) epilogue<half>(imp, y, act);
     else epilogue<float>(imp, y, act);

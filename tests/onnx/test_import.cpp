@@ -1071,6 +1071,63 @@ TEST_CASE("an elementwise node writes into an operand only it reads; never into 
   }
 }
 
+TEST_CASE("a residual Add that alone reads a convolution's result joins its bias map, with the ReLU after it") {
+  // r = relu(conv3x3(x) + b1); y = relu(conv1x1(r) + b2 + r): the Add and the last Relu are conv2's epilogue.
+  Builder b;
+  b.input("x", {2, 3, 5, 5});
+  b.output("y", {2, 4, 5, 5});
+  auto const w1 = ramp(4 * 3 * 9, 0.31f, 0.2f), b1 = ramp(4, 0.9f, 0.4f);
+  auto const w2 = ramp(4 * 4, 0.47f, 0.6f), b2 = ramp(4, 1.3f, 0.1f);
+  b.init("w1", {4, 3, 3, 3}, w1);
+  b.init("b1", {4}, b1);
+  b.init("w2", {4, 4, 1, 1}, w2);
+  b.init("b2", {4}, b2);
+  Builder::ints(b.node("Conv", {"x", "w1", "b1"}, {"c1"}, "conv1"), "pads", {1, 1, 1, 1});
+  b.node("Relu", {"c1"}, {"r"}, "relu1");
+  b.node("Conv", {"r", "w2", "b2"}, {"c2"}, "conv2");
+  b.node("Add", {"r", "c2"}, {"s"}, "add");
+  b.node("Relu", {"s"}, {"y"}, "relu2");
+  to::Model const m = b.model();
+  to::HostTensor const x{to::DataType::float32, {2, 3, 5, 5}, ramp(2 * 3 * 25, 0.19f, 0.3f), {}};
+  std::vector<double> r(2 * 4 * 25), want(r.size());
+  for (std::size_t n = 0; n < 2; ++n)
+    for (std::size_t co = 0; co < 4; ++co)
+      for (std::size_t i = 0; i < 5; ++i)
+        for (std::size_t j = 0; j < 5; ++j) {
+          double s = b1[co];
+          for (std::size_t ci = 0; ci < 3; ++ci)
+            for (std::size_t ki = 0; ki < 3; ++ki)
+              for (std::size_t kj = 0; kj < 3; ++kj) {
+                std::size_t const yy = i + ki, zz = j + kj;  // one above the input's row and column (pad 1)
+                if (yy < 1 || yy > 5 || zz < 1 || zz > 5) continue;
+                s += static_cast<double>(x.floats[((n * 3 + ci) * 5 + yy - 1) * 5 + zz - 1]) * w1[((co * 3 + ci) * 3 + ki) * 3 + kj];
+              }
+          r[((n * 4 + co) * 5 + i) * 5 + j] = std::max(s, 0.0);
+        }
+  for (std::size_t n = 0; n < 2; ++n)
+    for (std::size_t co = 0; co < 4; ++co)
+      for (std::size_t p = 0; p < 25; ++p) {
+        double s = b2[co] + r[(n * 4 + co) * 25 + p];
+        for (std::size_t ci = 0; ci < 4; ++ci) s += r[(n * 4 + ci) * 25 + p] * w2[co * 4 + ci];
+        want[(n * 4 + co) * 25 + p] = std::max(s, 0.0);
+      }
+  std::vector<float> first;
+  for (std::size_t threads : {1, 3}) {
+    tb::Graph g{tb::targets::tiny(4, 1 << 20)};
+    tb::Sequence prog;
+    to::Imported const imp = to::import(g, prog, m, {});
+    tb::Engine e{tb::compile(g, {.allow_out_of_memory = true}, prog), {.host_threads = threads, .profiling = true}};
+    to::write(e, imp.inputs[0], x);
+    e.run();
+    to::HostTensor const y = to::read(e, imp.outputs[0]);
+    REQUIRE(y.floats.size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) CHECK(y.floats[i] == doctest::Approx(want[i]).epsilon(1e-5));
+    if (first.empty()) first = y.floats;
+    else CHECK(y.floats == first);  // bitwise, for any thread count
+    for (auto const& op : e.profile().operators) CHECK((op.kind != "Add" && op.kind != "Relu"));
+  }
+}
+
 TEST_CASE("pads beyond 2^31 are refused by value, before any sum of them") {
   // Found by fuzz_onnx_import: an axis' length plus pads near 2^62 overflowed a 64-bit sum.
   Builder b;
