@@ -11,7 +11,6 @@
 #include <tilebsp/plan/matmul.hpp>
 #include <tilebsp/program/pipeline.hpp>
 
-#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -181,11 +180,12 @@ class Importer {
     expr::VT result = expr::infer_of(e, types_of(ph)).type;
     if (result == expr::VT::weak || result == expr::VT::any) result = expr::VT::f32;
     Tensor r;
-    if (auto const k = reusable_operand(result, {&operands...}, ph, out)) {
+    std::vector<Value const*> const all{&operands...};
+    if (auto const k = reusable_operand(result, all, ph, out)) {
       r = ph[*k];
       [&]<std::size_t... I>(std::index_sequence<I...>) { ops::map_with_output<T...>(g, prog, e, r, ph[I]...); }(
           std::index_sequence_for<V...>{});
-      written_into(*std::array<Value const*, sizeof...(V)>{&operands...}[*k], r);
+      written_into(*all[*k], r);
     } else {
       r = [&]<std::size_t... I>(std::index_sequence<I...>) { return ops::map<T...>(g, prog, e, ph[I]...); }(
           std::index_sequence_for<V...>{});
