@@ -6,8 +6,11 @@
 #include <doctest/doctest.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <array>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tb = tilebsp;
@@ -74,6 +77,79 @@ TEST_CASE("host paths write their bodies' bits, for any number of threads") {
       CAPTURE(host);
       auto const got = run(threads, host);
       REQUIRE(got.size() == want.size());
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        CAPTURE(i);
+        REQUIRE(got[i].size() == want[i].size());
+        CHECK(std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)) == 0);
+      }
+    }
+}
+
+TEST_CASE("an elementwise host path after a convolution or a matmul runs inside it, with the same bits") {
+  // EngineOptions::fuse_host_paths: a bias + activation map that directly follows the operator writing its operand
+  // runs on each finished block of the operator's host task. The pointwise convolution (a matmul on the host), a
+  // convolution whose units hold all its channels and a matmul fuse; the depthwise convolution (units of a vector
+  // of channels) and a map that writes a new tensor do not. Every result bitwise the same as with the bodies run.
+  tb::Graph g{tb::targets::tiny(7, 64 * 1024)};
+  tb::Sequence prog;
+  using namespace tb::expr;
+  auto const conv = [&](std::int64_t field, std::size_t in, std::size_t out, std::size_t groups, std::int64_t k, tb::Tensor const* x) {
+    tb::ConvParams p;
+    p.batch = 2;
+    p.input_field = {field, field};
+    p.kernel_shape = {k, k};
+    p.padding_lower = p.padding_upper = {k / 2, k / 2};
+    p.channels(in, out, groups);
+    tb::Tensor const src = x ? *x : tb::ops::create_conv_input(g, p);
+    auto const w = tb::ops::create_conv_weights(g, p);
+    return std::array<tb::Tensor, 3>{src, w, tb::ops::conv(g, prog, src, w, p)};
+  };
+  auto const bias = [&](std::size_t n, std::string const& name) {
+    auto b = g.add_variable<float>({n}, name);
+    tb::map_linearly(g, b);
+    return b;
+  };
+  auto const [x1, w1, y1] = conv(14, 16, 32, 1, 1, nullptr);  // pointwise
+  auto const b1 = bias(32, "b1");
+  tb::ops::map_in_place<float, float>(g, prog, min(max(_1 + _2, 0.0f), 6.0f), y1, b1);
+  auto const [x2, w2, y2] = conv(12, 3, 16, 1, 3, nullptr);  // a stem: units of all its channels
+  auto const b2 = bias(16, "b2");
+  tb::ops::map_in_place<float, float>(g, prog, relu(_1 + _2), y2, b2);
+  auto const [x3, w3, y3] = conv(14, 32, 32, 32, 3, &y1);  // depthwise
+  auto const b3 = bias(32, "b3");
+  tb::ops::map_in_place<float, float>(g, prog, _1 * sigmoid(_1 + _2), y3, b3);
+  auto a = g.add_variable<float>({200, 24}, "a"), b = g.add_variable<float>({24, 40}, "b");
+  tb::map_linearly(g, a);
+  tb::map_linearly(g, b);
+  auto c = tb::ops::matmul(g, prog, a, b);
+  auto const b4 = bias(40, "b4");
+  tb::ops::map_in_place<float, float>(g, prog, relu(_1 + _2), c, b4);
+  auto const d = tb::ops::map<float, float>(g, prog, _1 - _2, c, b4);  // a new tensor: not fused
+
+  auto const exe = tb::compile(g, {.allow_out_of_memory = true}, prog);
+  std::vector<std::pair<tb::Tensor, std::vector<float>>> inputs;
+  unsigned seed = 10;
+  for (auto const& t : {x1, w1, b1, x2, w2, b2, w3, b3, a, b, b4})
+    inputs.emplace_back(t, tbt::values<float>(t.num_elements(), false, seed++));
+  auto const run = [&](std::size_t threads, bool host, bool fuse) {
+    tb::Engine e{exe, {.host_threads = threads, .host_kernels = host, .fuse_host_paths = fuse}};
+    for (auto const& [t, v] : inputs) e.write(t, v);
+    e.run();
+    std::size_t fused = 0;
+    auto const profile = e.profile();
+    for (auto const& step : profile.programs[0])
+      if (step.kind == "host_path" && step.label.find("(fused into the host path before)") != std::string::npos) ++fused;
+    CHECK(fused == (host && fuse ? 3u : 0u));  // the pointwise convolution, the stem, the matmul
+    std::vector<std::vector<float>> out;
+    for (auto const& t : {y1, y2, y3, c, d}) out.push_back(e.read<float>(t));
+    return out;
+  };
+  auto const want = run(1, false, false);
+  for (std::size_t threads : {1, 2, 3})
+    for (bool fuse : {true, false}) {
+      CAPTURE(threads);
+      CAPTURE(fuse);
+      auto const got = run(threads, true, fuse);
       for (std::size_t i = 0; i < got.size(); ++i) {
         CAPTURE(i);
         REQUIRE(got[i].size() == want[i].size());

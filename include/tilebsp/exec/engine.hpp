@@ -27,6 +27,10 @@ struct EngineOptions {
   /// Run the host task of each host path (host_path(): an operator's faster host implementation) in place of its
   /// body (same results, bitwise). Off: every body runs, vertex by vertex, for checking or debugging a kernel.
   bool host_kernels = true;
+  /// Where a host path that writes a range (a convolution, a matmul) is followed directly by one that computes that
+  /// range element by element (its bias and activation map), run the second on each part of the range as the
+  /// first finishes it, while the part is in the cache (HostKernel::writes / elementwise). The same values.
+  bool fuse_host_paths = true;
   /// The processes sharing a replicated executable's replicas (e.g. tilebsp::mpi::Communicator): this engine runs
   /// its share and the collectives go through it. None: this engine runs every replica.
   std::shared_ptr<Communicator> communicator{};

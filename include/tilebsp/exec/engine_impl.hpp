@@ -33,7 +33,7 @@
 namespace tilebsp {
 
 TILEBSP_INLINE exec::detail::EngineCore::EngineCore(Executable exe, EngineOptions const& opt)
-    : exe_(std::move(exe)), s_(exe_.schedule()), g_(*s_.graph), threads_(static_cast<unsigned>(opt.host_threads ? opt.host_threads : std::max(1u, std::thread::hardware_concurrency()))), profiling_(opt.profiling), host_kernels_(opt.host_kernels), comm_(opt.communicator), team_(threads_), barrier_(threads_) {
+    : exe_(std::move(exe)), s_(exe_.schedule()), g_(*s_.graph), threads_(static_cast<unsigned>(opt.host_threads ? opt.host_threads : std::max(1u, std::thread::hardware_concurrency()))), profiling_(opt.profiling), host_kernels_(opt.host_kernels), fuse_host_paths_(opt.fuse_host_paths), comm_(opt.communicator), team_(threads_), barrier_(threads_) {
   auto const started = std::chrono::steady_clock::now();
   logging::check_environment();
   CacheSizes const caches = cache_sizes();  // a malformed TILEBSP_CACHE_SIZES: option_error, before a kernel runs

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 
 namespace tilebsp {
 
@@ -20,9 +21,22 @@ struct HostBinding {
   /// (weights packed for its micro-kernel) and rebuild it when the counter has moved. Null for a variable the
   /// program writes (compute sets, exchanges, input streams).
   std::function<std::uint64_t const*(std::uint32_t var)> host_writes;
+  /// The threads that will run the task (a kernel may divide its work, or decide to fuse, by it).
+  unsigned threads = 1;
 
   std::byte* operator()(std::uint32_t var) const { return address(var); }
 };
+
+/// Elements [start, start + count) of variable `var`, in its element order.
+struct VarRange {
+  std::uint32_t var = 0;
+  std::int64_t start = 0, count = 0;
+  friend bool operator==(VarRange const&, VarRange const&) = default;
+};
+
+/// An elementwise step bound to run on part of its range: computes elements [begin, end) (offsets from the range's
+/// start) on the calling thread.
+using Epilogue = std::function<void(std::int64_t begin, std::int64_t end)>;
 
 /// A host implementation of a span of program (see host_path()). Contract: running the bound task writes bitwise
 /// the same values that the span's body would write to every tensor read after it (an operator's internal
@@ -30,8 +44,23 @@ struct HostBinding {
 /// same results. bind() is called once per Engine and replica (each replica's memory; the Engine runs the replicas'
 /// tasks one after another, a barrier between them); an empty task (or an empty bind) means "run the body", for
 /// example when an operand is not one strided variable.
+///
+/// Two optional descriptions let the Engine run a span's elementwise successor inside it (EngineOptions::
+/// fuse_host_paths), on each part of a result while that part is still in the cache, as oneDNN's post-ops and
+/// ONNX Runtime's fused activations do:
+/// - a producer sets `writes` (every element of the range, and nothing else that a later step reads) and
+///   `bind_with`, which binds a task that also calls the epilogue on each part of `writes` once the part's values
+///   are final: every element exactly once, on the thread that wrote it, before the task returns (or binds nothing
+///   where fusing would not pay: the spans then run one after the other);
+/// - an elementwise span sets `elementwise` (element e of the range is written from element e of the range and
+///   from variables the span does not write) and `bind_elements`, which binds that computation for any part.
+/// The values are those of the two spans run one after the other.
 struct HostKernel {
   std::function<HostTask(HostBinding const&)> bind;
+  std::optional<VarRange> writes;
+  std::function<HostTask(HostBinding const&, Epilogue)> bind_with;
+  std::optional<VarRange> elementwise;
+  std::function<Epilogue(HostBinding const&)> bind_elements;
   explicit operator bool() const noexcept { return static_cast<bool>(bind); }
 };
 

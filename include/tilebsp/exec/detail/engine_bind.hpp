@@ -10,11 +10,58 @@
 namespace tilebsp {
 
 TILEBSP_INLINE void exec::detail::EngineCore::bind_host_paths() {
+  // Pairs to fuse: host path i whose body is followed directly by host path j, where i writes exactly the range
+  // that j computes element by element, and no jump or branch lands on j (it runs only after i).
+  std::vector<std::int32_t> follower(s_.host_paths.size(), -1);
+  fused_end_.assign(s_.host_paths.size(), 0);
+  if (host_kernels_ && fuse_host_paths_) {
+    for (std::size_t pi = 0; pi < s_.programs.size(); ++pi) {
+      auto const& code = s_.programs[pi].code;
+      std::vector<bool> target(code.size() + 1, false);
+      for (auto const& in : code)
+        if (in.op == schedule::Op::repeat_begin || in.op == schedule::Op::repeat_end || in.op == schedule::Op::branch_if_false ||
+            in.op == schedule::Op::jump)
+          target[static_cast<std::size_t>(in.b)] = true;
+      for (auto const& b : s_.branches)
+        if (b.program == pi) target[b.begin] = target[b.end] = true;
+      for (auto const& in : code) {
+        if (in.op != schedule::Op::host_path) continue;
+        auto const next = static_cast<std::size_t>(in.b);
+        if (next >= code.size() || code[next].op != schedule::Op::host_path || target[next]) continue;
+        auto const& first = s_.host_paths[static_cast<std::size_t>(in.a)].kernel;
+        auto const& second = s_.host_paths[static_cast<std::size_t>(code[next].a)].kernel;
+        if (first.writes && first.bind_with && second.elementwise && second.bind_elements && *first.writes == *second.elementwise) {
+          follower[static_cast<std::size_t>(in.a)] = code[next].a;
+          fused_end_[static_cast<std::size_t>(in.a)] = static_cast<std::uint32_t>(code[next].b);
+        }
+      }
+    }
+  }
   for (auto& r : reps_) {
     HostBinding const at{[&r](std::uint32_t var) { return r.data.at(var).get(); },
-                         [&r](std::uint32_t var) { return r.host_writes.at(var) ? &*r.host_writes[var] : nullptr; }};
+                         [&r](std::uint32_t var) { return r.host_writes.at(var) ? &*r.host_writes[var] : nullptr; }, threads_};
     for (auto const& hp : s_.host_paths) r.paths.push_back(host_kernels_ && hp.kernel ? hp.kernel.bind(at) : HostTask{});
+    for (std::size_t i = 0; i < follower.size(); ++i) {
+      if (follower[i] < 0 || !r.paths[i] || !r.paths[static_cast<std::size_t>(follower[i])]) {
+        fused_end_[i] = 0;
+        continue;
+      }
+      Epilogue epilogue = s_.host_paths[static_cast<std::size_t>(follower[i])].kernel.bind_elements(at);
+      HostTask fused = epilogue ? s_.host_paths[i].kernel.bind_with(at, std::move(epilogue)) : HostTask{};
+      if (fused) r.paths[i] = std::move(fused);
+      else fused_end_[i] = 0;
+    }
   }
+  // A pair fuses in every replica or in none (replicas run in lockstep); unfused, i's task is its own.
+  fused_away_.assign(s_.host_paths.size(), false);
+  for (std::size_t i = 0; i < follower.size(); ++i)
+    if (follower[i] >= 0 && fused_end_[i]) fused_away_[static_cast<std::size_t>(follower[i])] = true;
+    else if (follower[i] >= 0)
+      for (auto& r : reps_) {
+        HostBinding const at{[&r](std::uint32_t var) { return r.data.at(var).get(); },
+                             [&r](std::uint32_t var) { return r.host_writes.at(var) ? &*r.host_writes[var] : nullptr; }, threads_};
+        r.paths[i] = s_.host_paths[i].kernel.bind(at);
+      }
 }
 
 TILEBSP_INLINE void exec::detail::EngineCore::mark_program_writes() {

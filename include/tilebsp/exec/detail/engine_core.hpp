@@ -167,6 +167,11 @@ class EngineCore {
   bool profiling_;
   bool trace_ = false;  ///< log each step run (LogLevel::trace), decided per run()
   bool host_kernels_;
+  bool fuse_host_paths_;
+  /// Per host path: the pc after the body of the elementwise host path fused into its task (it then runs as an
+  /// epilogue and the interpreter jumps past both), or 0 for none.
+  std::vector<std::uint32_t> fused_end_;
+  std::vector<bool> fused_away_;  ///< per host path: runs as the epilogue of the one before
   std::shared_ptr<Communicator> comm_;
   std::size_t replicas_ = 1, first_ = 0, local_ = 1;  ///< all replicas; this engine's: first_ .. first_ + local_ - 1
   std::vector<ReplicaState> reps_;                    ///< local replicas
@@ -175,7 +180,8 @@ class EngineCore {
   void (*write_report_)(EngineCore const&) noexcept = nullptr;  ///< writes it (set with report_dir_), logs a failure
 
  private:
-  /// Binds each host path's kernel to this engine's memory (host kernels on); an empty task runs the body.
+  /// Binds each host path's kernel to this engine's memory (host kernels on); an empty task runs the body. Fuses
+  /// elementwise host paths into the producers they follow (fuse_host_paths_).
   void bind_host_paths();
   /// Variables no step writes get a host-write counter (HostBinding::host_writes); the others none.
   void mark_program_writes();

@@ -142,7 +142,9 @@ TILEBSP_INLINE bool exec::detail::EngineCore::run_code(std::size_t program, std:
             guarded([&] { r.paths[static_cast<std::size_t>(in.a)](tid, lane.threads); });
             if (barrier.arrive_and_wait(failed)) return false;
           }
-          next = static_cast<std::size_t>(in.b);
+          // Past the body, or past the elementwise host path fused into this task and its body.
+          auto const fused = fused_end_[static_cast<std::size_t>(in.a)];
+          next = fused ? fused : static_cast<std::size_t>(in.b);
           // The model runs the body: its steps count once each (their estimated cycles), the host time stays on
           // this step.
           if (tid == 0)

@@ -120,7 +120,8 @@ TILEBSP_COLD TILEBSP_INLINE void exec::detail::EngineCore::describe_step(std::si
         case schedule::Op::host_path:
           sp.kind = "host_path";
           sp.label = "host path '" + s_.host_paths[static_cast<std::size_t>(in.a)].name + "'" +
-                     (reps_[0].paths[static_cast<std::size_t>(in.a)] ? "" : " (body runs)");
+                     (!reps_[0].paths[static_cast<std::size_t>(in.a)] ? " (body runs)"
+                      : fused_away_[static_cast<std::size_t>(in.a)] ? " (fused into the host path before)" : "");
           // The operator whose compute sets the body runs (host time stays on this step when the task runs).
           for (std::size_t q = pc + 1; q < static_cast<std::size_t>(in.b) && sp.op < 0; ++q)
             if (auto const& bi = s_.programs[pi].code[q]; bi.op == schedule::Op::superstep && bi.a >= 0) {

@@ -28,7 +28,9 @@ template <class TS, class TW, class TP, class TO>
 class ConvHostKernel {
  public:
   ConvHostKernel(ConvPlan const& p, ConvViews const& v, float alpha) {
-    auto s = std::make_shared<State>(State{p, v.src.affine(), v.other.affine(), v.out.affine(), alpha});
+    auto s = std::make_shared<State>(State{p, v.src.affine(), v.other.affine(), v.out.affine(), alpha, std::nullopt});
+    // A forward-like pass runs an epilogue on each unit's block once it is final (HostKernel::writes).
+    if (p.problem.kind != ConvPass::weight_update) s->writes = dense_range(v.out);
     if (one_variable_each(s->src, s->other, s->out)) s_ = std::move(s);
   }
   HostKernel kernel() const { return host_kernel_of(s_); }
@@ -51,14 +53,15 @@ class ConvHostKernel {
     ConvPlan plan;
     std::optional<tilebsp::core::detail::Affine> src, other, out;
     float alpha;
+    std::optional<VarRange> writes;
 
     Bound bind(HostBinding const& at) const {
-      Bound r{at(src->var), at(other->var), at(out->var), std::make_shared<UnitQueue>(), nullptr};
       auto const& q = plan.problem;
+      Bound r{at(src->var), at(other->var), at(out->var), std::make_shared<UnitQueue>(), nullptr};
       // Only the host writes the weights (not a training step's update): transform them once per write (the same
       // bits as each unit transforming its own).
-      if (std::uint64_t const* writes = at.host_writes ? at.host_writes(other->var) : nullptr; writes && q.loop.winograd) {
-        r.wino = std::make_shared<PreparedWeights>(HostWriteCache(writes, q.groups));
+      if (std::uint64_t const* counter = at.host_writes ? at.host_writes(other->var) : nullptr; counter && q.loop.winograd) {
+        r.wino = std::make_shared<PreparedWeights>(HostWriteCache(counter, q.groups));
         r.wino->layout = simd::wino_weights_layout(nullptr, q.j, q.c);
         r.wino->data = r.wino->storage.get(q.groups * r.wino->layout.group_stride);
         r.wino->layout.data = r.wino->data;
@@ -66,12 +69,16 @@ class ConvHostKernel {
       return r;
     }
 
-    void run(Bound const& at, unsigned /*t*/, unsigned threads) const {
+    /// How a run on `threads` threads divides the work into units: chunks of each dimension, and their number.
+    struct Split {
+      std::int64_t gc, cc, jc, bc, oc, rc, units;
+    };
+    Split split(unsigned threads) const {
       auto const& q = plan.problem;
       bool const wu = q.kind == ConvPass::weight_update;
-      auto const s6 = affine_operand6<TS const>(*src, at.src);
-      auto const o6 = affine_operand6<TW const>(*other, at.other);
-      auto const d6 = affine_operand6<TO>(*out, at.out);
+      std::int64_t const G = static_cast<std::int64_t>(q.groups), C = static_cast<std::int64_t>(q.c),
+                         J = static_cast<std::int64_t>(q.j);
+      auto const& D = q.loop.dim;
       auto const L = static_cast<std::int64_t>(simd::lanes);
       // Units: forward-like, chunks of groups x lane channels x images (n, o0) x rows o1; weight gradient, chunks
       // of groups x lane channels x reduction channels. Channel chunks are split first (each unit packs only its
@@ -81,9 +88,6 @@ class ConvHostKernel {
       // fewer than 4 channels cannot use the row kernel: the 56² grouped layer's 4 split in 2 ran at a fifth of the
       // speed). Until there are at least 8 units per thread where the problem allows, handed out first come first
       // served (a unit's values do not depend on the thread), so that a thread the machine slows down takes fewer.
-      std::int64_t const G = static_cast<std::int64_t>(q.groups), C = static_cast<std::int64_t>(q.c),
-                         J = static_cast<std::int64_t>(q.j);
-      auto const& D = q.loop.dim;
       std::int64_t const want = 8 * static_cast<std::int64_t>(threads);
       std::int64_t const per_vec = C >= L ? 1 : std::max<std::int64_t>(1, L / C);
       std::int64_t const B = static_cast<std::int64_t>(q.batch);
@@ -111,9 +115,33 @@ class ConvHostKernel {
         else if (wu && jc > 8) jc = std::max<std::int64_t>(8, (jc + 1) / 2);
         else break;
       }
+      return {gc, cc, jc, bc, oc, rc, units_now()};
+    }
+
+    /// Whether a run on `threads` threads has each unit finish whole rows of channels, so that an epilogue runs on
+    /// long runs of the result while they are in the cache (HostKernel::bind_with). Units of some groups or
+    /// channels (depthwise convolutions, wide layers) would hand it runs of a vector or two: measured slower than
+    /// the separate pass.
+    bool fuses(HostBinding const& at) const {
+      Split const sp = split(at.threads);
+      return sp.gc == static_cast<std::int64_t>(plan.problem.groups) && sp.cc == static_cast<std::int64_t>(plan.problem.c);
+    }
+
+    void run(Bound const& at, unsigned /*t*/, unsigned threads, Epilogue const* epilogue = nullptr) const {
+      auto const& q = plan.problem;
+      bool const wu = q.kind == ConvPass::weight_update;
+      auto const s6 = affine_operand6<TS const>(*src, at.src);
+      auto const o6 = affine_operand6<TW const>(*other, at.other);
+      auto const d6 = affine_operand6<TO>(*out, at.out);
+      Split const sp = split(threads);
+      std::int64_t const G = static_cast<std::int64_t>(q.groups), C = static_cast<std::int64_t>(q.c),
+                         J = static_cast<std::int64_t>(q.j), B = static_cast<std::int64_t>(q.batch);
+      auto const& D = q.loop.dim;
+      std::int64_t const gc = sp.gc, cc = sp.cc, jc = sp.jc, bc = sp.bc, oc = sp.oc, rc = sp.rc;
+      auto const chunks = [](std::int64_t n, std::int64_t c) { return (n + c - 1) / c; };
       std::int64_t const ng = chunks(G, gc), nc = chunks(C, cc), nj = chunks(J, jc);
       std::int64_t const nr = chunks(D[1].out, rc), no = chunks(D[0].out, oc);
-      std::int64_t const units = units_now();
+      std::int64_t const units = sp.units;
       at.queue->run(static_cast<std::size_t>(units), threads, [&](std::size_t u) {
         auto x = static_cast<std::int64_t>(u);
         simd::ConvRange r;
@@ -134,11 +162,32 @@ class ConvHostKernel {
           x /= no;
           r.n0 = x * bc, r.n1 = std::min(B, r.n0 + bc);
           forward_unit(at, r, s6, o6, d6);
+          if (epilogue) finished(*epilogue, r, d6);  // the unit's block, while it is in the cache
         } else {
           r.n0 = 0, r.n1 = static_cast<std::int64_t>(q.batch);
           gradient_unit(r, s6, o6, d6);
         }
       });
+    }
+
+    /// Runs `epilogue` on the final values of block `r` of the result: the innermost dimensions that lie end to
+    /// end form one run; the others are walked like an odometer.
+    void finished(Epilogue const& epilogue, simd::ConvRange const& r, simd::Operand6<TO> const& d6) const {
+      std::array<std::int64_t, 6> const lo{r.n0, r.lo[0], r.lo[1], r.lo[2], r.g0, r.c0};
+      std::array<std::int64_t, 6> const ext{r.n1 - r.n0, r.hi[0] - r.lo[0], r.hi[1] - r.lo[1], r.hi[2] - r.lo[2], r.g1 - r.g0, r.c1 - r.c0};
+      if (std::find_if(ext.begin(), ext.end(), [](std::int64_t e) { return e <= 0; }) != ext.end()) return;
+      std::int64_t len = 1;
+      std::size_t outer = 6;
+      while (outer > 0 && (ext[outer - 1] == 1 || d6.stride[outer - 1] == len)) len *= ext[--outer];
+      EpilogueRuns runs(&epilogue, d6.data, sizeof(TO));
+      std::array<std::int64_t, 6> idx = lo;
+      for (;;) {
+        runs.add(d6.at(idx[0], idx[1], idx[2], idx[3], idx[4], idx[5]), len);
+        std::size_t d = outer;
+        while (d > 0 && ++idx[d - 1] == lo[d - 1] + ext[d - 1]) idx[d - 1] = lo[d - 1], --d;
+        if (d == 0) break;
+      }
+      runs.flush();
     }
 
     /// The plan's reduction structure for one forward-like unit.

@@ -2,12 +2,17 @@
 // writes, and the HostKernel of an operator state.
 #pragma once
 
+#include <tilebsp/core/tensor.hpp>
 #include <tilebsp/program/host_task.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
 
 namespace tilebsp::ops::detail {
 
@@ -80,15 +85,86 @@ class HostWriteCache {
   std::unique_ptr<Piece[]> pieces_;
 };
 
+/// The elements a tensor views as a VarRange: when it is a strided view of one variable that covers a range of
+/// it exactly, each element once (in any order of its dimensions). None otherwise.
+inline std::optional<VarRange> dense_range(Tensor const& t) {
+  auto const a = t.affine();
+  if (!a) return std::nullopt;
+  auto const shape = t.shape();
+  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (stride, extent) of the dimensions that vary
+  std::int64_t count = 1;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    count *= static_cast<std::int64_t>(shape[d]);
+    if (shape[d] > 1) dims.emplace_back(a->strides[d], static_cast<std::int64_t>(shape[d]));
+  }
+  std::sort(dims.begin(), dims.end());
+  std::int64_t inner = 1;
+  for (auto const& [stride, extent] : dims) {
+    if (stride != inner) return std::nullopt;
+    inner *= extent;
+  }
+  return VarRange{a->var, a->start, count};
+}
+
+/// Hands a producer's finished parts to its epilogue as runs of consecutive elements, joining adjacent runs.
+class EpilogueRuns {
+ public:
+  /// `first`: the address of the range's first element.
+  EpilogueRuns(Epilogue const* epilogue, void const* first, std::size_t element_bytes)
+      : f_(epilogue), first_(static_cast<std::byte const*>(first)), bytes_(static_cast<std::ptrdiff_t>(element_bytes)) {}
+  /// Elements [p, p + n) of the range, given by the address of the first.
+  void add(void const* p, std::int64_t n) {
+    std::int64_t const b = (static_cast<std::byte const*>(p) - first_) / bytes_;
+    if (b != end_) flush();
+    if (end_ == begin_) begin_ = b, end_ = b;
+    end_ += n;
+  }
+  /// Runs the epilogue on the runs added so far.
+  void flush() {
+    if (end_ > begin_) (*f_)(begin_, end_);
+    begin_ = end_ = -1;
+  }
+
+ private:
+  Epilogue const* f_;
+  std::byte const* first_;
+  std::ptrdiff_t bytes_;
+  std::int64_t begin_ = -1, end_ = -1;
+};
+
 /// The HostKernel of an operator whose host implementation is `State`: `state->bind(HostBinding const&)` returns
 /// what `state->run(bound, thread, threads)` needs. A null state gives an empty kernel (the body runs).
+/// A State with a `writes` range (std::optional<VarRange>), run(bound, thread, threads, Epilogue const*) and
+/// fuses(HostBinding const&) (whether an epilogue pays in a run on that many threads) is a producer; one with an
+/// `elementwise` range and range(bound, begin, end) an elementwise span (HostKernel).
 template <class State>
 HostKernel host_kernel_of(std::shared_ptr<State const> const& state) {
   if (!state) return {};
-  return {[s = state](HostBinding const& at) -> HostTask {
+  HostKernel k;
+  k.bind = [s = state](HostBinding const& at) -> HostTask {
     auto const bound = s->bind(at);
     return [s, bound](unsigned t, unsigned threads) { s->run(bound, t, threads); };
-  }};
+  };
+  if constexpr (requires { state->writes; }) {
+    if (state->writes) {
+      k.writes = state->writes;
+      k.bind_with = [s = state](HostBinding const& at, Epilogue epilogue) -> HostTask {
+        if (!s->fuses(at)) return {};
+        auto const bound = s->bind(at);
+        return [s, bound, epilogue = std::move(epilogue)](unsigned t, unsigned threads) { s->run(bound, t, threads, &epilogue); };
+      };
+    }
+  }
+  if constexpr (requires { state->elementwise; }) {
+    if (state->elementwise) {
+      k.elementwise = state->elementwise;
+      k.bind_elements = [s = state](HostBinding const& at) -> Epilogue {
+        auto const bound = s->bind(at);
+        return [s, bound](std::int64_t begin, std::int64_t end) { s->range(bound, begin, end); };
+      };
+    }
+  }
+  return k;
 }
 
 }  // namespace tilebsp::ops::detail

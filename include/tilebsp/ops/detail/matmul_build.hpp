@@ -60,7 +60,8 @@ template <class TA, class TP, class TO>
 class MatmulHostKernel {
  public:
   MatmulHostKernel(MatmulPlan const& p, Tensor const& a3, Tensor const& b3, Tensor const& c3, float alpha) {
-    auto s = std::make_shared<State>(State{p, a3.affine(), b3.affine(), c3.affine(), alpha});
+    auto s = std::make_shared<State>(State{p, a3.affine(), b3.affine(), c3.affine(), alpha, std::nullopt});
+    s->writes = dense_range(c3);  // an epilogue runs on each block once final (HostKernel::writes)
     if (one_variable_each(s->a, s->b, s->c)) s_ = std::move(s);
   }
   HostKernel kernel() const { return host_kernel_of(s_); }
@@ -86,20 +87,21 @@ class MatmulHostKernel {
     MatmulPlan plan;
     std::optional<tilebsp::core::detail::Affine> a, b, c;
     float alpha;
+    std::optional<VarRange> writes;
 
     Bound bind(HostBinding const& at) const {
-      Bound r{at(a->var), at(b->var), at(c->var), std::make_shared<UnitQueue>(), nullptr};
       auto const& q = plan.problem;
+      Bound r{at(a->var), at(b->var), at(c->var), std::make_shared<UnitQueue>(), nullptr};
       bool const packable = !plan.reduce || (std::is_same_v<TP, float> && plan.k_step <= simd::gemm_kc);
-      if (std::uint64_t const* writes = at.host_writes ? at.host_writes(b->var) : nullptr; writes && packable && q.k > 0) {
+      if (std::uint64_t const* counter = at.host_writes ? at.host_writes(b->var) : nullptr; counter && packable && q.k > 0) {
         std::size_t const pieces = (q.n + simd::gemm_nr - 1) / simd::gemm_nr, ld = pieces * simd::gemm_nr;
-        r.packed = std::make_shared<PackedOperand>(HostWriteCache(writes, q.groups * pieces), ld, q.k * ld, pieces);
+        r.packed = std::make_shared<PackedOperand>(HostWriteCache(counter, q.groups * pieces), ld, q.k * ld, pieces);
         r.packed->data = r.packed->storage.get(q.groups * q.k * ld);
       }
       return r;
     }
 
-    void run(Bound const& at, unsigned /*t*/, unsigned threads) const {
+    void run(Bound const& at, unsigned /*t*/, unsigned threads, Epilogue const* epilogue = nullptr) const {
       auto const& q = plan.problem;
       // Output blocks, handed out first come first served (a block's values do not depend on the thread or the
       // division). Column panels first (each block reads or packs only its own columns of B), at most 256 wide and
@@ -108,10 +110,9 @@ class MatmulHostKernel {
       // the rows allow, and up to 4 per thread while a block keeps at least the gemm's L2 block of rows (MC), so
       // that a thread the machine slows down takes fewer. Blocks of MC rows cost no more traffic than one block of
       // their sum: the gemm streams its K block of B once per MC rows either way.
-      std::size_t const nr = simd::gemm_nr, mr = simd::gemm_mr, mcb = simd::blocks().gemm_mc;
+      std::size_t const mr = simd::gemm_mr, mcb = simd::blocks().gemm_mc;
       auto const up = [](std::size_t v, std::size_t m) { return (v + m - 1) / m * m; };
-      bool const tall = q.m >= 4 * q.n && q.n <= 256;
-      std::size_t const cc = q.n <= nr || tall ? q.n : std::min<std::size_t>(256, up(std::max(nr, (q.n + threads - 1) / threads), nr));
+      std::size_t const cc = column_block(threads);
       std::size_t const col_blocks = q.groups * ((q.n + cc - 1) / cc);
       auto const rows_for = [&](std::size_t per_thread) {
         std::size_t const want = per_thread * std::size_t{threads};
@@ -124,11 +125,43 @@ class MatmulHostKernel {
         rc = fine > mcb ? std::min(rc, up(fine, mcb)) : fine;  // whole MC blocks where a block has more
       auto const blocks = [&] { return col_blocks * ((q.m + rc - 1) / rc); };
       std::size_t const mc = (q.m + rc - 1) / rc, nc = (q.n + cc - 1) / cc;
+      // With an epilogue (blocks of whole rows: fuses), a block runs in parts of micro-kernel rows within a
+      // quarter of L2 (a row's values do not depend on the part), each handed to the epilogue while it is still in
+      // the cache.
+      std::size_t const part = std::max(mr, tilebsp::core::detail::blocking_cache_sizes().l2 / 4 / (cc * sizeof(TO)) / mr * mr);
       at.queue->run(blocks(), threads, [&](std::size_t u) {
-        std::size_t const g = u / (mc * nc), r0 = u / nc % mc * rc, c0 = u % nc * cc;
-        block(at, g, r0, std::min(q.m, r0 + rc), c0, std::min(q.n, c0 + cc));
+        std::size_t const g = u / (mc * nc), r0 = u / nc % mc * rc, c0 = u % nc * cc, r1 = std::min(q.m, r0 + rc),
+                          c1 = std::min(q.n, c0 + cc);
+        if (!epilogue) return block(at, g, r0, r1, c0, c1);
+        auto const& sc = c->strides;
+        TO const* first = reinterpret_cast<TO const*>(at.c) + c->start;
+        for (std::size_t p0 = r0; p0 < r1; p0 += part) {
+          std::size_t const p1 = std::min(r1, p0 + part);
+          block(at, g, p0, p1, c0, c1);
+          EpilogueRuns runs(epilogue, first, sizeof(TO));
+          for (std::size_t r = p0; r < p1; ++r) {
+            TO const* row = first + static_cast<std::ptrdiff_t>(g) * sc[0] + static_cast<std::ptrdiff_t>(r) * sc[1] +
+                            static_cast<std::ptrdiff_t>(c0) * sc[2];
+            if (sc[2] == 1) runs.add(row, static_cast<std::int64_t>(c1 - c0));
+            else
+              for (std::size_t col = c0; col < c1; ++col) runs.add(row + static_cast<std::ptrdiff_t>(col - c0) * sc[2], 1);
+          }
+          runs.flush();
+        }
       });
     }
+    /// Columns per output block of a run on `threads` threads (run).
+    std::size_t column_block(unsigned threads) const {
+      auto const& q = plan.problem;
+      std::size_t const nr = simd::gemm_nr;
+      auto const up = [](std::size_t v, std::size_t m) { return (v + m - 1) / m * m; };
+      bool const tall = q.m >= 4 * q.n && q.n <= 256;
+      return q.n <= nr || tall ? q.n : std::min<std::size_t>(256, up(std::max(nr, (q.n + threads - 1) / threads), nr));
+    }
+    /// Whether a run on `threads` threads has blocks of whole rows, so that an epilogue runs on long runs of the
+    /// result while they are in the cache (HostKernel::bind_with). Blocks of some columns would hand it rows of 256
+    /// or fewer: measured slower than the separate pass.
+    bool fuses(HostBinding const& at) const { return column_block(at.threads) >= plan.problem.n; }
     void block(Bound const& at, std::size_t g, std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) const {
       auto const& q = plan.problem;
       auto const& sa = a->strides;

@@ -78,6 +78,12 @@ class MapHostKernel {
     if (inner < 16 && inner < st->total) return;
     st->inner = inner;
     st->outer_rank = d;
+    // Elementwise (HostKernel) where the output lies in the variable in its own element order: element i at
+    // start + i, which an operand in the output's variable reads in place (checked above).
+    bool row_major = true;
+    for (std::size_t k = shape.size(), step = 1; k-- > 0; step *= shape[k])
+      row_major = row_major && (shape[k] == 1 || st->strides[N][k] == static_cast<std::int64_t>(step));
+    if (row_major) st->elementwise = VarRange{o->var, o->start, static_cast<std::int64_t>(st->total)};
     for (std::size_t k = 0; k < N; ++k)
       if (mode[k] == 2) st->segment_scalars |= 1u << k;
     s_ = std::move(st);
@@ -97,6 +103,7 @@ class MapHostKernel {
     std::array<std::int64_t, N + 1> start{};
     std::array<std::vector<std::int64_t>, N + 1> strides;
     std::array<std::size_t, N + 1> width{};
+    std::optional<VarRange> elementwise;
 
     std::array<std::byte*, N + 1> bind(HostBinding const& at) const {
       std::array<std::byte*, N + 1> base{};
@@ -107,7 +114,14 @@ class MapHostKernel {
     void run(std::array<std::byte*, N + 1> const& base, unsigned t, unsigned threads) const {
       // Equal shares in whole 16-element batches.
       std::size_t const batches = (total + 15) / 16;
-      std::size_t const b0 = batches * t / threads * 16, b1 = std::min(total, batches * (t + 1) / threads * 16);
+      range(base, static_cast<std::int64_t>(batches * t / threads * 16),
+            static_cast<std::int64_t>(std::min(total, batches * (t + 1) / threads * 16)), stream);
+    }
+
+    /// Elements [first, last) of the output in its element order (each element's value does not depend on the
+    /// range), with streaming stores where `streaming`.
+    void range(std::array<std::byte*, N + 1> const& base, std::int64_t first, std::int64_t last, bool streaming = false) const {
+      std::size_t const b0 = static_cast<std::size_t>(first), b1 = static_cast<std::size_t>(last);
       // Whole segments run as rows along the innermost outer dimension, one evaluate_rows call for as many as
       // that dimension has left (a channels-last bias map: a row per position, its channels a segment).
       std::size_t const row_dim = outer_rank > 0 ? outer_rank - 1 : 0, per_row = outer_rank > 0 ? shape[row_dim] : 1;
@@ -121,7 +135,7 @@ class MapHostKernel {
       // is one segment, each repeating operand's row laid out that many times in a buffer of this thread: the same
       // values, element for element.
       std::uint32_t repeating = 0;
-      bool tiled = outer_rank > 0 && !stream && inner < tiled_elements && out_step == static_cast<std::ptrdiff_t>(inner * width[N]);
+      bool tiled = outer_rank > 0 && !streaming && inner < tiled_elements && out_step == static_cast<std::ptrdiff_t>(inner * width[N]);
       for (std::size_t k = 0; k < N && tiled; ++k) {
         if (scalars >> k & 1u) continue;
         if (segment_scalars >> k & 1u) tiled = step[k] == 0;  // one value for all the rows, or not tiled
@@ -170,8 +184,8 @@ class MapHostKernel {
               if (!((repeating | tile.scalar) >> k & 1u))
                 tile.ptr[k] = static_cast<std::byte const*>(tile.ptr[k]) + static_cast<std::ptrdiff_t>(m) * step[k];
           }
-        } else if (rows > 1) expr::evaluate_rows<In, Out>(e, o, N, dst, n, rows, step.data(), out_step, stream);
-        else expr::evaluate<In, Out>(e, o, N, dst, n, stream);
+        } else if (rows > 1) expr::evaluate_rows<In, Out>(e, o, N, dst, n, rows, step.data(), out_step, streaming);
+        else expr::evaluate<In, Out>(e, o, N, dst, n, streaming);
         i += rows * n;
       }
     }
