@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <utility>
 
 namespace tilebsp {
 
@@ -56,6 +57,10 @@ using Epilogue = std::function<void(std::int64_t begin, std::int64_t end)>;
 ///   from variables the span does not write) and `bind_elements`, which binds that computation for any part.
 /// The values are those of the two spans run one after the other.
 struct HostKernel {
+  HostKernel() = default;
+  /// A kernel of `bind` alone (HostKernel{[](HostBinding const& at) { ... }}).
+  HostKernel(std::function<HostTask(HostBinding const&)> b) : bind(std::move(b)) {}  // NOLINT: implicit, as the aggregate was
+
   std::function<HostTask(HostBinding const&)> bind;
   std::optional<VarRange> writes;
   std::function<HostTask(HostBinding const&, Epilogue)> bind_with;
