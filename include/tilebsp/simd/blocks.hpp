@@ -26,6 +26,7 @@ struct Blocks {
   std::size_t conv_box;    ///< bytes of input boxes a convolution pass keeps in L2: 3/16 of it (192K at 1M)
   std::size_t conv_weights;  ///< bytes of packed weights a batch of convolution columns shares: a quarter of L2
   std::size_t l1;          ///< bytes a pass over rows keeps in L1 (the convolutions' row chunks, Winograd's batches)
+  std::size_t epilogue;    ///< bytes of a result a host task hands its epilogue at once, still in L2: a quarter of it
 };
 
 constexpr Blocks blocks_for(CacheSizes const& c) noexcept {
@@ -33,7 +34,7 @@ constexpr Blocks blocks_for(CacheSizes const& c) noexcept {
   std::size_t const mc = c.l2 * 3 / 16 / (gemm_kc * sizeof(float)) / mr * mr;
   std::size_t const nc = c.l3 / 4 / (gemm_kc * sizeof(float)) / nr * nr;
   return {std::clamp<std::size_t>(mc, mr, 1024 / mr * mr), std::max<std::size_t>(nc, 4 * nr), std::max<std::size_t>(c.l2 * 3 / 16, 4096),
-          std::max<std::size_t>(c.l2 / 4, 4096), std::max<std::size_t>(c.l1d, 4096)};
+          std::max<std::size_t>(c.l2 / 4, 4096), std::max<std::size_t>(c.l1d, 4096), std::max<std::size_t>(c.l2 / 4, 4096)};
 }
 
 /// The blocks for the caches in force (TILEBSP_CACHE_SIZES or detected).

@@ -125,10 +125,10 @@ class MatmulHostKernel {
         rc = fine > mcb ? std::min(rc, up(fine, mcb)) : fine;  // whole MC blocks where a block has more
       auto const blocks = [&] { return col_blocks * ((q.m + rc - 1) / rc); };
       std::size_t const mc = (q.m + rc - 1) / rc, nc = (q.n + cc - 1) / cc;
-      // With an epilogue (blocks of whole rows: fuses), a block runs in parts of micro-kernel rows within a
-      // quarter of L2 (a row's values do not depend on the part), each handed to the epilogue while it is still in
+      // With an epilogue (blocks of whole rows: fuses), a block runs in parts of micro-kernel rows within
+      // Blocks::epilogue (a row's values do not depend on the part), each handed to the epilogue while it is still in
       // the cache.
-      std::size_t const part = std::max(mr, tilebsp::core::detail::blocking_cache_sizes().l2 / 4 / (cc * sizeof(TO)) / mr * mr);
+      std::size_t const part = std::max(mr, simd::blocks().epilogue / (cc * sizeof(TO)) / mr * mr);
       at.queue->run(blocks(), threads, [&](std::size_t u) {
         std::size_t const g = u / (mc * nc), r0 = u / nc % mc * rc, c0 = u % nc * cc, r1 = std::min(q.m, r0 + rc),
                           c1 = std::min(q.n, c0 + cc);
