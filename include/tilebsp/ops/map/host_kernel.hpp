@@ -79,8 +79,10 @@ class MapHostKernel {
     st->inner = inner;
     st->outer_rank = d;
     // Elementwise (HostKernel) where the output lies in the variable in its own element order: element i at
-    // start + i, which an operand in the output's variable reads in place (checked above).
+    // start + i, which an operand in the output's variable reads in place (checked above), not as a scalar (that
+    // would read element 0 of every part).
     bool row_major = true;
+    for (std::size_t k = 0; k < N; ++k) row_major = row_major && !(st->var[k] == o->var && (scalars >> k & 1u));
     for (std::size_t k = shape.size(), step = 1; k-- > 0; step *= shape[k])
       row_major = row_major && (shape[k] == 1 || st->strides[N][k] == static_cast<std::int64_t>(step));
     if (row_major) st->elementwise = VarRange{o->var, o->start, static_cast<std::int64_t>(st->total)};
