@@ -228,6 +228,26 @@ TEST_CASE("conv: groups 1, 2, 3, 4, 32 and depthwise, f32, exact for +-1 data") 
   }
 }
 
+TEST_CASE("conv: strided depthwise layers read their source in place, the same bits on 1, 2 and 3 threads") {
+  // Groups of one channel filling whole vectors at stride 2: the host splits rows before groups, and the kernels
+  // read the source where it lies (simd::detail::forward_in_place), the positions next to padding from boxes of
+  // their own; a 5x5 kernel on a small field keeps the boxes. Host kernels and vertices agree bitwise (check), and
+  // neither depends on the threads.
+  auto const t = tb::targets::tiny(16, 256 * 1024);
+  for (bool ones : {true, false})
+    for (auto const& p : {strided(padded(conv2d(2, 31, 29, 3, 3, 1, 1, 32), 1), {2, 2}),
+                          strided(padded(conv2d(1, 60, 60, 5, 5, 1, 1, 32), 2), {2, 2}),
+                          strided(padded(conv2d(1, 9, 9, 5, 5, 1, 1, 32), 2), {2, 2})}) {
+      Results const one = check<float>(t, p, ones, {}, 1);
+      for (std::size_t threads : {2, 3}) {
+        Results const more = check<float>(t, p, ones, {}, threads, false);
+        REQUIRE(more.out.size() == one.out.size());
+        CHECK(std::memcmp(more.out.data(), one.out.data(), one.out.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(more.dx.data(), one.dx.data(), one.dx.size() * sizeof(float)) == 0);
+      }
+    }
+}
+
 TEST_CASE("conv: odd channel counts, strides, padding, dilations, batch") {
   auto const t = tb::targets::tiny(16, 256 * 1024);
   for (bool ones : {true, false}) {

@@ -19,6 +19,7 @@
 #include <tilebsp/simd/arch.hpp>
 #include <tilebsp/simd/blocks.hpp>
 #include <tilebsp/simd/conv/forms.hpp>
+#include <tilebsp/simd/conv/positions.hpp>
 #include <tilebsp/simd/conv/rows.hpp>
 #include <tilebsp/simd/conv_loop.hpp>
 #include <tilebsp/simd/gemm.hpp>
@@ -64,6 +65,7 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
       return forward_rows(L, r, src, w, dst, load, cols, {fs.sidx.data(), static_cast<std::size_t>(cj)});
     }
   }
+  if (forward_blocks_source_in_place(L, r, src, cols)) return forward_in_place(L, r, src, w, dst, load, cols);
   fs.toff.resize(T);
   std::ptrdiff_t const ds = dst.stride[3];
   std::int64_t const nrow = r.hi[1] - r.lo[1], n0s = r.hi[0] - r.lo[0];
@@ -128,46 +130,8 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
       for (std::size_t c = c0; c < c1; ++c) {
         ConvColumn const& col = cols[c];
         std::size_t const VL = col.vectors * lanes;
-        BlockResults const res = forward_block_results(dst, col, load);
-        std::ptrdiff_t const* const off = res.off;
         TD* const base = dst.data + (col.g[0] - first.g[0]) * dst.stride[4] + (col.c[0] - first.c[0]) * dst.stride[5];
-        // Sums go from the registers into their rows of dst, or pass through accumulator rows.
-        float* const* rows_out = nullptr;
-        if (res.from_registers) {
-          fs.rows.resize(P);
-          for (std::size_t i = 0; i < P; ++i) fs.rows[i] = reinterpret_cast<float*>(base + fs.d[i]);
-          rows_out = fs.rows.data();
-        }
-        float* accrow = rows_out ? nullptr : conv_scratch(1).get(P * VL);
-        for (std::size_t i = 0; !rows_out && i < P; ++i) {  // initial values
-          float* a = accrow + i * VL;
-          if (!load) {
-            std::memset(a, 0, VL * sizeof(float));
-          } else {
-            TD const* d = base + fs.d[i];
-            load_lanes(a, d, off, VL);
-          }
-        }
-        with_column(col, [&]<std::size_t VV, std::size_t XX>() {
-          float* const acc0 = rows_out ? nullptr : accrow;
-          std::int32_t const* const pm = rows_out && res.permuted ? res.perm : nullptr;
-          auto const at = [&](std::size_t i0) { return rows_out ? rows_out + i0 : nullptr; };
-          auto const acc_at = [&](std::size_t i0) { return acc0 ? acc0 + i0 * VL : nullptr; };
-          // Blocks of nearly equal rows: no short block left over to run at the latency of a few chains.
-          constexpr std::size_t RB = block_rows(VV);
-          std::size_t const np = (P + RB - 1) / RB;
-          for (std::size_t b = 0; b < np; ++b) {
-            std::size_t const i0 = P * b / np, i1 = P * (b + 1) / np;
-            // The next block's destination rows, for writing: each is a cache miss when dst is large (the stem's
-            // output is 12.8 MB at batch 4), which a store would otherwise wait for at the block's end.
-            std::size_t const nnext = rows_out && b + 1 < np ? P * (b + 2) / np - i1 : 0;
-            with_rows<VV, XX>(i1 - i0, [&]<std::size_t RR, std::size_t V2, std::size_t X2>() {
-              forward_block<RR, V2, X2>(T, K, fs.toff.data(), ks, wc, fs.x.data() + i0, acc_at(i0), at(i0), pm, at(i1), nnext);
-            });
-          }
-        });
-        for (std::size_t i = 0; !rows_out && i < P; ++i)
-          store_lanes(base + fs.d[i], accrow + i * VL, off, VL, res.contiguous, res.used);
+        forward_positions(col, P, fs.x.data(), fs.d.data(), T, K, fs.toff.data(), ks, wc, dst, base, load);
         wc += Q * VL;
       }
     }

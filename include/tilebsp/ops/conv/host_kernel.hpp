@@ -91,7 +91,14 @@ class ConvHostKernel {
       std::int64_t const want = 8 * static_cast<std::int64_t>(threads);
       std::int64_t const per_vec = C >= L ? 1 : std::max<std::int64_t>(1, L / C);
       std::int64_t const B = static_cast<std::int64_t>(q.batch);
-      std::int64_t gc = G >= 2 * per_vec ? per_vec : G, cc = C, jc = J, bc = B, oc = D[0].out, rc = D[1].out;
+      // Strided layers of groups of one channel (depthwise) that read their source in place split images and rows
+      // before groups: a unit of a vector of groups reads a vector from every position of the image, spread over
+      // its lines (64 of 384 bytes at 96 channels), where a unit of rows reads its rows whole and each column finds
+      // them in L2 (simd::detail::forward_in_place). Units of rows read their halo rows again: with boxes (5x5 at
+      // 7²) groups first measured faster.
+      bool const rows_first = !wu && C == 1 && J == 1 && G >= L && (D[1].a > 1 || D[2].a > 1) &&
+                              simd::in_place_copies_fewer(q.loop, {0, 0, 0}, {D[0].out, D[1].out, D[2].out});
+      std::int64_t gc = rows_first || G < 2 * per_vec ? G : per_vec, cc = C, jc = J, bc = B, oc = D[0].out, rc = D[1].out;
       // A channel chunk builds its own input box, a row or image chunk packs its own weights: forward-like passes
       // split channels first only where a group's weights outweigh an image's inputs; the stem (7x7x3 x 64
       // weights against 230² x 3 inputs) splits rows instead, which measured faster.
@@ -106,11 +113,13 @@ class ConvHostKernel {
       };
       while (units_now() < want) {
         auto const halve_channels = [&] { cc = std::max(2 * L, (cc + 1) / 2 / (2 * L) * (2 * L)); };
-        if (gc > per_vec) gc = std::max(per_vec, (gc + 1) / 2 / per_vec * per_vec);
+        auto const halve_groups = [&] { gc = std::max(per_vec, (gc + 1) / 2 / per_vec * per_vec); };
+        if (gc > per_vec && !rows_first) halve_groups();
         else if (cc > 2 * L && channels_first) halve_channels();
         else if (!wu && bc > 1) bc = (bc + 1) / 2;
         else if (!wu && oc > 1) oc = (oc + 1) / 2;
         else if (!wu && rc > 4) rc = std::max<std::int64_t>(4, (rc + 1) / 2);
+        else if (gc > per_vec) halve_groups();
         else if (cc > 2 * L) halve_channels();
         else if (wu && jc > 8) jc = std::max<std::int64_t>(8, (jc + 1) / 2);
         else break;

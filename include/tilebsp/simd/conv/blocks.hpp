@@ -29,12 +29,12 @@ inline batch<float> permute_lanes(batch<float> const& x, std::int32_t const* idx
 }
 
 /// The input of one step for a vector of lanes: the float at x broadcast (XL = 1: a vector of output channels
-/// per group), the vector at x (XL = lanes: lanes spanning groups) or the XL floats at x repeated (an
-/// interleaved column).
+/// per group), the vector at x (XL = lanes: lanes spanning groups; in a box or, unaligned, where the source lies)
+/// or the XL floats at x repeated (an interleaved column).
 template <std::size_t XL>
 [[gnu::always_inline]] inline batch<float> load_step(float const* x) noexcept {
   if constexpr (XL == 1) return batch<float>(*x);
-  else if constexpr (XL == lanes) return batch<float>::load_aligned(x);
+  else if constexpr (XL == lanes) return batch<float>::load_unaligned(x);
   else return load_repeated<XL>(x);
 }
 

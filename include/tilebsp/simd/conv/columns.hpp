@@ -89,6 +89,11 @@ struct ForwardScratch {
   std::vector<std::int32_t> sidx;  ///< lane indices of source columns (source_columns)
   std::vector<float const*> x;
   std::vector<float*> rows;
+  /// forward_in_place: a column's step offsets in the source, and the positions read from boxes of their own
+  /// (output positions (o1, o2), their boxes and destinations).
+  std::vector<std::ptrdiff_t> tcol, db;
+  std::vector<std::array<std::int64_t, 2>> bpos;
+  std::vector<float const*> xb;
 };
 inline ForwardScratch& forward_scratch() {
   thread_local ForwardScratch s;

@@ -58,13 +58,19 @@ inline constexpr std::array<DirectFormInfo, 4> direct_forms{{
 
 /// Where a form reads and writes, beside the default (inputs from a box built per strip, packed weights, sums in
 /// accumulator rows copied to dst).
-inline constexpr std::array<DirectFormInfo, 5> direct_placements{{
+inline constexpr std::array<DirectFormInfo, 6> direct_placements{{
     {"source in place (forward row blocks)",
      "an f32 source, a broadcast column (or a source column: lanes over groups whose channels span one vector), no "
      "input dilation, and a row's padding at most its first and last input (which the row kernel skips)",
      "forward_rows reads src where it lies", "detail::forward_rows_source_in_place"},
     {"weights in place (forward row blocks)", "f32 weights whose column lanes are contiguous",
      "forward_rows reads w where it lies", "detail::forward_rows_weights_in_place"},
+    {"source in place (forward register blocks)",
+     "an f32 source, one reduction channel, no input dilation, and every column's lanes a whole vector of "
+     "consecutive floats at each position (lanes over groups of one channel each: depthwise layers)",
+     "forward_in_place (simd/conv/positions.hpp): strips of rows, each column in turn over a strip, reading src "
+     "where it lies; positions whose taps read padding copy their steps into boxes of their own",
+     "detail::forward_blocks_source_in_place"},
     {"sums from the registers (forward register blocks)",
      "f32 results not continued from dst whose column lanes are whole contiguous vectors or a permutation of one "
      "vector", "forward_block stores (permuted) results to dst", "detail::forward_block_results"},
@@ -139,6 +145,43 @@ bool forward_rows_weights_in_place(Operand6<TW const> const& w, ConvColumn const
   std::ptrdiff_t off[2 * lanes];
   std::size_t used = 0;
   return std::is_same_v<TW, float> && lane_offsets(w, col, off, used, 0) && used == col.vectors * lanes;
+}
+
+}  // namespace detail
+
+/// Whether forward register blocks reading the source in place (detail::forward_in_place) copy fewer inputs than
+/// boxes would over the positions [lo, hi) of loop `L` (no input dilation). A strip's box copies about a1 x a2
+/// source positions per output position (the strides), each a vector of a position's channels spread over the
+/// tile's memory (64 of 384 bytes at 96 channels): at stride 2 the copy was most of the pass. In place, a position
+/// next to padding copies its taps into a box of its own instead, so the positions next to padding, times the
+/// taps, must not outnumber the box's copies: strided layers over large fields qualify, 5x5 stride-1 layers do not.
+inline bool in_place_copies_fewer(ConvLoop const& L, std::array<std::int64_t, 3> const& lo, std::array<std::int64_t, 3> const& hi) noexcept {
+  std::int64_t inside = 1, all = 1, box = 1;
+  for (std::size_t k = 0; k < 3; ++k) {
+    ConvDim const& d = L.dim[k];
+    if (d.div != 1) return false;
+    std::int64_t n = 0;  // positions whose taps all read the source (an interval)
+    for (std::int64_t o = lo[k]; o < hi[k]; ++o) n += d.reads(o, 0) && d.reads(o, d.taps - 1);
+    inside *= n, all *= hi[k] - lo[k], box *= d.a;
+  }
+  return (all - inside) * L.taps() <= box * all;
+}
+
+namespace detail {
+
+/// Whether forward register blocks read the source in place (forward_in_place) for block `r` over columns `cols`:
+/// an f32 source, one reduction channel, every column a whole vector of lanes at consecutive floats of a position,
+/// and in_place_copies_fewer.
+template <class TS>
+bool forward_blocks_source_in_place(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src,
+                                    std::vector<ConvColumn> const& cols) noexcept {
+  if (!std::is_same_v<TS, float> || r.j1 - r.j0 != 1 || cols.empty() || !in_place_copies_fewer(L, r.lo, r.hi)) return false;
+  return std::all_of(cols.begin(), cols.end(), [&](ConvColumn const& col) {
+    if (col.bcast || col.xl != lanes || col.vectors != 1) return false;
+    for (std::size_t l = 0; l < lanes; ++l)
+      if (col.g[l] < 0 || (col.g[l] - col.g[0]) * src.stride[4] != static_cast<std::ptrdiff_t>(l)) return false;
+    return true;
+  });
 }
 
 /// How forward register blocks write a column's sums: the lanes' offsets in dst (lane_offsets), whether they are
