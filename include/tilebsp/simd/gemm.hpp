@@ -102,23 +102,35 @@ __attribute__((always_inline)) inline void micro_kernel(std::size_t kc, std::siz
   constexpr std::size_t N = R * V, W = V * lanes;
   alignas(64) float tot[R][W];  // in memory: the registers hold the accumulators, B and one broadcast
   std::size_t const tail = n - (V - 1) * lanes;  // valid columns of the last vector
-  bool const full = n == W && c.cs == 1;
+  // Rows of C whose columns lie in a row: whole vectors, the last one masked to its valid columns in f32 (a panel
+  // narrower than NR, as the 24 output channels of MobileNetV2's projections: element by element through memory,
+  // they ran at half the speed of 32).
+  bool const full = c.cs == 1 && (n == W || std::is_same_v<TC, float>);
   auto const cp = [&](std::size_t r, std::size_t j) -> TC& {
     return c.data[static_cast<std::ptrdiff_t>(r) * c.rs + static_cast<std::ptrdiff_t>(j) * c.cs];
   };
+  // Vector i of C: loaded and stored whole, or its valid columns only.
+  auto const load_c = [&](std::size_t i) __attribute__((always_inline)) {
+    float const* cr = reinterpret_cast<float const*>(&cp(i / V, (i % V) * lanes));
+    return i % V == V - 1 && tail < lanes ? load_partial(cr, tail) : B::load_unaligned(cr);
+  };
+  auto const store_c = [&](std::size_t i, B const& v) __attribute__((always_inline)) {
+    float* cr = reinterpret_cast<float*>(&cp(i / V, (i % V) * lanes));
+    if (i % V == V - 1 && tail < lanes) store_partial(v, cr, tail);
+    else v.store_unaligned(cr);
+  };
   B const al(alpha);
-  // The result of a whole vector of C from its total v.
+  // The result of a vector of C from its total v.
   auto const put = [&](std::size_t i, B v) __attribute__((always_inline)) {
-    TC* cr = &cp(i / V, (i % V) * lanes);
     if constexpr (Sum) {
-      (load ? B::load_unaligned(cr) + v : v).store_unaligned(cr);
+      store_c(i, load ? load_c(i) + v : v);
     } else {
       v = v * al;
       if constexpr (std::is_same_v<TC, float>) {
-        if (beta != 0.0f) v = simd::fma(B(beta), B::load_unaligned(cr), v);
-        v.store_unaligned(cr);
+        if (beta != 0.0f) v = simd::fma(B(beta), load_c(i), v);
+        store_c(i, v);
       } else {
-        store_f16(v, cr);
+        store_f16(v, &cp(i / V, (i % V) * lanes));
       }
     }
   };
@@ -175,10 +187,9 @@ __attribute__((always_inline)) inline void micro_kernel(std::size_t kc, std::siz
         if (!first) ((acc[I] = B::load_aligned(at(grp, I)) + acc[I]), ...);
         if constexpr (Sum) {
           if (last && sum_direct) {
-            auto const cv = [&](std::size_t i) { return &cp(i / V, (i % V) * lanes); };
             if (g0 > 0) ((acc[I] = B::load_aligned(at(tot, I)) + acc[I]), ...);
-            else if (load) ((acc[I] = B::load_unaligned(cv(I)) + acc[I]), ...);
-            if (g1 == kc) ((acc[I].store_unaligned(cv(I))), ...);
+            else if (load) ((acc[I] = load_c(I) + acc[I]), ...);
+            if (g1 == kc) (store_c(I, acc[I]), ...);
             else ((acc[I].store_aligned(at(tot, I))), ...);
             return;
           }
