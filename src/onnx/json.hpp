@@ -1,5 +1,5 @@
 // A small JSON reader for the tool's options, pipeline configurations and solutions: one value, nested at most 32
-// deep, scalars kept as text; option_error at the first problem, with its offset.
+// deep, no key twice in one object, scalars kept as text; option_error at the first problem, with its offset.
 #pragma once
 
 #include <tilebsp/core/detail/json.hpp>
@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 namespace tilebsp::onnx::detail {
@@ -77,10 +78,17 @@ class JsonReader {
       v.kind = object ? Json::Kind::object : Json::Kind::array;
       ++i_;
       if (take(object ? '}' : ']')) return v;
+      std::unordered_set<std::string> seen;  // objects' keys so far
       do {
         std::string key;
         if (object) {
+          std::size_t const at = (space(), i_);
           key = string();
+          // A key given twice has no one meaning (the first? the last? both?): refused.
+          if (!seen.insert(key).second) {
+            i_ = at;
+            fail("the key \"" + core::detail::json_escape(key) + "\" appears twice in one object");
+          }
           if (!take(':')) fail("expected ':' after a key");
         }
         v.keys.push_back(std::move(key));

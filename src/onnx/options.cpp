@@ -111,10 +111,15 @@ void set_option(RunOptions& o, std::string_view raw, std::string const& v) {
 void apply_config(RunOptions& o, std::string_view json, std::string const& source) {
   Json const doc = JsonReader(json, source).document();
   if (doc.kind != Json::Kind::object) throw option_error(source + ": a config file holds one JSON object of options");
+  std::vector<std::string> names;  // canonical: "batch_size" and "batch-size" name one option
   for (std::size_t k = 0; k < doc.items.size(); ++k) {
     std::string const& key = doc.keys[k];
     Json const& value = doc.items[k];
     std::string const name = canonical(key);
+    for (std::size_t j = 0; j < names.size(); ++j)
+      if (names[j] == name)
+        throw option_error(source + ": \"" + key + "\" and \"" + doc.keys[j] + "\" name one option, --" + name + "; give it once");
+    names.push_back(name);
     try {
       if (name == "config-file") throw option_error("a config file cannot name another");
       if (name == "pipeline-cfg") {  // an object, or its text in a string

@@ -217,6 +217,7 @@ TEST_CASE("auto-reports: TILEBSP_ENGINE_OPTIONS makes an engine write its report
   bad(R"({"autoReport.all": ["true"]})", "TILEBSP_ENGINE_OPTIONS: not a valid JSON object of options at offset 19: the value of \"autoReport.all\" must be a string, number, true, false or null");
   bad(R"({"autoReport.al": "true"})", "TILEBSP_ENGINE_OPTIONS: unknown option \"autoReport.al\" (known: autoReport.all, autoReport.directory, autoReport.outputExecutionProfile, autoReport.outputGraphProfile)");
   bad(R"({"autoReport.all": "yes"})", "TILEBSP_ENGINE_OPTIONS: \"autoReport.all\" must be true or false, not \"yes\"");
+  bad(R"({"autoReport.all": true, "autoReport.all": false})", "TILEBSP_ENGINE_OPTIONS: not a valid JSON object of options at offset 25: the key \"autoReport.all\" appears twice");
   bad(R"({"autoReport.directory": 3})", "TILEBSP_ENGINE_OPTIONS: \"autoReport.directory\" must be a non-empty string");
 
   tb::Graph g{tb::targets::tiny(4)};

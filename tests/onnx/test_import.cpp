@@ -579,6 +579,10 @@ TEST_CASE("run options: by name, from JSON config files, and the model's written
         "c.json: \"batch_size\": takes one value, not a list");
   CHECK(message_of<tb::option_error>([&] { to::apply_config(o, R"({"precision_mode": "FP8"})", "c.json"); }) ==
         "c.json: \"precision_mode\": --precision-mode must be FP32 or FP16, got 'FP8'");
+  CHECK(message_of<tb::option_error>([&] { to::apply_config(o, R"({"batch_size": 2, "batch_size": 3})", "c.json"); }) ==
+        "c.json: not valid JSON at offset 18: the key \"batch_size\" appears twice in one object");
+  CHECK(message_of<tb::option_error>([&] { to::apply_config(o, R"({"batch_size": 2, "batch-size": 3})", "c.json"); }) ==
+        "c.json: \"batch-size\" and \"batch_size\" name one option, --batch-size; give it once");
   CHECK(message_of<tb::option_error>([&] { to::apply_config(o, "[1]", "c.json"); }) ==
         "c.json: a config file holds one JSON object of options");
   CHECK(message_of<tb::option_error>([&] { to::apply_config(o, std::string(40, '[') + std::string(40, ']'), "c.json"); }) ==
@@ -773,6 +777,8 @@ TEST_CASE("pipelines: auto balances the nodes' estimated cycles; its solution re
   CHECK(message_of<tb::option_error>([&] {
           to::read_solution(R"({"nodes": 5, "stages": [{"first_node": 0}, {"first_node": 2, "first_node_name": "other"}]})", "s.json", m);
         }) == "s.json: stage 1 begins at node 2 'other', but that node of test.onnx is 's1/conv': the solution was made for another model");
+  CHECK(message_of<tb::option_error>([&] { to::read_solution(R"({"nodes": 5, "stages": [{"first_node": 0, "first_node": 2}]})", "s.json", m); }) ==
+        "s.json: not valid JSON at offset 42: the key \"first_node\" appears twice in one object");
   CHECK(message_of<tb::option_error>([&] { to::read_solution(R"({"nodes": 5, "stages": [{"first_node": 0}, {"first_node": 0}]})", "s.json", m); }) ==
         "s.json: stage 1 begins at node 0; stage 0 begins at node 0 and each later stage after the one before, within the model's nodes");
 

@@ -83,7 +83,7 @@ std::string read_json_string(std::string_view s, std::size_t& i, Fail const& fai
 }
 
 /// Parses `s`, which must be one JSON object whose values are strings, numbers, booleans or null, into its
-/// (key, value) pairs in order. Throws option_error naming `what` and the offset of the first problem.
+/// (key, value) pairs in order, no key twice. Throws option_error naming `what` and the offset of the first problem.
 inline std::vector<std::pair<std::string, JsonScalar>> parse_json_object(std::string_view s, std::string const& what) {
   std::size_t i = 0;
   auto const fail = [&](std::string const& why) -> void {
@@ -103,7 +103,13 @@ inline std::vector<std::pair<std::string, JsonScalar>> parse_json_object(std::st
   } else {
     for (;;) {
       space();
+      std::size_t const at = i;
       std::string key = string();
+      for (auto const& [k, _] : out)  // a key given twice has no one meaning: refused
+        if (k == key) {
+          i = at;
+          fail("the key \"" + key + "\" appears twice");
+        }
       space();
       if (i >= s.size() || s[i] != ':') fail("expected ':' after the key \"" + key + "\"");
       ++i;
