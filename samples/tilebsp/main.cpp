@@ -62,6 +62,8 @@ Runs an ONNX model on a modelled IPU Mk2, converts it once (DIR then runs withou
   --replicas N                 replicas of the model, each with its own batch (default 1)
   --config-file FILE.json      options as a JSON object ({"batch_size": 4, "manual_sharding": ["a", "b"], ...})
   --host-threads N             host threads (0: all; results do not depend on it) (default 0)
+  --reuse-host-memory B        true: intermediates share host memory where their live ranges allow (the same
+                               results, less memory); false: each has its own (default true)
   --executable-cache DIR       keep compiled executables in DIR; the same model and options load from there
   --report DIR                 write the HTML report and profile to DIR
 )";
@@ -355,7 +357,11 @@ int run(Options const& o) {
     return 0;
   }
   t0 = std::chrono::steady_clock::now();
-  tb::Engine engine{std::move(exe), {.host_threads = o.run.host_threads, .profiling = !o.run.report.empty()}};
+  // The tool reads only the outputs after a run: by default the activations share host memory where their live
+  // ranges allow.
+  tb::Engine engine{std::move(exe), {.host_threads = o.run.host_threads,
+                                     .profiling = !o.run.report.empty(),
+                                     .reuse_host_memory = o.run.reuse_host_memory}};
   double const engine_s = seconds_since(t0);
   for (std::size_t r = 0; r < replicas; ++r)
     for (std::size_t i = 0; i < imp.inputs.size(); ++i) onnx::write(engine.replica(r), imp.inputs[i], values[r][i]);
@@ -410,6 +416,7 @@ int run(Options const& o) {
   }
   std::printf("throughput_items_per_s: %.3f\nlatency_ms: %.3f\nestimated_items_per_s: %.1f\n", mean(rate), mean(latency),
               items / ipu_s);
+  std::printf("peak_resident_gb: %.3f\n", samples::peak_resident_bytes() / 1e9);  // the engine's memory included
   std::printf("startup: build_s %.3f compile_s %.3f engine_s %.3f executable %s\n", build_s, compile_s, engine_s,
               from_cache ? "loaded" : "compiled");
   return 0;

@@ -85,6 +85,10 @@ void set_option(RunOptions& o, std::string_view raw, std::string const& v) {
   else if (name == "manual-sharding") o.import.manual_sharding = comma_list(v);
   else if (name == "precision-conversion-excluded-nodes") o.import.precision_conversion_excluded_nodes = comma_list(v);
   else if (name == "host-threads") o.host_threads = static_cast<std::size_t>(integer(name, v, 0));
+  else if (name == "reuse-host-memory") {
+    if (v != "true" && v != "false") throw option_error("--reuse-host-memory must be true or false, got '" + v + "'");
+    o.reuse_host_memory = v == "true";
+  }
   else if (name == "executable-cache") o.executable_cache = v;
   else if (name == "report") o.report = v;
   else if (name == "outdir") o.outdir = v;

@@ -623,3 +623,28 @@ TEST_CASE("blocks example") {
   CHECK(tilebsp::simd::blocks().gemm_mc == 96);
   tilebsp::core::detail::override_cache_sizes(std::nullopt);
 }
+
+// [reuse-host-memory-example]
+/// Runs `exe` with its intermediates sharing host memory and returns output `y` (live at the program's end).
+std::vector<float> run_sharing_memory(tb::Executable const& exe, tb::Tensor const& x, std::vector<float> const& xv, tb::Tensor const& y) {
+  tb::Engine e{exe, {.reuse_host_memory = true}};
+  e.write(x, xv);  // read by the program before it is written: memory of its own
+  e.run();
+  return e.read<float>(y);
+}
+// [reuse-host-memory-example]
+
+TEST_CASE("reuse host memory example") {
+  tb::Graph g{tb::targets::tiny(4, 64 * 1024)};
+  tb::Sequence prog;
+  using namespace tb::expr;
+  auto x = g.add_variable<float>({64}, "x");
+  tb::map_linearly(g, x);
+  auto const h = tb::ops::map<float>(g, prog, _1 * 2.0f, x);  // an intermediate: shares memory
+  auto const y = tb::ops::map<float>(g, prog, _1 + 1.0f, h);
+  auto const exe = tb::compile(g, {}, prog);
+  std::vector<float> xv(64);
+  std::iota(xv.begin(), xv.end(), 0.0f);
+  auto const yv = run_sharing_memory(exe, x, xv, y);
+  for (std::size_t i = 0; i < xv.size(); ++i) CHECK(yv[i] == xv[i] * 2.0f + 1.0f);
+}

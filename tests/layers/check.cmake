@@ -33,7 +33,7 @@ set(contract_support "core::detail::parallel_for;core::detail::JsonScalar;core::
 # plan's cost model: transfers and their cycles, vertex and tile cycles, conv and matmul shapes and the AMP check
 set(contract_cost "plan::detail::Transfer;plan::detail::ExchangeLoad;plan::detail::default_vertex_cycles;plan::detail::exchange_cycles;plan::detail::sync_cycles;plan::detail::tile_compute_cycles;plan::detail::macs_per_cycle;plan::detail::sum_partials_cycles;plan::detail::matmul_vertex_cycles;plan::detail::conv_block_macs;plan::detail::conv_problem;plan::detail::source_range;plan::detail::check_amp")
 # program's analyses of a schedule that exec repeats: liveness with detail (the profile), the fingerprints (MPI)
-set(contract_schedule_analyses "program::detail::account_memory;program::detail::MemoryDetail;program::detail::schedule_fingerprint;program::detail::kernels_fingerprint")
+set(contract_schedule_analyses "program::detail::account_memory;program::detail::MemoryDetail;program::detail::variable_uses;program::detail::schedule_fingerprint;program::detail::kernels_fingerprint")
 # core's cache sizes in force, which simd's kernels size their cache blocks from (never throwing, unlike cache_sizes())
 set(contract_caches "core::detail::blocking_cache_sizes")
 # simd's scratch buffers that operators size

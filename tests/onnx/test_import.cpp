@@ -573,6 +573,13 @@ TEST_CASE("run options: by name, from JSON config files, and the model's written
   CHECK(message_of<tb::option_error>([&] { to::set_option(o, "--conv-amp", "1.5"); }) ==
         "--conv-amp must be a number in [0, 1], got '1.5'");
   CHECK(message_of<tb::option_error>([&] { to::set_option(o, "--frobnicate", "1"); }) == "unknown option --frobnicate");
+  CHECK(o.reuse_host_memory);
+  to::apply_config(o, R"({"reuse_host_memory": false})", "c.json");
+  CHECK(!o.reuse_host_memory);
+  to::set_option(o, "--reuse-host-memory", "true");
+  CHECK(o.reuse_host_memory);
+  CHECK(message_of<tb::option_error>([&] { to::set_option(o, "--reuse-host-memory", "1"); }) ==
+        "--reuse-host-memory must be true or false, got '1'");
   CHECK(message_of<tb::option_error>([&] { to::apply_config(o, R"({"batch_size": 2,})", "c.json"); }) ==
         "c.json: not valid JSON at offset 17: expected a string in double quotes");
   CHECK(message_of<tb::option_error>([&] { to::apply_config(o, R"({"batch_size": [1, 2]})", "c.json"); }) ==

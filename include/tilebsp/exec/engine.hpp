@@ -31,6 +31,13 @@ struct EngineOptions {
   /// range element by element (its bias and activation map), run the second on each part of the range as the
   /// first finishes it, while the part is in the cache (HostKernel::writes / elementwise). The same values.
   bool fuse_host_paths = true;
+  /// Give variables whose live ranges do not overlap (compile's liveness: live part of the time, every program that
+  /// uses one writes it in full first) the same host memory, as Poplar reuses a tile's memory: a network's
+  /// activations then stay in the caches instead of each writing memory of its own. Such a variable can be read
+  /// between runs only where the last program run leaves it live at its end (its outputs), and not written (an
+  /// `error` says so); host callbacks access anything that is live. Not for schedules with parallel branches
+  /// (pipelines), which share nothing. The same values either way.
+  bool reuse_host_memory = false;
   /// The processes sharing a replicated executable's replicas (e.g. tilebsp::mpi::Communicator): this engine runs
   /// its share and the collectives go through it. None: this engine runs every replica.
   std::shared_ptr<Communicator> communicator{};

@@ -52,10 +52,15 @@ TILEBSP_INLINE exec::detail::EngineCore::EngineCore(Executable exe, EngineOption
     check_processes();
   }
   reps_.resize(local_);
+  if (opt.reuse_host_memory) memory_ = exec::detail::plan_host_memory(s_);
   for (std::size_t l = 0; l < local_; ++l) {
     auto& r = reps_[l];
-    for (auto const& v : g_.variables) {
-      r.data.push_back(exec::detail::allocate(static_cast<std::size_t>(v.size) * size_of(v.type)));
+    if (memory_.bytes) r.shared = exec::detail::allocate(memory_.bytes);
+    for (std::uint32_t vi = 0; vi < g_.variables.size(); ++vi) {
+      auto const& v = g_.variables[vi];
+      if (memory_.shared(vi))  // within the shared block, which frees it
+        r.data.push_back(exec::detail::Buffer(r.shared.get() + memory_.offset[vi], exec::detail::BufferFree{.borrowed = true}));
+      else r.data.push_back(exec::detail::allocate(static_cast<std::size_t>(v.size) * size_of(v.type)));
       if (v.constant && !v.initial.empty()) std::memcpy(r.data.back().get(), v.initial.data(), v.initial.size());
     }
     r.context = std::make_unique<ReplicaContext>(*this, l);
@@ -199,7 +204,16 @@ TILEBSP_INLINE void exec::detail::EngineCore::run(std::size_t program) {
   trace_ = logging::enabled(LogLevel::trace);
   if (trace_) logging::trace("engine: run program " + std::to_string(program));
   auto job = [this, program](unsigned tid) { execute(program, tid); };
-  team_.run(job);
+  last_program_ = program;
+  struct Running {  // host callbacks read and write while it is set
+    bool& on;
+    explicit Running(bool& b) : on(b) { on = true; }
+    ~Running() { on = false; }
+  };
+  {
+    Running const running{running_};
+    team_.run(job);
+  }
   // A prefetch in flight completes before run returns: callbacks never run outside Engine::run, so what they
   // capture need only outlive the run (its data is kept for the next run's first transfer).
   for (auto& f : fifos_)
@@ -229,6 +243,12 @@ TILEBSP_INLINE void exec::detail::EngineCore::run(std::size_t program) {
 
 TILEBSP_INLINE void exec::detail::EngineCore::read_bytes(std::size_t local, Tensor const& t, void* dst, std::size_t bytes) const {
   check_access("read", t, bytes);
+  t.for_each_run([&](std::uint32_t var, std::int64_t, std::int64_t, std::int64_t) {
+    if (!running_ && memory_.shared(var) && (last_program_ >= memory_.live_at_end.size() || !memory_.live_at_end[last_program_][var]))
+      throw error("read: '" + g_.variables[var].name + "' shares host memory with variables whose live ranges do not overlap its own "
+                  "(EngineOptions::reuse_host_memory), and the last program run does not leave it live at its end: read it "
+                  "from a host callback while it is live, or turn the option off");
+  });
   auto* out = static_cast<std::byte*>(dst);
   std::size_t const eb = size_of(t.element_type());
   t.for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
@@ -244,6 +264,10 @@ TILEBSP_INLINE void exec::detail::EngineCore::write_bytes(std::size_t local, Ten
   std::size_t const eb = size_of(t.element_type());
   t.for_each_run([&](std::uint32_t var, std::int64_t start, std::int64_t stride, std::int64_t count) {
     if (g_.variables[var].constant) throw error("write: '" + g_.variables[var].name + "' is a constant");
+    if (!running_ && memory_.shared(var))
+      throw error("write: '" + g_.variables[var].name + "' shares host memory with variables whose live ranges do not overlap "
+                  "its own (EngineOptions::reuse_host_memory): every program writes it in full before reading it, so a value "
+                  "written between runs would never be read, and would overwrite the variables sharing its memory");
     if (auto& w = reps_[local].host_writes[var]) ++*w;
     exec::detail::run_copy({in, at(local, var, start, eb), static_cast<std::int64_t>(eb),
                       stride * static_cast<std::int64_t>(eb), count, static_cast<std::uint32_t>(eb)});

@@ -27,6 +27,9 @@ struct RunOptions {
   /// Replicas of the model (data parallelism, docs/08), each on its own IPUs with its own batch.
   std::size_t replicas = 1;
   std::size_t host_threads = 0;
+  /// Intermediates share host memory where their live ranges allow (EngineOptions::reuse_host_memory); the tool reads
+  /// only the outputs.
+  bool reuse_host_memory = true;
   std::string outdir, report, executable_cache;
   /// NAME=FILE.npy, or FILE.npy alone for a model of one input.
   std::vector<std::string> inputs;
@@ -36,8 +39,9 @@ struct RunOptions {
 /// leading "--": batch-size, batch-per-step, iterations, precision-mode (FP32 | FP16), matmul-amp, conv-amp (in
 /// [0, 1]), matmul-partial-type, conv-partial-type (float | half), num-ipus, manual-sharding (regular expressions,
 /// one per IPU, comma-separated), precision-conversion-excluded-nodes (regular expressions, comma-separated),
-/// host-threads, executable-cache, report, outdir, inputs (appends), pipeline-cfg (a JSON object or a
-/// file holding one, parse_pipeline_config), replicas, excluded-nodes (regular expressions, comma-separated). Throws option_error naming the option and the value for anything else.
+/// host-threads, reuse-host-memory (true | false), executable-cache, report, outdir, inputs (appends), pipeline-cfg
+/// (a JSON object or a file holding one, parse_pipeline_config), replicas, excluded-nodes (regular expressions,
+/// comma-separated). Throws option_error naming the option and the value for anything else.
 void set_option(RunOptions& o, std::string_view name, std::string const& value);
 
 /// Applies a JSON object of options (a --config-file): keys are option names, values strings, numbers, booleans

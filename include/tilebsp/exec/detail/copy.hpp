@@ -94,10 +94,13 @@ inline std::vector<std::vector<CopyOp>> split_copies(std::vector<CopyOp> const& 
   return out;
 }
 
-/// Frees a Buffer: an anonymous mapping of `mapped` bytes, or (mapped 0) an aligned operator new.
+/// Frees a Buffer: an anonymous mapping of `mapped` bytes, or (mapped 0) an aligned operator new; nothing for a
+/// `borrowed` one (a part of another Buffer).
 struct BufferFree {
   std::size_t mapped = 0;
+  bool borrowed = false;
   void operator()(std::byte* p) const noexcept {
+    if (borrowed) return;
 #if TILEBSP_ANONYMOUS_MAPPINGS
     if (mapped) {
       ::munmap(p, mapped);

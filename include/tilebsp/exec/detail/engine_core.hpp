@@ -5,6 +5,7 @@
 #include <tilebsp/exec/communicator.hpp>
 #include <tilebsp/exec/detail/barrier.hpp>
 #include <tilebsp/exec/detail/copy.hpp>
+#include <tilebsp/exec/detail/host_memory.hpp>
 #include <tilebsp/exec/detail/team.hpp>
 #include <tilebsp/exec/detail/auto_report.hpp>
 #include <tilebsp/exec/profile.hpp>
@@ -128,6 +129,7 @@ class ReplicaContext final : public HostContext {
 
 /// One replica's state in this engine (index: its local number, the global one less first_).
 struct ReplicaState {
+  Buffer shared;             ///< the variables that share host memory (EngineOptions::reuse_host_memory)
   std::vector<Buffer> data;  ///< per variable
   std::vector<std::optional<std::uint64_t>> host_writes;  ///< per variable: host writes so far (program-written: none)
   std::vector<HostTask> paths;  ///< per host path: its bound task, or empty (the body runs)
@@ -175,6 +177,9 @@ class EngineCore {
   std::shared_ptr<Communicator> comm_;
   std::size_t replicas_ = 1, first_ = 0, local_ = 1;  ///< all replicas; this engine's: first_ .. first_ + local_ - 1
   std::vector<ReplicaState> reps_;                    ///< local replicas
+  HostMemoryPlan memory_;                             ///< variables sharing host memory (none unless asked)
+  bool running_ = false;                              ///< Engine::run in progress (host callbacks may access anything)
+  std::size_t last_program_ = SIZE_MAX;               ///< the program run last
   AutoReport auto_;                                   ///< TILEBSP_ENGINE_OPTIONS
   std::string report_dir_;                            ///< where ~EngineCore writes the auto-report (empty: none)
   void (*write_report_)(EngineCore const&) noexcept = nullptr;  ///< writes it (set with report_dir_), logs a failure
