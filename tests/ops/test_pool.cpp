@@ -84,12 +84,16 @@ TEST_CASE("max_pool matches a direct reference in 1 to 3 dimensions") {
       {{3, 10, 4}, {.kernel_shape = {4}, .stride = {3}, .padding_lower = {2}, .padding_upper = {0}}},
       {{1, 4, 5, 6, 3}, {.kernel_shape = {2, 3, 2}, .stride = {1, 2, 2}, .padding_lower = {0, 1, 1}}},
       {{1, 2, 2, 33}, {.kernel_shape = {2, 2}}},  // one output row: channels split over tiles
+      // Channel blocks of four vectors and a tail (the maxima kept in registers), NaNs inside them
+      {{2, 9, 9, 70}, {.kernel_shape = {3, 3}, .stride = {2, 2}, .padding_lower = {1, 1}, .padding_upper = {1, 1}}},
+      {{1, 9, 9, 20}, {.kernel_shape = {9, 8}}},  // 72 sources a window: through memory
   };
   for (auto const& c : cases) {
     std::string const label = tb::to_string(c.shape);
     INFO(label);
     auto in = tbt::values<float>(tb::product(c.shape), false, 11);
     in[3] = std::numeric_limits<float>::quiet_NaN();
+    for (std::size_t i = 1000; i < in.size(); i += 2113) in[i] = std::numeric_limits<float>::quiet_NaN();
     tb::Shape out_shape;
     auto const want = pool_ref(in, c.shape, c.p, out_shape);
     for (std::size_t tiles : {1u, 7u, 64u}) {

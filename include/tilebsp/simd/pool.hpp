@@ -69,16 +69,60 @@ template <class T>
 void max_pool_range(simd::ConvLoop const& loop, simd::ConvRange const& r, simd::Operand6<T const> const& s,
                     simd::Operand6<T> const& d) {
   std::int64_t const cn = r.c1 - r.c0;
+  constexpr auto L = static_cast<std::int64_t>(simd::lanes);
+  using B = simd::batch<float>;
+  auto const load = [](T const* p) {
+    if constexpr (std::is_same_v<T, float>) return B::load_unaligned(p);
+    else return simd::load_f16(p);
+  };
+  auto const store = [](B const& x, T* p) {
+    if constexpr (std::is_same_v<T, float>) x.store_unaligned(p);
+    else simd::store_f16(x, p);
+  };
+  // A window's sources, gathered first: each block of channels then keeps its maxima in registers over all of them
+  // (the same selects in the same order as max_into's, so the same bits), storing once.
+  constexpr std::size_t max_sources = 64;
+  std::array<T const*, max_sources> src{};
   for (std::int64_t n = r.n0; n < r.n1; ++n)
     for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0)
       for (std::int64_t o1 = r.lo[1]; o1 < r.hi[1]; ++o1)
         for (std::int64_t o2 = r.lo[2]; o2 < r.hi[2]; ++o2) {
           T* out = d.at(n, o0, o1, o2, 0, r.c0);
+          std::size_t k = 0;
+          bool const more = each_window_source(loop, o0, o1, o2, [&](auto x0, auto x1, auto x2) {
+            if (k == max_sources) return true;  // more than max_sources
+            src[k++] = s.at(n, x0, x1, x2, 0, r.c0);
+            return false;
+          });
+          if (k == 0) continue;
+          std::int64_t c = 0;
+          if (!more) {
+            for (; c + 4 * L <= cn; c += 4 * L) {
+              std::array<B, 4> m;
+              for (std::size_t j = 0; j < 4; ++j) m[j] = load(src[0] + c + static_cast<std::int64_t>(j) * L);
+              for (std::size_t i = 1; i < k; ++i)
+                for (std::size_t j = 0; j < 4; ++j) {
+                  B const b = load(src[i] + c + static_cast<std::int64_t>(j) * L);
+                  m[j] = xsimd::select(b > m[j] || xsimd::isnan(b), b, m[j]);
+                }
+              for (std::size_t j = 0; j < 4; ++j) store(m[j], out + c + static_cast<std::int64_t>(j) * L);
+            }
+            for (; c + L <= cn; c += L) {
+              B m = load(src[0] + c);
+              for (std::size_t i = 1; i < k; ++i) {
+                B const b = load(src[i] + c);
+                m = xsimd::select(b > m || xsimd::isnan(b), b, m);
+              }
+              store(m, out + c);
+            }
+            if (c == cn) continue;
+          }
+          // The channels left (or all of them, for a window of more than max_sources sources), through memory.
           bool first = true;
           each_window_source(loop, o0, o1, o2, [&](std::int64_t x0, std::int64_t x1, std::int64_t x2) {
-            T const* in = s.at(n, x0, x1, x2, 0, r.c0);
-            if (first) std::copy(in, in + cn, out);
-            else max_into(out, in, cn);
+            T const* in = s.at(n, x0, x1, x2, 0, r.c0) + c;
+            if (first) std::copy(in, in + (cn - c), out + c);
+            else max_into(out + c, in, cn - c);
             first = false;
             return false;
           });
