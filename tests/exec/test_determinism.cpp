@@ -66,24 +66,48 @@ TEST_CASE("a multi-tile stencil with halo exchanges is bitwise identical for 1, 
 }
 
 TEST_CASE("UnitQueue: every unit runs once per run, on any thread, over repeated runs and after a throw") {
-  tb::ops::detail::UnitQueue q;
-  for (unsigned threads : {1u, 2u, 3u, 7u}) {
-    for (std::size_t units : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{64}}) {
-      for (int run = 0; run < 3; ++run) {
-        std::vector<std::atomic<int>> hits(units);
-        std::vector<std::thread> team;
-        for (unsigned t = 0; t < threads; ++t)
-          team.emplace_back([&] { q.run(units, threads, [&](std::size_t u) { hits[u].fetch_add(1); }); });
-        for (auto& th : team) th.join();
-        for (auto const& h : hits) CHECK(h.load() == 1);
+  for (unsigned made_for : {1u, 2u, 3u, 7u}) {
+    tb::ops::detail::UnitQueue q(made_for);
+    for (unsigned threads : {1u, 2u, 3u, 7u}) {  // runs on as many threads as it was made for, and on others
+      for (std::size_t units : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{64}}) {
+        for (int run = 0; run < 3; ++run) {
+          std::vector<std::atomic<int>> hits(units);
+          std::vector<std::thread> team;
+          for (unsigned t = 0; t < threads; ++t)
+            team.emplace_back([&, t] { q.run(units, t, threads, [&](std::size_t u) { hits[u].fetch_add(1); }); });
+          for (auto& th : team) th.join();
+          for (auto const& h : hits) CHECK(h.load() == 1);
+        }
       }
     }
   }
   // A unit that throws: the thread stops, the queue still resets for the next run.
-  CHECK_THROWS_AS(q.run(4, 1, [](std::size_t u) {
+  tb::ops::detail::UnitQueue q;
+  CHECK_THROWS_AS(q.run(4, 0, 1, [](std::size_t u) {
     if (u == 1) throw std::runtime_error("unit 1");
   }), std::runtime_error);
   std::vector<std::size_t> seen;
-  q.run(3, 1, [&](std::size_t u) { seen.push_back(u); });
+  q.run(3, 0, 1, [&](std::size_t u) { seen.push_back(u); });
   CHECK(seen == std::vector<std::size_t>{0, 1, 2});
+}
+
+TEST_CASE("UnitQueue: a thread takes its own share first, then what the others left") {
+  // Thread 1 of 3 comes first and alone: its share (units 3..5 of 10), then thread 2's (6..9), then thread 0's.
+  tb::ops::detail::UnitQueue q(3);
+  std::vector<std::size_t> first, later;
+  q.run(10, 1, 3, [&](std::size_t u) { first.push_back(u); });
+  q.run(10, 0, 3, [&](std::size_t u) { later.push_back(u); });
+  q.run(10, 2, 3, [&](std::size_t u) { later.push_back(u); });
+  CHECK(first == std::vector<std::size_t>{3, 4, 5, 6, 7, 8, 9, 0, 1, 2});
+  CHECK(later.empty());
+  // The run is over: the next one starts again from the shares.
+  std::vector<std::size_t> again;
+  q.run(10, 2, 3, [&](std::size_t u) { again.push_back(u); });
+  CHECK(again == std::vector<std::size_t>{6, 7, 8, 9, 0, 1, 2, 3, 4, 5});
+  q.run(10, 0, 3, [](std::size_t) {});
+  q.run(10, 1, 3, [](std::size_t) {});
+  // A run on another number of threads than the queue was made for: first come first served, in order.
+  std::vector<std::size_t> other;
+  q.run(4, 1, 2, [&](std::size_t u) { other.push_back(u); });
+  CHECK(other == std::vector<std::size_t>{0, 1, 2, 3});
 }

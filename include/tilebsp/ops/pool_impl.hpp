@@ -136,7 +136,7 @@ struct MaxPoolGradVertex {
 };
 
 /// The host kernel of max_pool: max_pool_range over the tensors where they are (no gathered windows), in units
-/// of one image's output rows handed out first come first served. An output's value does not depend on the unit
+/// of one image's output rows (UnitQueue: a share per thread, then what the others left). An output's value does not depend on the unit
 /// that computes it, so the results are the vertices' bits for any number of threads. Needs the input to be one
 /// variable with its channels contiguous (the output is max_pool's own); otherwise the vertices run.
 template <class T>
@@ -162,15 +162,15 @@ class MaxPoolHostKernel {
     std::int64_t batch, channels;
     std::optional<tilebsp::core::detail::Affine> src, dst;
 
-    Bound bind(HostBinding const& at) const { return {at(src->var), at(dst->var), std::make_shared<UnitQueue>()}; }
-    void run(Bound const& at, unsigned /*t*/, unsigned threads) const {
+    Bound bind(HostBinding const& at) const { return {at(src->var), at(dst->var), std::make_shared<UnitQueue>(at.threads)}; }
+    void run(Bound const& at, unsigned t, unsigned threads) const {
       auto const s6 = affine_operand6<T const>(*src, at.src);
       auto const d6 = affine_operand6<T>(*dst, at.dst);
       std::int64_t const rows = loop.dim[rd].out;
       // At least 4 units per thread where the rows allow.
       std::int64_t const per_image = std::min(rows, std::max<std::int64_t>(1, (4 * static_cast<std::int64_t>(threads) + batch - 1) / batch));
       std::int64_t const chunk = (rows + per_image - 1) / per_image, chunks = (rows + chunk - 1) / chunk;
-      at.queue->run(static_cast<std::size_t>(batch * chunks), threads, [&](std::size_t u) {
+      at.queue->run(static_cast<std::size_t>(batch * chunks), t, threads, [&](std::size_t u) {
         simd::ConvRange r;
         auto const x = static_cast<std::int64_t>(u);
         r.n0 = x / chunks, r.n1 = r.n0 + 1;
@@ -221,16 +221,16 @@ class MaxPoolGradHostKernel {
     tilebsp::core::detail::Affine t[4];  // in, out, grad_out, grad_in
 
     Bound bind(HostBinding const& at) const {
-      return {{at(t[0].var), at(t[1].var), at(t[2].var), at(t[3].var)}, std::make_shared<UnitQueue>()};
+      return {{at(t[0].var), at(t[1].var), at(t[2].var), at(t[3].var)}, std::make_shared<UnitQueue>(at.threads)};
     }
-    void run(Bound const& at, unsigned /*t*/, unsigned threads) const {
+    void run(Bound const& at, unsigned thread, unsigned threads) const {
       std::int64_t constexpr block = 64;
       std::int64_t const blocks = (channels + block - 1) / block;
       auto const x = affine_operand6<T const>(t[0], at.p[0]), y = affine_operand6<T const>(t[1], at.p[1]),
                  dy = affine_operand6<T const>(t[2], at.p[2]);
       auto const dx = affine_operand6<T>(t[3], at.p[3]);
       auto const& L = loop.dim;
-      at.queue->run(static_cast<std::size_t>(batch * blocks), threads, [&](std::size_t u) {
+      at.queue->run(static_cast<std::size_t>(batch * blocks), thread, threads, [&](std::size_t u) {
         simd::PoolBand b;
         b.rd = rd, b.n = static_cast<std::int64_t>(u) / blocks, b.lo = 0, b.hi = L[rd].in;
         b.c0 = static_cast<std::int64_t>(u) % blocks * block, b.c1 = std::min(channels, b.c0 + block);

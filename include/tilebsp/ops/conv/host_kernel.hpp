@@ -57,7 +57,7 @@ class ConvHostKernel {
 
     Bound bind(HostBinding const& at) const {
       auto const& q = plan.problem;
-      Bound r{at(src->var), at(other->var), at(out->var), std::make_shared<UnitQueue>(), nullptr};
+      Bound r{at(src->var), at(other->var), at(out->var), std::make_shared<UnitQueue>(at.threads), nullptr};
       // Only the host writes the weights (not a training step's update): transform them once per write (the same
       // bits as each unit transforming its own).
       if (std::uint64_t const* counter = at.host_writes ? at.host_writes(other->var) : nullptr; counter && q.loop.winograd) {
@@ -86,8 +86,9 @@ class ConvHostKernel {
       // images, which repack the weights; then rows, which also rebuild the rows a kernel's taps share; for the
       // weight gradient, reduction channels instead, down to chunks of 8 (each chunk rebuilds the input box, and
       // fewer than 4 channels cannot use the row kernel: the 56² grouped layer's 4 split in 2 ran at a fifth of the
-      // speed). Until there are at least 8 units per thread where the problem allows, handed out first come first
-      // served (a unit's values do not depend on the thread), so that a thread the machine slows down takes fewer.
+      // speed). Until there are at least 8 units per thread where the problem allows, a share per thread and then
+      // what the others left (UnitQueue; a unit's values do not depend on the thread), so that a thread the machine
+      // slows down takes fewer.
       std::int64_t const want = 8 * static_cast<std::int64_t>(threads);
       std::int64_t const per_vec = C >= L ? 1 : std::max<std::int64_t>(1, L / C);
       std::int64_t const B = static_cast<std::int64_t>(q.batch);
@@ -136,7 +137,7 @@ class ConvHostKernel {
       return sp.gc == static_cast<std::int64_t>(plan.problem.groups) && sp.cc == static_cast<std::int64_t>(plan.problem.c);
     }
 
-    void run(Bound const& at, unsigned /*t*/, unsigned threads, Epilogue const* epilogue = nullptr) const {
+    void run(Bound const& at, unsigned t, unsigned threads, Epilogue const* epilogue = nullptr) const {
       auto const& q = plan.problem;
       bool const wu = q.kind == ConvPass::weight_update;
       auto const s6 = affine_operand6<TS const>(*src, at.src);
@@ -151,7 +152,7 @@ class ConvHostKernel {
       std::int64_t const ng = chunks(G, gc), nc = chunks(C, cc), nj = chunks(J, jc);
       std::int64_t const nr = chunks(D[1].out, rc), no = chunks(D[0].out, oc);
       std::int64_t const units = sp.units;
-      at.queue->run(static_cast<std::size_t>(units), threads, [&](std::size_t u) {
+      at.queue->run(static_cast<std::size_t>(units), t, threads, [&](std::size_t u) {
         auto x = static_cast<std::int64_t>(u);
         simd::ConvRange r;
         std::int64_t const ij = wu ? x % nj : 0;

@@ -16,30 +16,47 @@
 
 namespace tilebsp::ops::detail {
 
-/// Hands the units 0..count-1 of one run of a host task to its threads, first come first served: a thread that
-/// the machine runs slower (another process, a hypervisor) takes fewer units instead of holding the others at the
-/// barrier. Use it only where a unit's values do not depend on the thread that computes it; then results do not
-/// depend on the division either. Every thread of the run calls run() once; the last to finish resets the queue
-/// for the next run (before the span's barrier, which publishes the reset), also when a unit throws.
+/// Hands the units 0..count-1 of one run of a host task to its threads. Thread t of T first takes the units of
+/// its own share, [t count / T, (t + 1) count / T), in order; then, first come first served, what is left of the
+/// others' shares. Units are numbered so that a share is a block of images or rows of the result: a thread then
+/// reads what it wrote in the layer before from its own caches rather than from another core's (where the two
+/// cores are far apart, a layer that handed units out in any order ran slower on two threads than on one); and a
+/// thread that the machine runs slower (another process, a hypervisor) still takes fewer units instead of holding
+/// the others at the barrier. Use it only where a unit's values do not depend on the thread that computes it; then
+/// results do not depend on the division either. Every thread of the run calls run() once; the last to finish
+/// resets the queue for the next run (before the span's barrier, which publishes the reset), also when a unit
+/// throws.
 class UnitQueue {
  public:
+  /// For runs on `threads` threads (a run on another number of threads hands every unit out first come).
+  explicit UnitQueue(unsigned threads = 1) : shares_(std::max(1u, threads)), taken_(new Counter[shares_]) {}
+
   template <class F>
-  void run(std::size_t count, unsigned threads, F&& unit) {
+  void run(std::size_t count, unsigned t, unsigned threads, F&& unit) {
     struct Finish {
       UnitQueue& q;
       unsigned threads;
       ~Finish() {
         if (q.finished_.fetch_add(1, std::memory_order_acq_rel) + 1 == threads) {
-          q.next_.store(0, std::memory_order_relaxed);
+          for (unsigned s = 0; s < q.shares_; ++s) q.taken_[s].n.store(0, std::memory_order_relaxed);
           q.finished_.store(0, std::memory_order_relaxed);
         }
       }
     } const finish{*this, threads};
-    for (std::size_t u; (u = next_.fetch_add(1, std::memory_order_relaxed)) < count;) unit(u);
+    unsigned const shares = threads == shares_ ? shares_ : 1;
+    for (unsigned k = 0; k < shares; ++k) {
+      unsigned const s = (t + k) % shares;
+      std::size_t const b = count * s / shares, n = count * (s + 1) / shares - b;
+      for (std::size_t u; (u = taken_[s].n.fetch_add(1, std::memory_order_relaxed)) < n;) unit(b + u);
+    }
   }
 
  private:
-  alignas(64) std::atomic<std::size_t> next_{0};
+  struct alignas(64) Counter {
+    std::atomic<std::size_t> n{0};  ///< units of the share taken (or tried: past its size once all are)
+  };
+  unsigned shares_;
+  std::unique_ptr<Counter[]> taken_;
   alignas(64) std::atomic<unsigned> finished_{0};
 };
 

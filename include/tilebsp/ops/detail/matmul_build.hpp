@@ -91,7 +91,7 @@ class MatmulHostKernel {
 
     Bound bind(HostBinding const& at) const {
       auto const& q = plan.problem;
-      Bound r{at(a->var), at(b->var), at(c->var), std::make_shared<UnitQueue>(), nullptr};
+      Bound r{at(a->var), at(b->var), at(c->var), std::make_shared<UnitQueue>(at.threads), nullptr};
       bool const packable = !plan.reduce || (std::is_same_v<TP, float> && plan.k_step <= simd::gemm_kc);
       if (std::uint64_t const* counter = at.host_writes ? at.host_writes(b->var) : nullptr; counter && packable && q.k > 0) {
         std::size_t const pieces = (q.n + simd::gemm_nr - 1) / simd::gemm_nr, ld = pieces * simd::gemm_nr;
@@ -101,10 +101,10 @@ class MatmulHostKernel {
       return r;
     }
 
-    void run(Bound const& at, unsigned /*t*/, unsigned threads, Epilogue const* epilogue = nullptr) const {
+    void run(Bound const& at, unsigned t, unsigned threads, Epilogue const* epilogue = nullptr) const {
       auto const& q = plan.problem;
-      // Output blocks, handed out first come first served (a block's values do not depend on the thread or the
-      // division). Column panels first (each block reads or packs only its own columns of B), at most 256 wide and
+      // Output blocks, a share per thread and then what the others left (UnitQueue; a block's values do not
+      // depend on the thread or the division). Column panels first (each block reads or packs only its own columns of B), at most 256 wide and
       // about one per thread, or all columns when A dwarfs B (M >= 4N: each block then reads only its own rows of
       // A, the larger operand); then row blocks (a multiple of the micro-kernel's rows): at least 2 per thread where
       // the rows allow, and up to 4 per thread while a block keeps at least the gemm's L2 block of rows (MC), so
@@ -129,7 +129,7 @@ class MatmulHostKernel {
       // Blocks::epilogue (a row's values do not depend on the part), each handed to the epilogue while it is still in
       // the cache.
       std::size_t const part = std::max(mr, simd::blocks().epilogue / (cc * sizeof(TO)) / mr * mr);
-      at.queue->run(blocks(), threads, [&](std::size_t u) {
+      at.queue->run(blocks(), t, threads, [&](std::size_t u) {
         std::size_t const g = u / (mc * nc), r0 = u / nc % mc * rc, c0 = u % nc * cc, r1 = std::min(q.m, r0 + rc),
                           c1 = std::min(q.n, c0 + cc);
         if (!epilogue) return block(at, g, r0, r1, c0, c1);
