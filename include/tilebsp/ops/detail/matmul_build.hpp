@@ -103,11 +103,11 @@ class MatmulHostKernel {
 
     void run(Bound const& at, unsigned t, unsigned threads, Epilogue const* epilogue = nullptr) const {
       auto const& q = plan.problem;
-      // Output blocks, a share per thread and then what the others left (UnitQueue; a block's values do not
-      // depend on the thread or the division). Column panels first (each block reads or packs only its own columns of B), at most 256 wide and
-      // about one per thread, or all columns when A dwarfs B (M >= 4N: each block then reads only its own rows of
-      // A, the larger operand); then row blocks (a multiple of the micro-kernel's rows): at least 2 per thread where
-      // the rows allow, and up to 4 per thread while a block keeps at least the gemm's L2 block of rows (MC), so
+      // Output blocks, a share per thread and then what the others left (UnitQueue; a block's values do not depend on
+      // the thread or the division). Column panels first (each block reads or packs only its own columns of B), at most
+      // 256 wide and about one per thread, or all columns when A dwarfs B (M >= 4N: each block then reads only its own
+      // rows of A, the larger operand); then row blocks (a multiple of the micro-kernel's rows): at least 2 per thread
+      // where the rows allow, and up to 4 per thread while a block keeps at least the gemm's L2 block of rows (MC), so
       // that a thread the machine slows down takes fewer. Blocks of MC rows cost no more traffic than one block of
       // their sum: the gemm streams its K block of B once per MC rows either way.
       std::size_t const mr = simd::gemm_mr, mcb = simd::blocks().gemm_mc;
