@@ -38,7 +38,8 @@ TEST_CASE("direct_forms: one entry per form, in DirectForm's order, each with it
   std::pair<DirectForm, std::string_view> const names[] = {{DirectForm::forward_rows, "forward row blocks"},
                                                           {DirectForm::forward_blocks, "forward register blocks"},
                                                           {DirectForm::gradient_rows, "weight-gradient row blocks"},
-                                                          {DirectForm::gradient_blocks, "weight-gradient register blocks"}};
+                                                          {DirectForm::gradient_blocks, "weight-gradient register blocks"},
+                                                          {DirectForm::forward_depthwise, "forward depthwise blocks"}};
   CHECK(sd::direct_forms.size() == std::size(names));
   for (auto const& [f, name] : names) {
     auto const& info = sd::direct_form_info(f);

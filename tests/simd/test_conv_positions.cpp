@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -84,13 +85,13 @@ bool same_bits(std::vector<float> const& a, std::vector<float> const& b) {
 
 /// The whole range reads in place (checked) and agrees with the reference and bitwise with the groups one at a time,
 /// for a first step and one continued from its results; a block of rows and positions writes exactly its outputs.
-void check_in_place(Depthwise const& p) {
+void check_in_place(Depthwise const& p, bool in_place = true) {
   std::string const label = std::to_string(p.G) + " groups, " + std::to_string(p.H) + "x" + std::to_string(p.W) + ", " + std::to_string(p.K) +
        "x" + std::to_string(p.K) + " stride " + std::to_string(p.S) + " padding " + std::to_string(p.P) + " dilation " +
        std::to_string(p.B);
   INFO(label);
   sd::ConvRange const all = p.all();
-  REQUIRE(p.in_place(all));
+  if (in_place) REQUIRE(p.in_place(all));
   std::vector<float> whole(p.outputs(), 7.0f), alone(p.outputs(), 7.0f);
   run(p, all, whole, false, false);
   run(p, all, alone, false, true);
@@ -140,6 +141,37 @@ TEST_CASE("conv_forward: strided depthwise columns read the source in place, bit
   check_in_place(Depthwise(2, 30, 29, 2 * L, 3, 2, 2, 2));  // kernel dilation 2
   check_in_place(Depthwise(1, 17, 16, L, 3, 3, 1));         // stride 3
   check_in_place(Depthwise(1, 40, 40, L, 3, 1, 1));         // stride 1 (row blocks where they apply)
+}
+
+TEST_CASE("conv_forward: depthwise blocks of a vector of groups or more, bitwise as one group at a time") {
+  // depthwise_forward (simd/conv/depthwise.hpp) runs blocks of at least a vector of groups; one group at a time
+  // runs the box form. Groups that fill no whole last vector, fields smaller than a block of positions, 5x5.
+  auto const L = static_cast<std::int64_t>(sd::lanes);
+  auto const applies = [](Depthwise const& p) {
+    std::vector<float> y(p.outputs());
+    return sd::detail::depthwise_applies<float, float, float>(p.L, p.all(), p.src(), p.dst(y));
+  };
+  Depthwise const a(2, 7, 7, 3 * L + 5, 3, 1, 1);  // mobilenet's 7² layers, with a partial last vector
+  REQUIRE(applies(a));
+  check_in_place(a, false);
+  check_in_place(Depthwise(1, 14, 13, L + 1, 5, 1, 2), false);    // efficientnet's 5x5, stride 1
+  check_in_place(Depthwise(2, 3, 2, 2 * L, 3, 1, 1), false);      // fewer positions than a block
+  check_in_place(Depthwise(1, 9, 11, 2 * L - 3, 3, 2, 1), false);  // stride 2, a partial vector
+  // Rows long enough for blocks of 8 positions away from the padding (depthwise_inside), each kernel it has.
+  check_in_place(Depthwise(1, 5, 30, 2 * L + 3, 3, 1, 1), false);
+  check_in_place(Depthwise(1, 5, 40, L + 7, 3, 2, 1), false);
+  check_in_place(Depthwise(1, 6, 30, L + 2, 5, 1, 2), false);
+  check_in_place(Depthwise(1, 7, 50, L, 5, 2, 2), false);
+  check_in_place(Depthwise(1, 5, 30, L, 3, 1, 1, 2), false);  // kernel dilation 2: the checked blocks only
+  CHECK_FALSE(applies(Depthwise(1, 8, 8, L, 3, 1, 1, 1, 3)));     // groups not consecutive: other forms
+  // Padding multiplies zeros, as the boxes do: an infinite weight makes NaN at every output next to padding.
+  Depthwise inf(1, 6, 6, L, 3, 1, 1);
+  inf.w[0] = std::numeric_limits<float>::infinity();
+  std::vector<float> whole(inf.outputs(), 7.0f), alone(inf.outputs(), 7.0f);
+  run(inf, inf.all(), whole, false, false);
+  run(inf, inf.all(), alone, false, true);
+  CHECK(same_bits(whole, alone));
+  CHECK(std::isnan(whole[0]));
 }
 
 TEST_CASE("forward_blocks_source_in_place: lanes over whole vectors of consecutive groups, where copies are fewer") {

@@ -18,6 +18,7 @@
 #include <tilebsp/core/half.hpp>
 #include <tilebsp/simd/arch.hpp>
 #include <tilebsp/simd/blocks.hpp>
+#include <tilebsp/simd/conv/depthwise.hpp>
 #include <tilebsp/simd/conv/forms.hpp>
 #include <tilebsp/simd/conv/positions.hpp>
 #include <tilebsp/simd/conv/rows.hpp>
@@ -39,7 +40,8 @@ namespace tilebsp::simd {
 
 /// dst(n, o, g, c) = [dst +] sum over taps t (row-major), then j in [j0, j1), of src(n, v(o, t), g, j) *
 /// w(g, t, j, c), for the block `r`; with `load`, each chain continues from the value in dst. A loop marked
-/// winograd runs winograd_forward instead (on `wino`, its weights prepared ahead, when given).
+/// winograd runs winograd_forward instead (on `wino`, its weights prepared ahead, when given); a depthwise block
+/// (detail::depthwise_applies) runs detail::depthwise_forward.
 template <class TS, class TW, class TD>
 void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<TW const> const& w,
                   Operand6<TD> const& dst, bool load, WinoWeights const* wino = nullptr) {
@@ -54,6 +56,7 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
   // (t0, t1, j, t2): as row blocks, or as register blocks of outer (t0, t1, j) x inner t2. Otherwise steps
   // (t0, t1, t2, j), outer (t0, t1[, t2]) x inner ([t2,] j): the taps of dimension 2 join the inner steps when
   // they are consecutive in the box (no kernel dilation there).
+  if (depthwise_applies<TS, TW, TD>(L, r, src, dst)) return depthwise_forward(L, r, src, w, dst, load);
   bool const rows_k = row_kernel(L);
   bool const join2 = !rows_k && D[2].b == 1;
   std::size_t const K = static_cast<std::size_t>(rows_k ? D[2].taps : join2 ? D[2].taps * cj : cj), T = Q / K;

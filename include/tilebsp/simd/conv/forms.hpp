@@ -24,7 +24,7 @@
 namespace tilebsp::simd {
 
 /// How a direct pass walks its block.
-enum class DirectForm : std::uint8_t { forward_rows, forward_blocks, gradient_rows, gradient_blocks };
+enum class DirectForm : std::uint8_t { forward_rows, forward_blocks, gradient_rows, gradient_blocks, forward_depthwise };
 
 /// A form or a placement, and when it applies.
 struct DirectFormInfo {
@@ -36,7 +36,7 @@ struct DirectFormInfo {
 
 /// The forms, indexed by DirectForm. Every form runs on every instruction set; the register blocks and, where a
 /// condition says so, whether a form applies come from simd/tuning.hpp for the build's instruction set.
-inline constexpr std::array<DirectFormInfo, 4> direct_forms{{
+inline constexpr std::array<DirectFormInfo, 5> direct_forms{{
     {"forward row blocks",
      "a forward-like pass of a 3-wide kernel with stride and dilation 1 along the row (dimension 2), f32 results, "
      "every column's lanes contiguous in dst or a permutation of one vector, and rows long enough for the "
@@ -54,6 +54,14 @@ inline constexpr std::array<DirectFormInfo, 4> direct_forms{{
      "gradient_row_block: the three taps along a row over whole rows of positions", "detail::gradient_column"},
     {"weight-gradient register blocks", "any other weight-gradient pass",
      "gradient_block: rows of (tap, channel) steps over the positions of a box", "detail::gradient_column"},
+    {"forward depthwise blocks",
+     "a forward-like pass over at least a vector of groups of one reduction and one output channel each, f32 "
+     "operands, the groups consecutive in the source and the result, no input dilation, and not a row-block kernel "
+     "(3-wide, stride 1) over rows of 14 positions or more, which row blocks run faster",
+     "depthwise_forward (simd/conv/depthwise.hpp): per output row, blocks of positions over every vector of groups, "
+     "the source read where it lies; for 3- and 5-wide kernels at stride 1 or 2, each source vector of a row loaded "
+     "once for every position it serves",
+     "detail::depthwise_applies"},
 }};
 
 /// Where a form reads and writes, beside the default (inputs from a box built per strip, packed weights, sums in
