@@ -57,7 +57,8 @@ inline constexpr std::array<DirectFormInfo, 5> direct_forms{{
     {"forward depthwise blocks",
      "a forward-like pass over at least a vector of groups of one reduction and one output channel each, f32 "
      "operands, the groups consecutive in the source and the result, no input dilation, and not a row-block kernel "
-     "(3-wide, stride 1) over rows of 14 positions or more, which row blocks run faster",
+     "(3-wide, stride 1) over rows of 14 positions or more, which row blocks run faster, nor, with 16 vector "
+     "registers (AVX2 and below), a strided kernel, which the in-place register blocks run faster there",
      "depthwise_forward (simd/conv/depthwise.hpp): per output row, blocks of positions over every vector of groups, "
      "the source read where it lies; for 3- and 5-wide kernels at stride 1 or 2, each source vector of a row loaded "
      "once for every position it serves",
