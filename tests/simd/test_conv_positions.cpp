@@ -144,28 +144,31 @@ TEST_CASE("conv_forward: strided depthwise columns read the source in place, bit
 }
 
 TEST_CASE("conv_forward: depthwise blocks of a vector of groups or more, bitwise as one group at a time") {
-  // depthwise_forward (simd/conv/depthwise.hpp) runs blocks of at least a vector of groups; one group at a time
-  // runs the box form. Groups that fill no whole last vector, fields smaller than a block of positions, 5x5.
+  // depthwise_forward (simd/conv/depthwise.hpp) runs strided blocks of at least a vector of groups with 32
+  // registers; one group at a time runs the box form. Groups that fill no whole last vector, fields smaller than a
+  // block of positions, 5x5; the stride-1 cases check the other forms the same way.
   auto const L = static_cast<std::int64_t>(sd::lanes);
   auto const applies = [](Depthwise const& p) {
     std::vector<float> y(p.outputs());
     return sd::detail::depthwise_applies<float, float, float>(p.L, p.all(), p.src(), p.dst(y));
   };
-  Depthwise const a(2, 7, 7, 3 * L + 5, 3, 1, 1);  // mobilenet's 7² layers, with a partial last vector
-  REQUIRE(applies(a));
+  Depthwise const a(2, 7, 7, 3 * L + 5, 3, 2, 1);  // a partial last vector
+  if (sd::lanes >= 16) REQUIRE(applies(a));          // strided, 32 registers
+  CHECK_FALSE(applies(Depthwise(1, 7, 7, 2 * L, 3, 1, 1)));  // stride 1: the other forms
   check_in_place(a, false);
+  check_in_place(Depthwise(2, 7, 7, 3 * L + 5, 3, 1, 1), false);
   check_in_place(Depthwise(1, 14, 13, L + 1, 5, 1, 2), false);    // efficientnet's 5x5, stride 1
-  check_in_place(Depthwise(2, 3, 2, 2 * L, 3, 1, 1), false);      // fewer positions than a block
+  check_in_place(Depthwise(2, 5, 3, 2 * L, 3, 2, 1), false);      // fewer positions than a block
   check_in_place(Depthwise(1, 9, 11, 2 * L - 3, 3, 2, 1), false);  // stride 2, a partial vector
   // Rows long enough for blocks of 8 positions away from the padding (depthwise_inside), each kernel it has.
   check_in_place(Depthwise(1, 5, 30, 2 * L + 3, 3, 1, 1), false);
   check_in_place(Depthwise(1, 5, 40, L + 7, 3, 2, 1), false);
   check_in_place(Depthwise(1, 6, 30, L + 2, 5, 1, 2), false);
   check_in_place(Depthwise(1, 7, 50, L, 5, 2, 2), false);
-  check_in_place(Depthwise(1, 5, 30, L, 3, 1, 1, 2), false);  // kernel dilation 2: the checked blocks only
+  check_in_place(Depthwise(1, 5, 30, L, 3, 2, 1, 2), false);  // kernel dilation 2: the checked blocks only
   CHECK_FALSE(applies(Depthwise(1, 8, 8, L, 3, 1, 1, 1, 3)));     // groups not consecutive: other forms
   // Padding multiplies zeros, as the boxes do: an infinite weight makes NaN at every output next to padding.
-  Depthwise inf(1, 6, 6, L, 3, 1, 1);
+  Depthwise inf(1, 6, 6, L, 3, 2, 1);
   inf.w[0] = std::numeric_limits<float>::infinity();
   std::vector<float> whole(inf.outputs(), 7.0f), alone(inf.outputs(), 7.0f);
   run(inf, inf.all(), whole, false, false);

@@ -56,9 +56,8 @@ inline constexpr std::array<DirectFormInfo, 5> direct_forms{{
      "gradient_block: rows of (tap, channel) steps over the positions of a box", "detail::gradient_column"},
     {"forward depthwise blocks",
      "a forward-like pass over at least a vector of groups of one reduction and one output channel each, f32 "
-     "operands, the groups consecutive in the source and the result, no input dilation, and not a row-block kernel "
-     "(3-wide, stride 1) over rows of 14 positions or more, which row blocks run faster, nor, with 16 vector "
-     "registers (AVX2 and below), a strided kernel, which the in-place register blocks run faster there",
+     "operands, the groups consecutive in the source and the result, no input dilation, a stride in dimension 1 or "
+     "2, and 32 vector registers (AVX-512): where the other forms measured slower",
      "depthwise_forward (simd/conv/depthwise.hpp): per output row, blocks of positions over every vector of groups, "
      "the source read where it lies; for 3- and 5-wide kernels at stride 1 or 2, each source vector of a row loaded "
      "once for every position it serves",
