@@ -42,11 +42,11 @@ bool depthwise_applies(ConvLoop const& L, ConvRange const& r, Operand6<TS const>
 /// multiply-adds over the taps in row-major order (t0, t1, t2), from zero or (load) from dst. rows[k]: where in src
 /// the row that taps (t0, t1) number k read lies, at group g0 (no_row: padding); a tap that reads padding
 /// multiplies a zero, as the boxes of the other forms hold zeros there. wp: the weights, tap t's at wp + t * gp.
-/// `inside`: every tap of every position reads the source (no checks).
+/// Each tap is checked: the positions next to the padding, and kernels without a depthwise_inside.
 template <std::size_t P>
 void depthwise_positions(ConvDim const& d2, std::int64_t o2, float const* src, std::ptrdiff_t const* rows, std::size_t nrows,
                          std::ptrdiff_t s3, float const* wp, std::size_t gp, std::int64_t G, float* out, std::ptrdiff_t ds,
-                         bool load, bool inside) {
+                         bool load) {
   auto const K = static_cast<std::size_t>(d2.taps);
   batch<float> const zero(0.0f);
   for (std::int64_t g = 0; g < G; g += static_cast<std::int64_t>(lanes)) {
@@ -66,7 +66,7 @@ void depthwise_positions(ConvDim const& d2, std::int64_t o2, float const* src, s
         for (std::size_t p = 0; p < P; ++p) {
           std::int64_t const vp = v + static_cast<std::int64_t>(p) * d2.a;
           batch<float> x = zero;
-          if (inside || (row != no_row && vp >= 0 && vp < d2.in)) {
+          if (row != no_row && vp >= 0 && vp < d2.in) {
             float const* const at = src + row + vp * s3 + g;
             x = whole ? batch<float>::load_unaligned(at) : load_partial(at, n);
           }
@@ -212,15 +212,15 @@ void depthwise_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const>
           auto const out = [&](std::int64_t o2) { return dst.at(n, o0, o1, o2, r.g0, r.c0); };
           if (!fast[0]) {  // checked blocks of 8 positions
             for (std::int64_t o2 = r.lo[2]; o2 < r.hi[2]; o2 += 8) {
-              if (r.hi[2] - o2 >= 8) depthwise_positions<8>(D[2], o2, src.data, rows.data(), nrows, s3, wp, gp, G, out(o2), ds, load, false);
+              if (r.hi[2] - o2 >= 8) depthwise_positions<8>(D[2], o2, src.data, rows.data(), nrows, s3, wp, gp, G, out(o2), ds, load);
               else
                 for (std::int64_t o = o2; o < r.hi[2]; ++o)
-                  depthwise_positions<1>(D[2], o, src.data, rows.data(), nrows, s3, wp, gp, G, out(o), ds, load, false);
+                  depthwise_positions<1>(D[2], o, src.data, rows.data(), nrows, s3, wp, gp, G, out(o), ds, load);
             }
             continue;
           }
           for (std::int64_t o2 = r.lo[2]; o2 < in0; ++o2)
-            depthwise_positions<1>(D[2], o2, src.data, rows.data(), nrows, s3, wp, gp, G, out(o2), ds, load, false);
+            depthwise_positions<1>(D[2], o2, src.data, rows.data(), nrows, s3, wp, gp, G, out(o2), ds, load);
           for (std::int64_t o2 = in0; o2 < in1;) {
             std::int64_t const left = in1 - o2;
             std::size_t const b = left >= static_cast<std::int64_t>(PB) ? 0 : left >= 4 ? 1 : left >= 2 ? 2 : 3;
@@ -228,7 +228,7 @@ void depthwise_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const>
             o2 += b == 0 ? static_cast<std::int64_t>(PB) : std::int64_t{4} >> (b - 1);
           }
           for (std::int64_t o2 = std::max(in1, in0); o2 < r.hi[2]; ++o2)
-            depthwise_positions<1>(D[2], o2, src.data, rows.data(), nrows, s3, wp, gp, G, out(o2), ds, load, false);
+            depthwise_positions<1>(D[2], o2, src.data, rows.data(), nrows, s3, wp, gp, G, out(o2), ds, load);
         }
   }
 }
