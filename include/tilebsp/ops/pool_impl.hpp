@@ -136,9 +136,10 @@ struct MaxPoolGradVertex {
 };
 
 /// The host kernel of max_pool: max_pool_range over the tensors where they are (no gathered windows), in units
-/// of one image's output rows (UnitQueue: a share per thread, then what the others left). An output's value does not depend on the unit
-/// that computes it, so the results are the vertices' bits for any number of threads. Needs the input to be one
-/// variable with its channels contiguous (the output is max_pool's own); otherwise the vertices run.
+/// of one image's output rows (UnitQueue: a share per thread, then what the others left). An output's value does
+/// not depend on the unit that computes it, so the results are the vertices' bits for any number of threads. Needs
+/// the input to be one variable with its channels contiguous (the output is max_pool's own); otherwise the vertices
+/// run.
 template <class T>
 class MaxPoolHostKernel {
  public:
