@@ -100,6 +100,17 @@ class Importer {
   /// How many values hold each graph variable (graph id, variable): set() counts a value's variables, the model's
   /// inputs count twice (never written). A map writes in place only into a variable that no other value holds.
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::size_t> holders;
+  /// Concatenations that extend one another share a buffer (ops_tensor.cpp, chained): the buffer in its physical
+  /// order, the inputs joined into it so far (their value names, in order), the axis and layout they were joined
+  /// along and how far along the axis the buffer is filled.
+  struct JoinChain {
+    Tensor buffer;
+    std::vector<std::string> parts;
+    std::size_t axis = 0;
+    std::vector<std::size_t> layout;
+    std::int64_t filled = 0;
+  };
+  std::vector<JoinChain> chains;
   void hold(Tensor const& t, std::ptrdiff_t by);
   /// Builds the node being built as a host callback: `fn` folds it on the values read from the tiles when the model
   /// runs. unsupported_error when `fn` does not fold the operator.

@@ -49,6 +49,85 @@ Tensor materialised(Importer& imp, Tensor const& view, std::vector<std::size_t> 
   return layout.empty() ? t : t.dimshuffle(layout);
 }
 
+/// A concatenation that extends an earlier one by more inputs (DenseNet: layer k of a block reads the block's input
+/// joined with the outputs of layers 1 to k - 1) as a prefix of one buffer along the axis: it copies only the inputs
+/// the earlier one lacks, so a chain of L concatenations copies each input once instead of L / 2 times on average.
+/// The first of a chain sizes the buffer for the longest concatenation in the model that extends its inputs, each
+/// input it lacks counted as large as the last one it has (DenseNet's growth rate); one that does not fit moves
+/// the chain into a buffer twice as large. The buffer stays held (Importer::holders), so no map writes into it.
+/// None for a concatenation nothing extends, with constant inputs, or in a pipelined or sharded import (a chain's
+/// copies would cross its stages).
+std::optional<Tensor> chained(Importer& imp, std::vector<Value const*> const& parts, std::vector<Tensor> const& ts,
+                              std::size_t axis, std::vector<std::size_t> const& layout) {
+  auto const& names = imp.node->inputs;
+  if (imp.stages || imp.computed || !imp.options.manual_sharding.empty() || ts.size() != parts.size() || names.size() != parts.size())
+    return std::nullopt;
+  for (auto const* p : parts)
+    if (p->constant || p->host_read || !p->zero_lower.empty()) return std::nullopt;
+  std::vector<std::size_t> inverse(layout.size());
+  for (std::size_t d = 0; d < layout.size(); ++d) inverse[layout[d]] = d;
+  auto const physical = [&](Tensor const& t) { return layout.empty() ? t : t.dimshuffle(inverse); };
+  std::size_t const pax = layout.empty() ? axis : layout[axis];  // the axis in the physical order
+  auto const length = [&](Tensor const& t) { return static_cast<std::int64_t>(t.shape()[axis]); };
+  auto const copy_into = [&](Tensor const& buffer, std::size_t from, std::int64_t at) {
+    for (std::size_t i = from; i < ts.size(); ++i) {
+      auto const n = length(ts[i]);
+      imp.prog.add(copy(physical(ts[i]), buffer.slice(static_cast<std::size_t>(at), static_cast<std::size_t>(at + n), pax)));
+      at += n;
+    }
+    return at;
+  };
+  auto const prefix = [&](std::vector<std::string> const& a, std::vector<std::string> const& b) {  // a a strict prefix of b
+    return a.size() < b.size() && std::equal(a.begin(), a.end(), b.begin());
+  };
+  for (auto& c : imp.chains) {
+    if (c.axis != axis || c.layout != layout || !prefix(c.parts, names) || c.buffer.graph_id() != ts[0].graph_id() ||
+        c.buffer.element_type() != ts[0].element_type())
+      continue;
+    Shape want = physical(ts[0]).shape();
+    want[pax] = c.buffer.shape()[pax];
+    if (c.buffer.shape() != want) continue;
+    std::int64_t need = c.filled;
+    for (std::size_t i = c.parts.size(); i < ts.size(); ++i) need += length(ts[i]);
+    if (need > static_cast<std::int64_t>(c.buffer.shape()[pax])) {  // moved into a buffer twice as large
+      Shape shape = want;
+      shape[pax] = static_cast<std::size_t>(std::max(need, 2 * static_cast<std::int64_t>(want[pax])));
+      Tensor larger = imp.g.add_variable(c.buffer.element_type(), shape, imp.node->name + "/joined");
+      map_linearly(imp.g, larger);
+      imp.prog.add(copy(c.buffer.slice(0, static_cast<std::size_t>(c.filled), pax), larger.slice(0, static_cast<std::size_t>(c.filled), pax)));
+      imp.hold(larger, 1);
+      c.buffer = larger;
+    }
+    c.filled = copy_into(c.buffer, c.parts.size(), c.filled);
+    c.parts = names;
+    Tensor const joined = c.buffer.slice(0, static_cast<std::size_t>(c.filled), pax);
+    return layout.empty() ? joined : joined.dimshuffle(layout);
+  }
+  // A new chain where a later concatenation extends this one: the longest such sizes the buffer.
+  std::size_t longest = names.size();
+  auto const rank = static_cast<std::int64_t>(parts[0]->shape.size());
+  for (auto const& n : imp.model.nodes) {
+    if (n.op_type != "Concat" || !n.domain.empty() || !prefix(names, n.inputs) || n.inputs.size() <= longest) continue;
+    auto const a = n.attributes.find("axis");
+    if (a == n.attributes.end() || a->second.kind != Attribute::Kind::i || a->second.i < -rank || a->second.i >= rank ||
+        static_cast<std::size_t>(a->second.i < 0 ? a->second.i + rank : a->second.i) != axis)
+      continue;
+    longest = n.inputs.size();
+  }
+  if (longest == names.size()) return std::nullopt;
+  std::int64_t need = 0;
+  for (auto const& t : ts) need += length(t);
+  Shape shape = physical(ts[0]).shape();
+  shape[pax] = static_cast<std::size_t>(need + static_cast<std::int64_t>(longest - names.size()) * length(ts.back()));
+  Tensor buffer = imp.g.add_variable(ts[0].element_type(), shape, imp.node->name + "/joined");
+  map_linearly(imp.g, buffer);
+  imp.hold(buffer, 1);
+  std::int64_t const filled = copy_into(buffer, 0, 0);
+  imp.chains.push_back({buffer, names, axis, layout, filled});
+  Tensor const joined = buffer.slice(0, static_cast<std::size_t>(filled), pax);
+  return layout.empty() ? joined : joined.dimshuffle(layout);
+}
+
 /// Value `v` with the elements at `idx` along `axis` (any order, repeats allowed).
 Value select(Importer& imp, Value const& v, std::size_t axis, std::vector<std::int64_t> const& idx) {
   Dims shape = v.shape;
@@ -164,7 +243,8 @@ Value concatenated(Importer& imp, std::vector<Value const*> const& parts, std::s
     r.tensor = ts[0];  // the one non-empty part, in its own layout
     r.layout = layout;
   } else {
-    r.tensor = materialised(imp, concat(ts, axis), layout);
+    std::optional<Tensor> const in_chain = chained(imp, parts, ts, axis, layout);
+    r.tensor = in_chain ? *in_chain : materialised(imp, concat(ts, axis), layout);
     r.layout = layout;
   }
   return r;
