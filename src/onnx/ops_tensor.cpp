@@ -53,8 +53,8 @@ Tensor materialised(Importer& imp, Tensor const& view, std::vector<std::size_t> 
 /// joined with the outputs of layers 1 to k - 1) as a prefix of one buffer along the axis: it copies only the inputs
 /// the earlier one lacks, so a chain of L concatenations copies each input once instead of L / 2 times on average.
 /// The first of a chain sizes the buffer for the longest concatenation in the model that extends its inputs, each
-/// input it lacks counted as large as the last one it has (DenseNet's growth rate); one that does not fit moves
-/// the chain into a buffer twice as large. The buffer stays held (Importer::holders), so no map writes into it.
+/// input it lacks counted as large as the smallest of its own after the first (DenseNet's growth rate; never more
+/// room than that); one that does not fit moves the chain into a buffer twice as large. The buffer stays held (Importer::holders), so no map writes into it.
 /// None for a concatenation nothing extends, with constant inputs, or in a pipelined or sharded import (a chain's
 /// copies would cross its stages).
 std::optional<Tensor> chained(Importer& imp, std::vector<Value const*> const& parts, std::vector<Tensor> const& ts,
@@ -115,10 +115,13 @@ std::optional<Tensor> chained(Importer& imp, std::vector<Value const*> const& pa
     longest = n.inputs.size();
   }
   if (longest == names.size()) return std::nullopt;
-  std::int64_t need = 0;
-  for (auto const& t : ts) need += length(t);
+  std::int64_t need = 0, each = length(ts[1]);  // each input to come: as large as the smallest after the first
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    need += length(ts[i]);
+    if (i > 0) each = std::min(each, length(ts[i]));
+  }
   Shape shape = physical(ts[0]).shape();
-  shape[pax] = static_cast<std::size_t>(need + static_cast<std::int64_t>(longest - names.size()) * length(ts.back()));
+  shape[pax] = static_cast<std::size_t>(need + static_cast<std::int64_t>(longest - names.size()) * each);
   Tensor buffer = imp.g.add_variable(ts[0].element_type(), shape, imp.node->name + "/joined");
   map_linearly(imp.g, buffer);
   imp.hold(buffer, 1);

@@ -1160,8 +1160,8 @@ TEST_CASE("pads beyond 2^31 are refused by value, before any sum of them") {
 
 TEST_CASE("concatenations that extend one another share one buffer, each input copied into it once") {
   // DenseNet's pattern: x0 = conv(x); cat_k = Concat(x0, y_1..y_k); y_{k+1} = conv(cat_k). The chain's buffer is
-  // sized for cat3 from cat1's last input (3 channels per input to come); growth {3, 3, 5} does not fit it and
-  // moves the chain into a buffer twice as large at cat3.
+  // sized for cat3 from cat1's inputs after the first (3 channels per input to come); growth {3, 3, 5} does not fit
+  // it and moves the chain into a buffer twice as large at cat3.
   for (std::vector<std::int64_t> const& growth : {std::vector<std::int64_t>{3, 3, 3}, std::vector<std::int64_t>{3, 3, 5}}) {
     CAPTURE(growth[2]);
     Builder b;
