@@ -13,6 +13,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -109,6 +110,24 @@ std::vector<float> ramp(std::size_t n, float scale, float offset) {
   for (std::size_t i = 0; i < n; ++i) v[i] = std::sin(static_cast<float>(i) * scale + offset);
   return v;
 }
+
+/// `m` imported at batch 2 into a small target and run once on `x`, on the host kernels or on the vertices.
+struct TinyRun {
+  tb::Graph g{tb::targets::tiny(4, 1 << 20)};
+  std::unique_ptr<tb::Engine> e;
+  to::HostTensor y;
+  TinyRun(to::Model const& m, to::HostTensor const& x, bool host_kernels) {
+    tb::Sequence prog;
+    to::ImportOptions opts;
+    opts.batch_size = 2;
+    to::Imported const imp = to::import(g, prog, m, opts);
+    e = std::make_unique<tb::Engine>(tb::compile(g, {.allow_out_of_memory = true}, prog),
+                                     tb::EngineOptions{.host_threads = 2, .profiling = true, .host_kernels = host_kernels});
+    to::write(*e, imp.inputs[0], x);
+    e->run();
+    y = to::read(*e, imp.outputs[0]);
+  }
+};
 
 /// Imports, compiles and runs `m` with the given inputs on `threads` host threads; returns the first output.
 to::HostTensor run(to::Model const& m, std::vector<to::HostTensor> const& inputs, std::size_t threads = 0,
@@ -861,15 +880,8 @@ TEST_CASE("a batch norm after a concatenation is one compiled map with the ReLU 
   to::HostTensor const x{to::DataType::float32, {2, 3, 5, 5}, ramp(150, 0.23f, 0.1f), {}};
   std::vector<float> first;
   for (bool host : {true, false}) {
-    tb::Graph g{tb::targets::tiny(4, 1 << 20)};
-    tb::Sequence prog;
-    to::ImportOptions opts;
-    opts.batch_size = 2;
-    to::Imported const imp = to::import(g, prog, m, opts);
-    tb::Engine e{tb::compile(g, {.allow_out_of_memory = true}, prog), {.host_threads = 2, .profiling = true, .host_kernels = host}};
-    to::write(e, imp.inputs[0], x);
-    e.run();
-    to::HostTensor const y = to::read(e, imp.outputs[0]);
+    TinyRun const run(m, x, host);
+    to::HostTensor const& y = run.y;
     REQUIRE(y.shape == std::vector<std::int64_t>{2, 16, 5, 5});
     for (std::size_t n = 0; n < 2; ++n)
       for (std::size_t co = 0; co < 16; ++co)
@@ -881,7 +893,7 @@ TEST_CASE("a batch norm after a concatenation is one compiled map with the ReLU 
         }
     if (first.empty()) first = y.floats;
     CHECK(y.floats == first);  // bitwise, host kernels or vertices
-    tb::Profile const profile = e.profile();
+    tb::Profile const profile = run.e->profile();
     for (auto const& op : profile.operators) {
       if (op.name == "bn") CHECK(op.compute_sets == 1);
       CHECK(op.name != "relu");  // built into the batch norm's map
@@ -1207,22 +1219,15 @@ TEST_CASE("concatenations that extend one another share one buffer, each input c
       }
     std::vector<float> first;
     for (bool host : {true, false}) {
-      tb::Graph g{tb::targets::tiny(4, 1 << 20)};
-      tb::Sequence prog;
-      to::ImportOptions opts;
-      opts.batch_size = 2;
-      to::Imported const imp = to::import(g, prog, m, opts);
-      tb::Engine e{tb::compile(g, {.allow_out_of_memory = true}, prog), {.host_threads = 2, .profiling = true, .host_kernels = host}};
-      to::write(e, imp.inputs[0], x);
-      e.run();
-      to::HostTensor const y = to::read(e, imp.outputs[0]);
+      TinyRun const run(m, x, host);
+      to::HostTensor const& y = run.y;
       REQUIRE(y.shape == std::vector<std::int64_t>{2, channels, 5, 5});
       for (std::size_t i = 0; i < ref.size(); ++i) CHECK(y.floats[i] == doctest::Approx(ref[i]).epsilon(1e-5));
       if (first.empty()) first = y.floats;
       CHECK(y.floats == first);  // bitwise, host kernels or vertices
       // The buffers: cat1's, and cat3's where the chain moved (no buffer of cat2's own).
       std::set<std::string> joined;
-      for (auto const& v : g.impl().variables)
+      for (auto const& v : run.g.impl().variables)
         if (v.name.find("/joined") != std::string::npos) joined.insert(v.name);
       CHECK(joined == (growth[2] == 3 ? std::set<std::string>{"cat1/joined"} : std::set<std::string>{"cat1/joined", "cat3/joined"}));
     }
