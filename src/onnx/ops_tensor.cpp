@@ -54,13 +54,14 @@ Tensor materialised(Importer& imp, Tensor const& view, std::vector<std::size_t> 
 /// the earlier one lacks, so a chain of L concatenations copies each input once instead of L / 2 times on average.
 /// The first of a chain sizes the buffer for the longest concatenation in the model that extends its inputs, each
 /// input it lacks counted as large as the smallest of its own after the first (DenseNet's growth rate; never more
-/// room than that); one that does not fit moves the chain into a buffer twice as large. The buffer stays held (Importer::holders), so no map writes into it.
-/// None for a concatenation nothing extends, with constant inputs, or in a pipelined or sharded import (a chain's
-/// copies would cross its stages).
+/// room than that); one that does not fit moves the chain into a buffer twice as large. The buffer stays held
+/// (Importer::holders), so no map writes into it. None for a concatenation nothing extends, with constant inputs, or
+/// in a pipelined or sharded import (a chain's copies would cross its stages).
 std::optional<Tensor> chained(Importer& imp, std::vector<Value const*> const& parts, std::vector<Tensor> const& ts,
                               std::size_t axis, std::vector<std::size_t> const& layout) {
   auto const& names = imp.node->inputs;
-  if (imp.stages || imp.computed || !imp.options.manual_sharding.empty() || ts.size() != parts.size() || names.size() != parts.size())
+  if (imp.stages || imp.computed || !imp.options.manual_sharding.empty() || ts.size() != parts.size() ||
+      names.size() != parts.size())
     return std::nullopt;
   for (auto const* p : parts)
     if (p->constant || p->host_read || !p->zero_lower.empty()) return std::nullopt;
@@ -72,12 +73,23 @@ std::optional<Tensor> chained(Importer& imp, std::vector<Value const*> const& pa
   auto const copy_into = [&](Tensor const& buffer, std::size_t from, std::int64_t at) {
     for (std::size_t i = from; i < ts.size(); ++i) {
       auto const n = length(ts[i]);
-      imp.prog.add(copy(physical(ts[i]), buffer.slice(static_cast<std::size_t>(at), static_cast<std::size_t>(at + n), pax)));
+      Tensor const into = buffer.slice(static_cast<std::size_t>(at), static_cast<std::size_t>(at + n), pax);
+      imp.prog.add(copy(physical(ts[i]), into));
       at += n;
     }
     return at;
   };
-  auto const prefix = [&](std::vector<std::string> const& a, std::vector<std::string> const& b) {  // a a strict prefix of b
+  // The length along the axis of a buffer with room for `want` (more where the elements stay within the bound on a
+  // graph value), at least `need`.
+  auto const room = [&](std::int64_t need, std::int64_t want) {
+    std::size_t others = 1;
+    for (auto const d : physical(ts[0]).shape()) others *= d;
+    others /= static_cast<std::size_t>(length(ts[0]));
+    auto const most = static_cast<std::int64_t>(max_graph_elements / std::max<std::size_t>(others, 1));
+    return static_cast<std::size_t>(std::max(need, std::min(want, most)));
+  };
+  // Whether a is a strict prefix of b.
+  auto const prefix = [&](std::vector<std::string> const& a, std::vector<std::string> const& b) {
     return a.size() < b.size() && std::equal(a.begin(), a.end(), b.begin());
   };
   for (auto& c : imp.chains) {
@@ -91,10 +103,11 @@ std::optional<Tensor> chained(Importer& imp, std::vector<Value const*> const& pa
     for (std::size_t i = c.parts.size(); i < ts.size(); ++i) need += length(ts[i]);
     if (need > static_cast<std::int64_t>(c.buffer.shape()[pax])) {  // moved into a buffer twice as large
       Shape shape = want;
-      shape[pax] = static_cast<std::size_t>(std::max(need, 2 * static_cast<std::int64_t>(want[pax])));
+      shape[pax] = room(need, 2 * static_cast<std::int64_t>(want[pax]));
       Tensor larger = imp.g.add_variable(c.buffer.element_type(), shape, imp.node->name + "/joined");
       map_linearly(imp.g, larger);
-      imp.prog.add(copy(c.buffer.slice(0, static_cast<std::size_t>(c.filled), pax), larger.slice(0, static_cast<std::size_t>(c.filled), pax)));
+      auto const filled = static_cast<std::size_t>(c.filled);
+      imp.prog.add(copy(c.buffer.slice(0, filled, pax), larger.slice(0, filled, pax)));
       imp.hold(larger, 1);
       c.buffer = larger;
     }
@@ -121,7 +134,9 @@ std::optional<Tensor> chained(Importer& imp, std::vector<Value const*> const& pa
     if (i > 0) each = std::min(each, length(ts[i]));
   }
   Shape shape = physical(ts[0]).shape();
-  shape[pax] = static_cast<std::size_t>(need + static_cast<std::int64_t>(longest - names.size()) * each);
+  auto const to_come = static_cast<std::int64_t>(longest - names.size());
+  std::int64_t const most = std::int64_t{1} << 31;  // more than any graph value holds (room bounds it)
+  shape[pax] = room(need, to_come > most / std::max<std::int64_t>(each, 1) ? most : need + to_come * each);
   Tensor buffer = imp.g.add_variable(ts[0].element_type(), shape, imp.node->name + "/joined");
   map_linearly(imp.g, buffer);
   imp.hold(buffer, 1);
