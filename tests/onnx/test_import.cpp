@@ -121,8 +121,8 @@ struct TinyRun {
     to::ImportOptions opts;
     opts.batch_size = 2;
     to::Imported const imp = to::import(g, prog, m, opts);
-    e = std::make_unique<tb::Engine>(tb::compile(g, {.allow_out_of_memory = true}, prog),
-                                     tb::EngineOptions{.host_threads = 2, .profiling = true, .host_kernels = host_kernels});
+    tb::EngineOptions const eo{.host_threads = 2, .profiling = true, .host_kernels = host_kernels};
+    e = std::make_unique<tb::Engine>(tb::compile(g, {.allow_out_of_memory = true}, prog), eo);
     to::write(*e, imp.inputs[0], x);
     e->run();
     y = to::read(*e, imp.outputs[0]);
@@ -1174,7 +1174,8 @@ TEST_CASE("concatenations that extend one another share one buffer, each input c
   // DenseNet's pattern: x0 = conv(x); cat_k = Concat(x0, y_1..y_k); y_{k+1} = conv(cat_k). The chain's buffer is
   // sized for cat3 from cat1's inputs after the first (3 channels per input to come); growth {3, 3, 5} does not fit
   // it and moves the chain into a buffer twice as large at cat3.
-  for (std::vector<std::int64_t> const& growth : {std::vector<std::int64_t>{3, 3, 3}, std::vector<std::int64_t>{3, 3, 5}}) {
+  using Growth = std::vector<std::int64_t>;
+  for (Growth const& growth : {Growth{3, 3, 3}, Growth{3, 3, 5}}) {
     CAPTURE(growth[2]);
     Builder b;
     b.input("x", {2, 4, 5, 5}, ::onnx::TensorProto::FLOAT, "N");
@@ -1199,12 +1200,15 @@ TEST_CASE("concatenations that extend one another share one buffer, each input c
     to::HostTensor const x{to::DataType::float32, {2, 4, 5, 5}, ramp(200, 0.23f, 0.1f), {}};
     // The reference: channels of the growing concatenation per image and position, in doubles.
     std::vector<double> ref(static_cast<std::size_t>(2 * channels * 25));
-    auto const at = [&](std::size_t n, std::size_t c, std::size_t p) -> double& { return ref[(n * static_cast<std::size_t>(channels) + c) * 25 + p]; };
+    auto const at = [&](std::size_t n, std::size_t c, std::size_t p) -> double& {
+      return ref[(n * static_cast<std::size_t>(channels) + c) * 25 + p];
+    };
     for (std::size_t n = 0; n < 2; ++n)
       for (std::size_t p = 0; p < 25; ++p) {
         for (std::size_t co = 0; co < 4; ++co) {
           double s = 0;
-          for (std::size_t ci = 0; ci < 4; ++ci) s += static_cast<double>(x.floats[(n * 4 + ci) * 25 + p]) * w[0][co * 4 + ci];
+          for (std::size_t ci = 0; ci < 4; ++ci)
+            s += static_cast<double>(x.floats[(n * 4 + ci) * 25 + p]) * w[0][co * 4 + ci];
           at(n, co, p) = s;
         }
         std::size_t have = 4;
@@ -1229,7 +1233,9 @@ TEST_CASE("concatenations that extend one another share one buffer, each input c
       std::set<std::string> joined;
       for (auto const& v : run.g.impl().variables)
         if (v.name.find("/joined") != std::string::npos) joined.insert(v.name);
-      CHECK(joined == (growth[2] == 3 ? std::set<std::string>{"cat1/joined"} : std::set<std::string>{"cat1/joined", "cat3/joined"}));
+      std::set<std::string> const want =
+          growth[2] == 3 ? std::set<std::string>{"cat1/joined"} : std::set<std::string>{"cat1/joined", "cat3/joined"};
+      CHECK(joined == want);
     }
   }
 }

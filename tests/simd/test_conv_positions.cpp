@@ -83,8 +83,9 @@ bool same_bits(std::vector<float> const& a, std::vector<float> const& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-/// The whole range reads in place (checked where `in_place`) and agrees with the reference and bitwise with the groups one at a time,
-/// for a first step and one continued from its results; a block of rows and positions writes exactly its outputs.
+/// The whole range reads in place (checked where `in_place`) and agrees with the reference and bitwise with the
+/// groups one at a time, for a first step and one continued from its results; a block of rows and positions writes
+/// exactly its outputs.
 void check_in_place(Depthwise const& p, bool in_place = true) {
   std::string const label = std::to_string(p.G) + " groups, " + std::to_string(p.H) + "x" + std::to_string(p.W) + ", " + std::to_string(p.K) +
        "x" + std::to_string(p.K) + " stride " + std::to_string(p.S) + " padding " + std::to_string(p.P) + " dilation " +
