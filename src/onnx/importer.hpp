@@ -100,6 +100,7 @@ class Importer {
   /// How many values hold each graph variable (graph id, variable): set() counts a value's variables, the model's
   /// inputs count twice (never written). A map writes in place only into a variable that no other value holds.
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::size_t> holders;
+  void hold(Tensor const& t, std::ptrdiff_t by);
   /// Concatenations that extend one another share a buffer (ops_tensor.cpp, chained): the buffer in its physical
   /// order, the inputs joined into it so far (their value names, in order), the axis and layout they were joined
   /// along and how far along the axis the buffer is filled.
@@ -111,7 +112,6 @@ class Importer {
     std::int64_t filled = 0;
   };
   std::vector<JoinChain> chains;
-  void hold(Tensor const& t, std::ptrdiff_t by);
   /// Builds the node being built as a host callback: `fn` folds it on the values read from the tiles when the model
   /// runs. unsupported_error when `fn` does not fold the operator.
   void run_on_host(OpFn fn);
