@@ -112,11 +112,19 @@ class ConvHostKernel {
         std::int64_t u = chunks(G, gc) * chunks(C, cc) * chunks(J, jc);
         return wu ? u : u * chunks(B, bc) * chunks(D[0].out, oc) * chunks(D[1].out, rc);
       };
+      // A direct forward unit packs the weights of its channels for every reduction part it runs (Winograd's are
+      // transformed once per host write, see bind): once the channels are split down to a column pair, each split
+      // of images or rows packs them all again. Where the weights outweigh an image's inputs and a unit has fewer
+      // than 256 positions to use each packed weight on, that costs more than the balance the units buy beyond 4
+      // per thread (inception_v3's layers at 5x5: 448 -> 384, 1.12x; benchmarks/RESULTS.md, session 70).
+      bool const repacks = !wu && !q.loop.winograd && channels_first;
+      auto const positions = [&] { return bc * oc * rc * D[2].out; };
       while (units_now() < want) {
         auto const halve_channels = [&] { cc = std::max(2 * L, (cc + 1) / 2 / (2 * L) * (2 * L)); };
         auto const halve_groups = [&] { gc = std::max(per_vec, (gc + 1) / 2 / per_vec * per_vec); };
         if (gc > per_vec && !rows_first) halve_groups();
         else if (cc > 2 * L && channels_first) halve_channels();
+        else if (repacks && units_now() >= 4 * static_cast<std::int64_t>(threads) && positions() < 256) break;
         else if (!wu && bc > 1) bc = (bc + 1) / 2;
         else if (!wu && oc > 1) oc = (oc + 1) / 2;
         else if (!wu && rc > 4) rc = std::max<std::int64_t>(4, (rc + 1) / 2);
