@@ -417,12 +417,11 @@ TEST_CASE("conv: winograd F(2x2, 3x3) forward and backward input") {
   }
 }
 
-TEST_CASE("conv: winograd weights transformed once per host write") {
-  // The host kernel keeps the transformed weights across runs while only the host writes them; a new write must
-  // be seen by the next run, on every thread count, bitwise as the vertices compute it.
-  auto const t = tb::targets::tiny(8, 128 * 1024);
-  auto const params = padded(conv2d(2, 9, 10, 3, 3, 16, 24, 2), 1);
-  tb::ConvOptions const o{.algorithm = tb::ConvAlgorithm::winograd};
+namespace {
+/// The host kernel keeps weights it prepared (Winograd's transform, the direct form's packed panels) across runs
+/// while only the host writes them; a new write must be seen by the next run, on every thread count, bitwise as the
+/// vertices compute it.
+void check_weights_kept_per_host_write(tb::Target const& t, tb::ConvParams const& params, tb::ConvOptions const& o) {
   tb::Graph g{t};
   tb::Sequence prog;
   auto x = g.add_variable<float>(params.input_shape(), "x");
@@ -457,6 +456,28 @@ TEST_CASE("conv: winograd weights transformed once per host write") {
     e.run();
     CHECK(e.read<float>(y) == want1);
   }
+}
+}  // namespace
+
+TEST_CASE("conv: winograd weights transformed once per host write") {
+  check_weights_kept_per_host_write(tb::targets::tiny(8, 128 * 1024), padded(conv2d(2, 9, 10, 3, 3, 16, 24, 2), 1),
+                                    {.algorithm = tb::ConvAlgorithm::winograd});
+}
+
+TEST_CASE("conv: direct weights packed once per host write") {
+  // Small fields with many channels: plans that split the reduction channels into parts (each part's panels packed
+  // once), output channels that end in a partial column pair, groups, and a 5-wide kernel.
+  tb::ConvOptions const direct{.algorithm = tb::ConvAlgorithm::direct};
+  auto const t = tb::targets::tiny(16, 128 * 1024);
+  bool parts = false;
+  for (auto const& params : {padded(conv2d(2, 5, 5, 3, 3, 96, 40, 1), 1), padded(conv2d(1, 6, 5, 3, 3, 64, 72, 2), 1),
+                             conv2d(2, 7, 7, 3, 3, 48, 33, 1), padded(conv2d(1, 5, 6, 5, 5, 40, 24, 1), 2)}) {
+    INFO("input " << tb::to_string(params.input_shape()) << " weights " << tb::to_string(params.weights_shape()));
+    tb::Graph g{t};
+    parts = parts || tb::ops::plan_conv(g, params, tb::ConvPass::forward, tb::ElementType::f32, direct).reduce;
+    check_weights_kept_per_host_write(t, params, direct);
+  }
+  CHECK(parts);  // at least one plan sums parts of the reduction
 }
 
 TEST_CASE("conv: the automatic algorithm, and winograd where it does not apply") {

@@ -38,13 +38,44 @@
 
 namespace tilebsp::simd {
 
+/// The weights of a forward pass packed ahead for reduction channels [j0, j1) (inference: the weights outlive many
+/// runs), as conv_forward's register blocks read them: group g's column pair at output channel c (a multiple of
+/// 2 x lanes) at data + g * group_stride + c * taps * (j1 - j0), packed by pack_forward_weights.
+struct PackedForwardWeights {
+  float const* data = nullptr;
+  std::ptrdiff_t group_stride = 0;
+  std::int64_t j0 = 0, j1 = 0;
+};
+
+/// Floats per group of PackedForwardWeights for `channels` output channels per group over `cj` reduction channels.
+inline std::size_t packed_forward_group_floats(ConvLoop const& L, std::int64_t channels, std::int64_t cj) noexcept {
+  auto const pair = static_cast<std::int64_t>(2 * lanes);
+  return static_cast<std::size_t>((channels + pair - 1) / pair * pair * L.taps() * cj);
+}
+
+/// Writes group g's PackedForwardWeights for reduction channels [j0, j1) at `out`: every column pair of its
+/// `channels` output channels, as conv_forward would pack them for a block (no-op where the groups are too narrow
+/// for column pairs: conv_forward then packs per block).
+template <class TW>
+void pack_forward_weights(ConvLoop const& L, Operand6<TW const> const& w, std::int64_t g, std::int64_t channels,
+                          std::int64_t j0, std::int64_t j1, float* out) {
+  auto const pair = static_cast<std::int64_t>(2 * lanes);
+  bool const rows_k = detail::row_kernel(L);
+  for (auto const& col : detail::conv_columns(g, g + 1, 0, channels)) {
+    if (!col.bcast) return;
+    detail::pack_weights(L, w, col, j0, j1, out + col.c[0] / pair * pair * L.taps() * (j1 - j0), rows_k);
+  }
+}
+
 /// dst(n, o, g, c) = [dst +] sum over taps t (row-major), then j in [j0, j1), of src(n, v(o, t), g, j) *
 /// w(g, t, j, c), for the block `r`; with `load`, each chain continues from the value in dst. A loop marked
 /// winograd runs winograd_forward instead (on `wino`, its weights prepared ahead, when given); a depthwise block
-/// (detail::depthwise_applies) runs detail::depthwise_forward.
+/// (detail::depthwise_applies) runs detail::depthwise_forward. Register blocks over boxes read their weights
+/// from `packed` where it covers [r.j0, r.j1) (the same floats as packing them here).
 template <class TS, class TW, class TD>
 void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<TW const> const& w,
-                  Operand6<TD> const& dst, bool load, WinoWeights const* wino = nullptr) {
+                  Operand6<TD> const& dst, bool load, WinoWeights const* wino = nullptr,
+                  PackedForwardWeights const* packed = nullptr) {
   using namespace detail;
   if (L.winograd) return winograd_forward(L, r, src, w, dst, load, wino);
   auto const& D = L.dim;
@@ -80,12 +111,17 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
     while (c1 < cols.size() && cols[c0].bcast && cols[c1].bcast && cols[c1].g[0] == cols[c0].g[0] &&
            floats + Q * cols[c1].vectors * lanes <= bl.conv_weights / sizeof(float))
       floats += Q * cols[c1++].vectors * lanes;
-    float* wp = conv_scratch(0).get(floats);
-    {
-      float* dstw = wp;
+    float const* wp = nullptr;
+    auto const pair = static_cast<std::int64_t>(2 * lanes);
+    if (packed && packed->j0 == r.j0 && packed->j1 == r.j1 && cols[c0].bcast && cols[c0].c[0] % pair == 0) {
+      // Column pairs lie end to end there; only a group's last may be narrower, and nothing follows it.
+      wp = packed->data + cols[c0].g[0] * packed->group_stride + cols[c0].c[0] * static_cast<std::int64_t>(Q);
+    } else {
+      float* pw = conv_scratch(0).get(floats);
+      wp = pw;
       for (std::size_t c = c0; c < c1; ++c) {
-        pack_weights(L, w, cols[c], r.j0, r.j1, dstw, rows_k);
-        dstw += Q * cols[c].vectors * lanes;
+        pack_weights(L, w, cols[c], r.j0, r.j1, pw, rows_k);
+        pw += Q * cols[c].vectors * lanes;
       }
     }
     ConvColumn const& first = cols[c0];

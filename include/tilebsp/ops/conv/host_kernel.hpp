@@ -17,6 +17,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace tilebsp::ops::detail {
@@ -44,10 +45,21 @@ class ConvHostKernel {
     float* data = nullptr;
     simd::WinoWeights layout;
   };
+  /// Direct forward weights packed once per host write (inference), per group and range of reduction channels
+  /// (the plan's parts and serial steps), one cache piece each: the floats each unit would pack for its blocks.
+  struct PackedDirect {
+    HostWriteCache cache;
+    std::vector<std::pair<std::int64_t, std::int64_t>> ranges;  ///< sorted
+    std::vector<std::size_t> offset;                            ///< of each range in a group's floats
+    std::size_t group_floats = 0;
+    simd::detail::Scratch storage;  ///< 64-byte aligned
+    float* data = nullptr;
+  };
   struct Bound {
     std::byte *src, *other, *out;
     std::shared_ptr<UnitQueue> queue;
     std::shared_ptr<PreparedWeights> wino;  ///< null: each unit transforms the weights it reads
+    std::shared_ptr<PackedDirect> direct;   ///< null: each unit packs the weights it reads
   };
   struct State {
     ConvPlan plan;
@@ -57,7 +69,7 @@ class ConvHostKernel {
 
     Bound bind(HostBinding const& at) const {
       auto const& q = plan.problem;
-      Bound r{at(src->var), at(other->var), at(out->var), std::make_shared<UnitQueue>(at.threads), nullptr};
+      Bound r{at(src->var), at(other->var), at(out->var), std::make_shared<UnitQueue>(at.threads), nullptr, nullptr};
       // Only the host writes the weights (not a training step's update): transform them once per write (the same
       // bits as each unit transforming its own).
       if (std::uint64_t const* counter = at.host_writes ? at.host_writes(other->var) : nullptr; counter && q.loop.winograd) {
@@ -65,6 +77,32 @@ class ConvHostKernel {
         r.wino->layout = simd::wino_weights_layout(nullptr, q.j, q.c);
         r.wino->data = r.wino->storage.get(q.groups * r.wino->layout.group_stride);
         r.wino->layout.data = r.wino->data;
+      }
+      // Direct forward passes whose groups fill column pairs pack each range of reduction channels once per write.
+      std::uint64_t const* counter = at.host_writes ? at.host_writes(other->var) : nullptr;
+      auto const C = static_cast<std::int64_t>(q.c);
+      bool const pairs = C >= static_cast<std::int64_t>(simd::lanes / 2 + 1);  // conv_columns' own column pairs
+      if (counter && q.kind != ConvPass::weight_update && !q.loop.winograd && pairs) {
+        std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
+        auto const add = [&](std::int64_t j0, std::int64_t j1) {
+          plan.serial().each(j0, j1, [&](std::size_t, std::int64_t s0, std::int64_t s1) {
+            ranges.emplace_back(s0, s1);
+          });
+        };
+        if (!plan.reduce) add(0, static_cast<std::int64_t>(q.j));
+        else
+          for (std::size_t i = 0; i < plan.parts(); ++i)
+            if (simd::ConvRange const share = plan.part(i); share.j0 < share.j1) add(share.j0, share.j1);
+        std::sort(ranges.begin(), ranges.end());
+        ranges.erase(std::unique(ranges.begin(), ranges.end()), ranges.end());
+        auto d = std::make_shared<PackedDirect>(
+            PackedDirect{HostWriteCache(counter, q.groups * ranges.size()), std::move(ranges), {}, 0, {}, nullptr});
+        for (auto const& [j0, j1] : d->ranges) {
+          d->offset.push_back(d->group_floats);
+          d->group_floats += simd::packed_forward_group_floats(q.loop, C, j1 - j0);
+        }
+        d->data = d->storage.get(q.groups * d->group_floats);
+        r.direct = std::move(d);
       }
       return r;
     }
@@ -222,10 +260,28 @@ class ConvHostKernel {
           });
         wino = &w.layout;
       }
+      // Weights packed once per write for this step's channels, if the range is one the bind saw.
+      using Packed = simd::PackedForwardWeights;
+      auto const packed_for = [&](std::int64_t s0, std::int64_t s1, Packed& pw) -> Packed const* {
+        if (!at.direct) return nullptr;
+        auto& d = *at.direct;
+        auto const it = std::lower_bound(d.ranges.begin(), d.ranges.end(), std::pair{s0, s1});
+        if (it == d.ranges.end() || *it != std::pair{s0, s1}) return nullptr;
+        auto const k = static_cast<std::size_t>(it - d.ranges.begin());
+        auto const C = static_cast<std::int64_t>(p.problem.c);
+        for (std::int64_t g = r.g0; g < r.g1; ++g)
+          d.cache.ensure(static_cast<std::size_t>(g) * d.ranges.size() + k, [&] {
+            float* const panels = d.data + static_cast<std::size_t>(g) * d.group_floats + d.offset[k];
+            simd::pack_forward_weights(p.problem.loop, o6, g, C, s0, s1, panels);
+          });
+        pw = {d.data + d.offset[k], static_cast<std::ptrdiff_t>(d.group_floats), s0, s1};
+        return &pw;
+      };
       auto const steps = [&](std::int64_t j0, std::int64_t j1, auto const& dst) {
         p.serial().each(j0, j1, [&](std::size_t s, std::int64_t s0, std::int64_t s1) {
           r.j0 = s0, r.j1 = s1;
-          simd::conv_forward(p.problem.loop, r, s6, o6, dst, s > 0, wino);
+          simd::PackedForwardWeights pw;
+          simd::conv_forward(p.problem.loop, r, s6, o6, dst, s > 0, wino, packed_for(s0, s1, pw));
         });
       };
       if (!p.reduce) {
