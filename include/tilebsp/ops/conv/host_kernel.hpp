@@ -72,14 +72,14 @@ class ConvHostKernel {
       Bound r{at(src->var), at(other->var), at(out->var), std::make_shared<UnitQueue>(at.threads), nullptr, nullptr};
       // Only the host writes the weights (not a training step's update): transform them once per write (the same
       // bits as each unit transforming its own).
-      if (std::uint64_t const* counter = at.host_writes ? at.host_writes(other->var) : nullptr; counter && q.loop.winograd) {
+      std::uint64_t const* counter = at.host_writes ? at.host_writes(other->var) : nullptr;
+      if (counter && q.loop.winograd) {
         r.wino = std::make_shared<PreparedWeights>(HostWriteCache(counter, q.groups));
         r.wino->layout = simd::wino_weights_layout(nullptr, q.j, q.c);
         r.wino->data = r.wino->storage.get(q.groups * r.wino->layout.group_stride);
         r.wino->layout.data = r.wino->data;
       }
       // Direct forward passes whose groups fill column pairs pack each range of reduction channels once per write.
-      std::uint64_t const* counter = at.host_writes ? at.host_writes(other->var) : nullptr;
       auto const C = static_cast<std::int64_t>(q.c);
       bool const pairs = C >= static_cast<std::int64_t>(simd::lanes / 2 + 1);  // conv_columns' own column pairs
       if (counter && q.kind != ConvPass::weight_update && !q.loop.winograd && pairs) {
@@ -150,11 +150,12 @@ class ConvHostKernel {
         std::int64_t u = chunks(G, gc) * chunks(C, cc) * chunks(J, jc);
         return wu ? u : u * chunks(B, bc) * chunks(D[0].out, oc) * chunks(D[1].out, rc);
       };
-      // A direct forward unit packs the weights of its channels for every reduction part it runs (Winograd's are
-      // transformed once per host write, see bind): once the channels are split down to a column pair, each split
-      // of images or rows packs them all again. Where the weights outweigh an image's inputs and a unit has fewer
-      // than 256 positions to use each packed weight on, that costs more than the balance the units buy beyond 4
-      // per thread (inception_v3's layers at 5x5: 448 -> 384, 1.12x; benchmarks/RESULTS.md, session 70).
+      // A direct forward unit reads the weights of its channels for every reduction part it runs, packing them
+      // itself unless only the host writes them (bind), and makes a call per part: once the channels are split down
+      // to a column pair, each split of images or rows reads and calls again. Where the weights outweigh an image's
+      // inputs and a unit has fewer than 256 positions to use each weight on, that costs more than the balance the
+      // units buy beyond 4 per thread (inception_v3's 5x5 layers; benchmarks/RESULTS.md, session 70). Winograd's
+      // are transformed once per host write and keep the split below.
       bool const repacks = !wu && !q.loop.winograd && channels_first;
       auto const positions = [&] { return bc * oc * rc * D[2].out; };
       while (units_now() < want) {
