@@ -100,6 +100,19 @@ TEST_CASE("forward placements: the source and weights in place, sums from the re
   p.L.dim[2].div = 2;  // input dilation: holes the row kernel cannot skip in place
   CHECK(!sd::detail::forward_rows_source_in_place<float>(p.L, cols[0], 0, 24));
 
+  SUBCASE("register blocks read the source as their box where no tap reads padding") {
+    auto q = problem(1, 24);  // padded by 1 (offset -1): only the interior's blocks
+    sd::ConvRange in = q.all();
+    CHECK(!sd::detail::box_in_place<float>(q.L, in, q.src(), cols));
+    for (std::size_t d = 1; d < 3; ++d) in.lo[d] = 1, in.hi[d] = q.L.dim[d].out - 1;
+    CHECK(sd::detail::box_in_place<float>(q.L, in, q.src(), cols));
+    in.hi[2] = q.L.dim[2].out;  // its last position's last tap reads padding
+    CHECK(!sd::detail::box_in_place<float>(q.L, in, q.src(), cols));
+    in.hi[2] = q.L.dim[2].out - 1;
+    q.L.dim[2].div = 2;  // holes
+    CHECK(!sd::detail::box_in_place<float>(q.L, in, q.src(), cols));
+  }
+
   std::vector<float> y(p.outputs());
   auto b = sd::detail::forward_block_results(p.dst(y), cols[0], false);
   CHECK((b.contiguous && b.from_registers));

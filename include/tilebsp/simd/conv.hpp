@@ -89,9 +89,12 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
   // they are consecutive in the box (no kernel dilation there).
   if (depthwise_applies<TS, TW, TD>(L, r, src, dst)) return depthwise_forward(L, r, src, w, dst, load);
   bool const rows_k = row_kernel(L);
-  bool const join2 = !rows_k && D[2].b == 1;
-  std::size_t const K = static_cast<std::size_t>(rows_k ? D[2].taps : join2 ? D[2].taps * cj : cj), T = Q / K;
   auto cols = conv_columns(r.g0, r.g1, r.c0, r.c1);
+  // Broadcast columns read an f32 source with unit channel stride where it lies when no tap of the block reads
+  // padding or a dilation hole: the source is then the box (strides its own), and no unit copies it.
+  bool const in_place = box_in_place(L, r, src, cols);
+  bool const join2 = !rows_k && D[2].b == 1 && (!in_place || src.stride[3] == cj);
+  std::size_t const K = static_cast<std::size_t>(rows_k ? D[2].taps : join2 ? D[2].taps * cj : cj), T = Q / K;
   ForwardScratch& fs = forward_scratch();
   if constexpr (std::is_same_v<TD, float>) {
     if (forward_form(L, cols, dst, ow) == DirectForm::forward_rows) {
@@ -129,8 +132,9 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
     std::array<std::int64_t, 3> ext{(D[0].taps - 1) * D[0].b + 1, 0, (ow - 1) * D[2].a + (D[2].taps - 1) * D[2].b + 1};
     std::int64_t const strip = std::min(nrow, strip_rows(L, ext, static_cast<std::size_t>(cj * XL)));
     auto const rows_of = [&](std::int64_t n) { return (n - 1) * D[1].a + (D[1].taps - 1) * D[1].b + 1; };
-    // One box layout, X[v0][v1][v2][j][XL] with room for a whole strip, for every strip.
-    std::ptrdiff_t const xs2 = cj * XL, xs1 = xs2 * ext[2], xs0 = xs1 * rows_of(strip), box = xs0 * ext[0];
+    // One box layout, X[v0][v1][v2][j][XL] with room for a whole strip, for every strip; or the source's own.
+    std::ptrdiff_t xs2 = cj * XL, xs1 = xs2 * ext[2], xs0 = xs1 * rows_of(strip), box = xs0 * ext[0];
+    if (in_place) xs0 = src.stride[1], xs1 = src.stride[2], xs2 = src.stride[3], box = 0;
     std::ptrdiff_t const ks = rows_k ? xs2 : XL;
     {
       std::size_t t = 0;
@@ -139,22 +143,30 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
           for (std::int64_t m = 0; m < (rows_k ? cj : join2 ? 1 : D[2].taps); ++m)
             fs.toff[t++] = t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + (rows_k ? m * XL : m * D[2].b * xs2);
     }
-    // Strips (n, o0, rows) in order, as many per pass as fit in Blocks::conv_box (3/16 of L2) of boxes; the
-    // register blocks of a pass run across row, strip and image ends.
+    // Strips (n, o0, rows) in order, as many per pass as fit in Blocks::conv_box (3/16 of L2) of boxes (all of
+    // them in place); the register blocks of a pass run across row, strip and image ends.
     std::int64_t const per_o0 = (nrow + strip - 1) / strip, strips = (r.n1 - r.n0) * n0s * per_o0;
-    std::int64_t const per_pass = std::max<std::int64_t>(1, static_cast<std::int64_t>(bl.conv_box / sizeof(float)) / box);
+    std::int64_t const per_pass =
+        in_place ? strips : std::max<std::int64_t>(1, static_cast<std::int64_t>(bl.conv_box / sizeof(float)) / box);
     for (std::int64_t k0 = 0; k0 < strips; k0 += per_pass) {
       std::int64_t const k1 = std::min(strips, k0 + per_pass);
-      float* xbuf = conv_scratch(2).get(static_cast<std::size_t>((k1 - k0) * box));
+      float* xbuf = in_place ? nullptr : conv_scratch(2).get(static_cast<std::size_t>((k1 - k0) * box));
       fs.x.clear();
       fs.d.clear();
       for (std::int64_t k = k0; k < k1; ++k) {
         std::int64_t const s = r.lo[1] + (k % per_o0) * strip, s1 = std::min(r.hi[1], s + strip);
         std::int64_t const o0 = r.lo[0] + (k / per_o0) % n0s, n = r.n0 + k / per_o0 / n0s;
-        float* x = xbuf + (k - k0) * box;
-        ext[1] = rows_of(s1 - s);
-        build_box(L, src, first, n, {o0 * D[0].a + D[0].c, s * D[1].a + D[1].c, r.lo[2] * D[2].a + D[2].c}, ext, r.j0,
-                  r.j1, x, xs0);
+        std::array<std::int64_t, 3> const vlo{o0 * D[0].a + D[0].c, s * D[1].a + D[1].c, r.lo[2] * D[2].a + D[2].c};
+        float const* x = nullptr;
+        if constexpr (std::is_same_v<TS, float>) {
+          if (in_place) x = src.at(n, vlo[0], vlo[1], vlo[2], first.g[0], r.j0);
+        }
+        if (!in_place) {
+          float* const b = xbuf + (k - k0) * box;
+          ext[1] = rows_of(s1 - s);
+          build_box(L, src, first, n, vlo, ext, r.j0, r.j1, b, xs0);
+          x = b;
+        }
         for (std::int64_t o1 = s; o1 < s1; ++o1) {
           float const* xr = x + (o1 - s) * D[1].a * xs1;
           std::ptrdiff_t d = dst.at(n, o0, o1, r.lo[2], first.g[0], first.c[0]) - dst.data;

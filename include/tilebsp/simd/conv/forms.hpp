@@ -66,7 +66,7 @@ inline constexpr std::array<DirectFormInfo, 5> direct_forms{{
 
 /// Where a form reads and writes, beside the default (inputs from a box built per strip, packed weights, sums in
 /// accumulator rows copied to dst).
-inline constexpr std::array<DirectFormInfo, 6> direct_placements{{
+inline constexpr std::array<DirectFormInfo, 7> direct_placements{{
     {"source in place (forward row blocks)",
      "an f32 source, a broadcast column (or a source column: lanes over groups whose channels span one vector), no "
      "input dilation, and a row's padding at most its first and last input (which the row kernel skips)",
@@ -79,6 +79,12 @@ inline constexpr std::array<DirectFormInfo, 6> direct_placements{{
      "forward_in_place (simd/conv/positions.hpp): strips of rows, each column in turn over a strip, reading src "
      "where it lies; positions whose taps read padding copy their steps into boxes of their own",
      "detail::forward_blocks_source_in_place"},
+    {"source as the box (forward register blocks)",
+     "an f32 source with unit channel stride, broadcast columns (a group's channels per position), and no tap of "
+     "the block that reads padding or an input dilation hole",
+     "forward_block reads each position's channels where they lie in src, with its strides: no unit of a channel "
+     "split copies the inputs every other unit copies",
+     "detail::box_in_place"},
     {"sums from the registers (forward register blocks)",
      "f32 results not continued from dst whose column lanes are whole contiguous vectors or a permutation of one "
      "vector", "forward_block stores (permuted) results to dst", "detail::forward_block_results"},
@@ -190,6 +196,22 @@ bool forward_blocks_source_in_place(ConvLoop const& L, ConvRange const& r, Opera
       if (col.g[l] < 0 || (col.g[l] - col.g[0]) * src.stride[4] != static_cast<std::ptrdiff_t>(l)) return false;
     return true;
   });
+}
+
+/// Whether the register blocks over boxes of block `r` read their boxes from the source where it lies: broadcast
+/// columns (each position's channels, as a box row holds them) of an f32 source with unit channel stride, and no
+/// tap of the block that reads padding or an input dilation hole. Every column of a channel split would otherwise
+/// copy the same inputs into a box of its own.
+template <class TS>
+bool box_in_place(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src,
+                  std::vector<ConvColumn> const& cols) noexcept {
+  if (!std::is_same_v<TS, float> || src.stride[5] != 1 || cols.empty()) return false;
+  if (!std::all_of(cols.begin(), cols.end(), [](ConvColumn const& c) { return c.bcast && c.xl == 1; })) return false;
+  for (std::size_t k = 0; k < 3; ++k) {
+    ConvDim const& d = L.dim[k];
+    if (d.div != 1 || r.lo[k] * d.a + d.c < 0 || (r.hi[k] - 1) * d.a + d.c + (d.taps - 1) * d.b >= d.in) return false;
+  }
+  return true;
 }
 
 /// How forward register blocks write a column's sums: the lanes' offsets in dst (lane_offsets), whether they are
