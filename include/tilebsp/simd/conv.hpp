@@ -24,6 +24,7 @@
 #include <tilebsp/simd/conv/rows.hpp>
 #include <tilebsp/simd/conv_loop.hpp>
 #include <tilebsp/simd/gemm.hpp>
+#include <tilebsp/simd/partials.hpp>
 #include <tilebsp/simd/winograd.hpp>
 
 #include <algorithm>
@@ -188,6 +189,152 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
     }
     c0 = c1;
   }
+}
+
+/// A reduction part of a forward pass (conv_forward_parts): reduction channels [j0, j1), the weights packed ahead
+/// where `packed` covers them.
+struct ForwardPart {
+  std::int64_t j0 = 0, j1 = 0;
+  PackedForwardWeights const* packed = nullptr;
+};
+
+/// dst = alpha * s, or dst + alpha * s with `accumulate` (scale_into), where s sums the partials p_0, p_1, ... in
+/// f32 in part order, the first as it is; p_k is the chain conv_forward computes for block r over parts[k]'s
+/// reduction channels, from zero. These are the bits of the reduction vertices' sum of f32 partials, but no
+/// partial leaves the registers except into its block's sums, and one box holds every part's channels (or the
+/// source in place: detail::box_in_place). Returns false, computing nothing, unless the block's partials would run
+/// as register blocks over boxes of broadcast columns (then conv_forward computes each part).
+template <class TS, class TW, class TO>
+bool conv_forward_parts(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<TW const> const& w,
+                        Operand6<TO> const& dst, std::vector<ForwardPart> const& parts, float alpha, bool accumulate) {
+  using namespace detail;
+  auto const& D = L.dim;
+  std::int64_t const ow = r.hi[2] - r.lo[2];
+  if (L.winograd || parts.empty() || r.n1 <= r.n0 || ow <= 0 || r.hi[0] <= r.lo[0] || r.hi[1] <= r.lo[1]) return false;
+  auto const cols = conv_columns(r.g0, r.g1, r.c0, r.c1);
+  if (cols.empty() || !std::all_of(cols.begin(), cols.end(), [](ConvColumn const& c) { return c.bcast && c.xl == 1; }))
+    return false;
+  std::int64_t jlo = parts.front().j0, jhi = parts.front().j1;
+  for (ForwardPart const& p : parts) {
+    if (p.j0 >= p.j1) return false;
+    jlo = std::min(jlo, p.j0), jhi = std::max(jhi, p.j1);
+  }
+  // The form of the partials' blocks, as conv_forward chooses it for a row-major block of f32 partials.
+  std::int64_t const CB = r.c1 - r.c0;
+  Operand6<float> const rows_probe{nullptr, {0, 0, 0, 0, CB, 1}, {}};
+  if (forward_form(L, cols, rows_probe, ow) == DirectForm::forward_rows) return false;
+  bool const rows_k = row_kernel(L), in_place = box_in_place(L, r, src, cols);
+  std::int64_t const cjb = jhi - jlo, taps = L.taps();
+  ForwardScratch& fs = forward_scratch();
+  std::array<std::int64_t, 3> ext{(D[0].taps - 1) * D[0].b + 1, 0, (ow - 1) * D[2].a + (D[2].taps - 1) * D[2].b + 1};
+  std::int64_t const nrow = r.hi[1] - r.lo[1], n0s = r.hi[0] - r.lo[0];
+  std::int64_t const strip = std::min(nrow, strip_rows(L, ext, static_cast<std::size_t>(cjb)));
+  auto const rows_of = [&](std::int64_t n) { return (n - 1) * D[1].a + (D[1].taps - 1) * D[1].b + 1; };
+  std::ptrdiff_t xs2 = cjb, xs1 = xs2 * ext[2], xs0 = xs1 * rows_of(strip), box = xs0 * ext[0];
+  if (in_place) xs0 = src.stride[1], xs1 = src.stride[2], xs2 = src.stride[3], box = 0;
+  // Each part's steps in the box: T outer offsets (fs.toff, from toff_at[k]) of K inner steps ks apart, in
+  // conv_forward's order.
+  struct Steps {
+    std::size_t T, K, at, Q;
+    std::ptrdiff_t ks;
+  };
+  std::vector<Steps> steps(parts.size());
+  fs.toff.clear();
+  for (std::size_t k = 0; k < parts.size(); ++k) {
+    std::int64_t const cj = parts[k].j1 - parts[k].j0, jo = parts[k].j0 - jlo;
+    bool const join2 = !rows_k && D[2].b == 1 && xs2 == cj;
+    steps[k] = {0, static_cast<std::size_t>(rows_k ? D[2].taps : join2 ? D[2].taps * cj : cj), fs.toff.size(),
+                static_cast<std::size_t>(taps * cj), rows_k ? xs2 : 1};
+    for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
+      for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
+        for (std::int64_t m = 0; m < (rows_k ? cj : join2 ? 1 : D[2].taps); ++m)
+          fs.toff.push_back(t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + jo + (rows_k ? m : m * D[2].b * xs2));
+    steps[k].T = fs.toff.size() - steps[k].at;
+  }
+  auto const pair = static_cast<std::int64_t>(2 * lanes);
+  std::ptrdiff_t const ds = dst.stride[3];
+  std::int64_t const per_o0 = (nrow + strip - 1) / strip, strips = (r.n1 - r.n0) * n0s * per_o0;
+  std::int64_t const per_pass =
+      in_place ? strips : std::max<std::int64_t>(1, static_cast<std::int64_t>(blocks().conv_box / sizeof(float)) / box);
+  std::vector<float const*> wk(parts.size());
+  for (std::size_t c0 = 0; c0 < cols.size();) {  // the columns of a group share its boxes
+    std::size_t c1 = c0 + 1;
+    while (c1 < cols.size() && cols[c1].g[0] == cols[c0].g[0]) ++c1;
+    ConvColumn const& first = cols[c0];
+    for (std::int64_t k0 = 0; k0 < strips; k0 += per_pass) {
+      std::int64_t const k1 = std::min(strips, k0 + per_pass);
+      float* xbuf = in_place ? nullptr : conv_scratch(2).get(static_cast<std::size_t>((k1 - k0) * box));
+      fs.x.clear();
+      fs.d.clear();
+      for (std::int64_t k = k0; k < k1; ++k) {
+        std::int64_t const s = r.lo[1] + (k % per_o0) * strip, s1 = std::min(r.hi[1], s + strip);
+        std::int64_t const o0 = r.lo[0] + (k / per_o0) % n0s, n = r.n0 + k / per_o0 / n0s;
+        std::array<std::int64_t, 3> const vlo{o0 * D[0].a + D[0].c, s * D[1].a + D[1].c, r.lo[2] * D[2].a + D[2].c};
+        float const* x = nullptr;
+        if constexpr (std::is_same_v<TS, float>) {
+          if (in_place) x = src.at(n, vlo[0], vlo[1], vlo[2], first.g[0], jlo);
+        }
+        if (!in_place) {
+          float* const b = xbuf + (k - k0) * box;
+          ext[1] = rows_of(s1 - s);
+          build_box(L, src, first, n, vlo, ext, jlo, jhi, b, xs0);
+          x = b;
+        }
+        for (std::int64_t o1 = s; o1 < s1; ++o1) {
+          float const* xr = x + (o1 - s) * D[1].a * xs1;
+          std::ptrdiff_t d = dst.at(n, o0, o1, r.lo[2], first.g[0], first.c[0]) - dst.data;
+          for (std::int64_t o2 = 0; o2 < ow; ++o2, xr += D[2].a * xs2, d += ds) {
+            fs.x.push_back(xr);
+            fs.d.push_back(d);
+          }
+        }
+      }
+      std::size_t const P = fs.x.size();
+      float* const sums = conv_scratch(1).get(P * 2 * lanes);
+      for (std::size_t c = c0; c < c1; ++c) {
+        ConvColumn const& col = cols[c];
+        std::size_t const VL = col.vectors * lanes;
+        fs.rows.resize(P);
+        for (std::size_t i = 0; i < P; ++i) fs.rows[i] = sums + i * VL;
+        // Each part's weights: packed ahead, or packed here.
+        std::size_t own = 0;
+        for (std::size_t k = 0; k < parts.size(); ++k) {
+          PackedForwardWeights const* pk = parts[k].packed;
+          bool const ahead = pk && pk->j0 == parts[k].j0 && pk->j1 == parts[k].j1 && col.c[0] % pair == 0;
+          wk[k] = ahead ? pk->data + col.g[0] * pk->group_stride + col.c[0] * static_cast<std::int64_t>(steps[k].Q) : nullptr;
+          if (!ahead) own += steps[k].Q * VL;
+        }
+        float* pw = own ? conv_scratch(0).get(own) : nullptr;
+        for (std::size_t k = 0; k < parts.size(); ++k)
+          if (!wk[k]) {
+            pack_weights(L, w, col, parts[k].j0, parts[k].j1, pw, rows_k);
+            wk[k] = pw;
+            pw += steps[k].Q * VL;
+          }
+        with_column(col, [&]<std::size_t VV, std::size_t XX>() {
+          constexpr std::size_t RB = block_rows(VV);
+          std::size_t const np = (P + RB - 1) / RB;
+          for (std::size_t k = 0; k < parts.size(); ++k)
+            for (std::size_t b = 0; b < np; ++b) {
+              std::size_t const i0 = P * b / np, i1 = P * (b + 1) / np;
+              with_rows<VV, XX>(i1 - i0, [&]<std::size_t RR, std::size_t V2, std::size_t X2>() {
+                forward_block<RR, V2, X2>(steps[k].T, steps[k].K, fs.toff.data() + steps[k].at, steps[k].ks, wk[k],
+                                          fs.x.data() + i0, sums, fs.rows.data() + i0, nullptr, nullptr, 0, k > 0);
+              });
+            }
+        });
+        std::size_t used = 0;
+        while (used < VL && col.g[used] >= 0) ++used;
+        TO* const base = dst.data + (col.c[0] - first.c[0]) * dst.stride[5];
+        for (std::size_t i = 0; i < P; ++i) {
+          if (accumulate) scale_into<TO, true>(fs.rows[i], base + fs.d[i], dst.stride[5], used, alpha);
+          else scale_into<TO, false>(fs.rows[i], base + fs.d[i], dst.stride[5], used, alpha);
+        }
+      }
+    }
+    c0 = c1;
+  }
+  return true;
 }
 
 /// dst(g, t, j, c) = [dst +] sum over positions (n, o) of block `r` in row-major order of src(n, v(o, t), g, j) *

@@ -289,6 +289,25 @@ class ConvHostKernel {
         steps(0, J, d6);
         return;
       }
+      // f32 partials of one serial step each sum in the kernel's registers (the same bits as below).
+      if constexpr (std::is_same_v<TP, float>) {
+        if (!wino) {
+          thread_local std::vector<simd::ForwardPart> parts;
+          thread_local std::vector<Packed> packed;
+          parts.clear();
+          packed.assign(p.parts(), Packed{});
+          bool one_step = true;
+          for (std::size_t i = 0; i < p.parts() && one_step; ++i) {
+            simd::ConvRange const share = p.part(i);
+            if (share.j0 >= share.j1) continue;  // left out of the sum, as the vertices leave it out
+            std::size_t n = 0;
+            p.serial().each(share.j0, share.j1, [&](std::size_t, std::int64_t, std::int64_t) { ++n; });
+            one_step = n == 1;
+            parts.push_back({share.j0, share.j1, packed_for(share.j0, share.j1, packed[i])});
+          }
+          if (one_step && simd::conv_forward_parts(p.problem.loop, r, s6, o6, d6, parts, alpha, p.problem.accumulate)) return;
+        }
+      }
       Index6 const origin{r.n0, r.lo[0], r.lo[1], r.lo[2], r.g0, r.c0};
       Index6 const shape{r.n1 - r.n0, r.hi[0] - r.lo[0], r.hi[1] - r.lo[1], r.hi[2] - r.lo[2], r.g1 - r.g0, r.c1 - r.c0};
       reduce_unit(origin, shape, [&](std::size_t part, auto const& dst) {

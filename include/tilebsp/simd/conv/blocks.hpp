@@ -53,12 +53,14 @@ template <std::size_t V, std::size_t XL>
 /// acc[r][v] over T x K steps: step (t, k) multiplies weights wp[t * K + k] by the box at xp[r] + toff[t] + k * ks
 /// (see fma_row): each row is one pointer and the inner loop one index (plain addressing modes, no per-step
 /// offsets). The accumulators start from acc_io, or from zero when `out` is given, and end in acc_io, or in
-/// out[r] (row r's V vectors stored contiguously there), permuted by `perm` when given. The `nnext` rows at
+/// out[r] (row r's V vectors stored contiguously there), permuted by `perm` when given; with `add` (and no perm),
+/// each added to the value there instead (a partial summed into its reduction's sums). The `nnext` rows at
 /// next[i] (V vectors each: the next block's results) are prefetched for writing, spread over the outer steps.
 template <std::size_t R, std::size_t V, std::size_t XL>
 void forward_block(std::size_t T, std::size_t K, std::ptrdiff_t const* toff, std::ptrdiff_t ks, float const* wp,
                    float const* const* xp, float* acc_io, float* const* out = nullptr,
-                   std::int32_t const* perm = nullptr, float* const* next = nullptr, std::size_t nnext = 0) noexcept {
+                   std::int32_t const* perm = nullptr, float* const* next = nullptr, std::size_t nnext = 0,
+                   bool add = false) noexcept {
   using B = batch<float>;
   B acc[R][V];
   TILEBSP_UNROLL
@@ -95,7 +97,8 @@ void forward_block(std::size_t T, std::size_t K, std::ptrdiff_t const* toff, std
   for (std::size_t r = 0; r < R; ++r)
     TILEBSP_UNROLL
     for (std::size_t v = 0; v < V; ++v) {
-      if (out) (perm ? permute_lanes(acc[r][v], perm) : acc[r][v]).store_unaligned(out[r] + v * lanes);
+      if (out && add) (acc[r][v] + B::load_unaligned(out[r] + v * lanes)).store_unaligned(out[r] + v * lanes);
+      else if (out) (perm ? permute_lanes(acc[r][v], perm) : acc[r][v]).store_unaligned(out[r] + v * lanes);
       else acc[r][v].store_aligned(acc_io + (r * V + v) * lanes);
     }
 }

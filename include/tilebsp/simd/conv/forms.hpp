@@ -66,7 +66,7 @@ inline constexpr std::array<DirectFormInfo, 5> direct_forms{{
 
 /// Where a form reads and writes, beside the default (inputs from a box built per strip, packed weights, sums in
 /// accumulator rows copied to dst).
-inline constexpr std::array<DirectFormInfo, 7> direct_placements{{
+inline constexpr std::array<DirectFormInfo, 8> direct_placements{{
     {"source in place (forward row blocks)",
      "an f32 source, a broadcast column (or a source column: lanes over groups whose channels span one vector), no "
      "input dilation, and a row's padding at most its first and last input (which the row kernel skips)",
@@ -85,6 +85,12 @@ inline constexpr std::array<DirectFormInfo, 7> direct_placements{{
      "forward_block reads each position's channels where they lie in src, with its strides: no unit of a channel "
      "split copies the inputs every other unit copies",
      "detail::box_in_place"},
+    {"partials summed in the kernel (forward register blocks)",
+     "a forward pass split into reduction parts of one serial step each, f32 partials, broadcast columns, and "
+     "register blocks over boxes for the partials (the host kernel's plans)",
+     "conv_forward_parts (simd/conv.hpp): one box over every part's channels, each part's register blocks adding "
+     "their partial to the block's sums, which are scaled into dst",
+     "conv_forward_parts"},
     {"sums from the registers (forward register blocks)",
      "f32 results not continued from dst whose column lanes are whole contiguous vectors or a permutation of one "
      "vector", "forward_block stores (permuted) results to dst", "detail::forward_block_results"},
