@@ -32,8 +32,8 @@ std::vector<sd::ForwardPart> split(std::int64_t J, std::int64_t n) {
 /// What the host kernel computed before conv_forward_parts: each part's f32 partial of block r, summed in part
 /// order (the first as it is), then scaled into y.
 template <class TO>
-void reduced(Problem<float> const& p, sd::ConvRange const& r, std::vector<sd::ForwardPart> const& parts, std::vector<TO>& y,
-             float alpha, bool accumulate) {
+void reduced(Problem<float> const& p, sd::ConvRange const& r, std::vector<sd::ForwardPart> const& parts,
+             std::vector<TO>& y, float alpha, bool accumulate) {
   std::vector<float> sum(p.outputs()), partial(p.outputs());
   for (std::size_t k = 0; k < parts.size(); ++k) {
     sd::ConvRange q = r;
@@ -44,9 +44,9 @@ void reduced(Problem<float> const& p, sd::ConvRange const& r, std::vector<sd::Fo
   }
   // Every output of r, one element at a time: the block's outputs are all that change.
   p.each_output([&](std::size_t i, std::int64_t n, std::int64_t oy, std::int64_t ox, std::int64_t g, std::int64_t c) {
-    if (n < r.n0 || n >= r.n1 || oy < r.lo[1] || oy >= r.hi[1] || ox < r.lo[2] || ox >= r.hi[2] || g < r.g0 || g >= r.g1 ||
-        c < r.c0 || c >= r.c1)
-      return;
+    bool const inside = n >= r.n0 && n < r.n1 && oy >= r.lo[1] && oy < r.hi[1] && ox >= r.lo[2] && ox < r.hi[2] &&
+                        g >= r.g0 && g < r.g1 && c >= r.c0 && c < r.c1;
+    if (!inside) return;
     if (accumulate) sd::scale_into<TO, true>(&sum[i], &y[i], 1, 1, alpha);
     else sd::scale_into<TO, false>(&sum[i], &y[i], 1, 1, alpha);
   });
@@ -79,7 +79,8 @@ void check(Problem<float> const& p, sd::ConvRange const& r, std::vector<sd::Forw
     std::size_t const floats = sd::packed_forward_group_floats(p.L, p.C, parts[k].j1 - parts[k].j0);
     float* const data = store[k].get(static_cast<std::size_t>(p.G) * floats);
     for (std::int64_t g = 0; g < p.G; ++g)
-      sd::pack_forward_weights(p.L, p.weights(), g, p.C, parts[k].j0, parts[k].j1, data + g * static_cast<std::int64_t>(floats));
+      sd::pack_forward_weights(p.L, p.weights(), g, p.C, parts[k].j0, parts[k].j1,
+                               data + g * static_cast<std::int64_t>(floats));
     packed[k] = {data, static_cast<std::ptrdiff_t>(floats), parts[k].j0, parts[k].j1};
   }
   std::vector<float> want(p.outputs(), 0.75f);
@@ -163,6 +164,7 @@ TEST_CASE("conv_forward_parts: declines where the partials take another form") {
   SUBCASE("an empty part") {
     auto const p = problem(1, 8, static_cast<std::int64_t>(sd::lanes), 10);
     y.assign(p.outputs(), 0.0f);
-    CHECK(!sd::conv_forward_parts(p.L, p.all(), p.src(), p.weights(), p.dst(y), {{0, 4, nullptr}, {4, 4, nullptr}}, 1.0f, false));
+    std::vector<sd::ForwardPart> const parts{{0, 4, nullptr}, {4, 4, nullptr}};
+    CHECK(!sd::conv_forward_parts(p.L, p.all(), p.src(), p.weights(), p.dst(y), parts, 1.0f, false));
   }
 }

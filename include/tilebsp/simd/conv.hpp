@@ -68,6 +68,74 @@ void pack_forward_weights(ConvLoop const& L, Operand6<TW const> const& w, std::i
   }
 }
 
+namespace detail {
+
+/// How the register blocks over boxes walk block r: strips (n, o0, rows) in order, as many per pass as fit in
+/// Blocks::conv_box (3/16 of L2) of boxes, or all of them where the source is the box (box_in_place); one box layout,
+/// X[v0][v1][v2][j][XL] with room for a whole strip (`row_floats` = j x XL per position), or the source's strides.
+struct BoxStrips {
+  bool in_place;
+  std::array<std::int64_t, 3> ext;  ///< the box's extent per dimension (dimension 1: set per strip)
+  std::int64_t strip, per_o0, n0s, strips, per_pass;
+  std::ptrdiff_t xs0, xs1, xs2, box;
+};
+
+template <class TS>
+BoxStrips box_strips(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, std::int64_t row_floats,
+                     bool in_place) {
+  auto const& D = L.dim;
+  std::int64_t const ow = r.hi[2] - r.lo[2], nrow = r.hi[1] - r.lo[1];
+  BoxStrips b{in_place, {(D[0].taps - 1) * D[0].b + 1, 0, (ow - 1) * D[2].a + (D[2].taps - 1) * D[2].b + 1}, 0, 0,
+              r.hi[0] - r.lo[0], 0, 0, 0, 0, 0, 0};
+  b.strip = std::min(nrow, strip_rows(L, b.ext, static_cast<std::size_t>(row_floats)));
+  b.xs2 = row_floats, b.xs1 = b.xs2 * b.ext[2], b.xs0 = b.xs1 * ((b.strip - 1) * D[1].a + (D[1].taps - 1) * D[1].b + 1);
+  b.box = b.xs0 * b.ext[0];
+  if (in_place) b.xs0 = src.stride[1], b.xs1 = src.stride[2], b.xs2 = src.stride[3], b.box = 0;
+  b.per_o0 = (nrow + b.strip - 1) / b.strip, b.strips = (r.n1 - r.n0) * b.n0s * b.per_o0;
+  b.per_pass = in_place ? b.strips : std::max<std::int64_t>(1, static_cast<std::int64_t>(blocks().conv_box / sizeof(float)) / b.box);
+  return b;
+}
+
+/// Strips [k0, k1) of block r for the columns of `first`'s group over reduction channels [j0, j1): their boxes
+/// built (or the source where it is the box), and their output positions in order, each position's inputs in
+/// fs.x and its result in fs.d (elements from dst.data, at first's channels).
+template <class TS, class TD>
+void strip_positions(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<TD> const& dst,
+                     ConvColumn const& first, std::int64_t j0, std::int64_t j1, BoxStrips const& b, std::int64_t k0,
+                     std::int64_t k1, ForwardScratch& fs) {
+  auto const& D = L.dim;
+  std::int64_t const ow = r.hi[2] - r.lo[2];
+  float* xbuf = b.in_place ? nullptr : conv_scratch(2).get(static_cast<std::size_t>((k1 - k0) * b.box));
+  std::array<std::int64_t, 3> ext = b.ext;
+  fs.x.clear();
+  fs.d.clear();
+  for (std::int64_t k = k0; k < k1; ++k) {
+    std::int64_t const s = r.lo[1] + (k % b.per_o0) * b.strip, s1 = std::min(r.hi[1], s + b.strip);
+    std::int64_t const o0 = r.lo[0] + (k / b.per_o0) % b.n0s, n = r.n0 + k / b.per_o0 / b.n0s;
+    std::array<std::int64_t, 3> const vlo{o0 * D[0].a + D[0].c, s * D[1].a + D[1].c, r.lo[2] * D[2].a + D[2].c};
+    float const* x = nullptr;
+    if constexpr (std::is_same_v<TS, float>) {
+      if (b.in_place) x = src.at(n, vlo[0], vlo[1], vlo[2], first.g[0], j0);
+    }
+    if (!b.in_place) {
+      float* const box = xbuf + (k - k0) * b.box;
+      ext[1] = (s1 - s - 1) * D[1].a + (D[1].taps - 1) * D[1].b + 1;
+      build_box(L, src, first, n, vlo, ext, j0, j1, box, b.xs0);
+      x = box;
+    }
+    for (std::int64_t o1 = s; o1 < s1; ++o1) {
+      float const* xr = x + (o1 - s) * D[1].a * b.xs1;
+      std::ptrdiff_t d = dst.at(n, o0, o1, r.lo[2], first.g[0], first.c[0]) - dst.data;
+      for (std::int64_t o2 = 0; o2 < ow; ++o2, xr += D[2].a * b.xs2, d += dst.stride[3]) {
+        fs.x.push_back(xr);
+        fs.d.push_back(d);
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
 /// dst(n, o, g, c) = [dst +] sum over taps t (row-major), then j in [j0, j1), of src(n, v(o, t), g, j) *
 /// w(g, t, j, c), for the block `r`; with `load`, each chain continues from the value in dst. A loop marked
 /// winograd runs winograd_forward instead (on `wino`, its weights prepared ahead, when given); a depthwise block
@@ -105,8 +173,6 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
   }
   if (forward_blocks_source_in_place(L, r, src, cols)) return forward_in_place(L, r, src, w, dst, load, cols);
   fs.toff.resize(T);
-  std::ptrdiff_t const ds = dst.stride[3];
-  std::int64_t const nrow = r.hi[1] - r.lo[1], n0s = r.hi[0] - r.lo[0];
   // Batches of columns that read the same input box (broadcast columns of one group), with their packed weights
   // within a quarter of L2 (Blocks::conv_weights): the box is built once per batch.
   Blocks const bl = blocks();
@@ -130,53 +196,18 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
     }
     ConvColumn const& first = cols[c0];
     auto const XL = static_cast<std::int64_t>(first.xl);
-    std::array<std::int64_t, 3> ext{(D[0].taps - 1) * D[0].b + 1, 0, (ow - 1) * D[2].a + (D[2].taps - 1) * D[2].b + 1};
-    std::int64_t const strip = std::min(nrow, strip_rows(L, ext, static_cast<std::size_t>(cj * XL)));
-    auto const rows_of = [&](std::int64_t n) { return (n - 1) * D[1].a + (D[1].taps - 1) * D[1].b + 1; };
-    // One box layout, X[v0][v1][v2][j][XL] with room for a whole strip, for every strip; or the source's own.
-    std::ptrdiff_t xs2 = cj * XL, xs1 = xs2 * ext[2], xs0 = xs1 * rows_of(strip), box = xs0 * ext[0];
-    if (in_place) xs0 = src.stride[1], xs1 = src.stride[2], xs2 = src.stride[3], box = 0;
-    std::ptrdiff_t const ks = rows_k ? xs2 : XL;
+    BoxStrips const bs = box_strips(L, r, src, cj * XL, in_place);
+    std::ptrdiff_t const ks = rows_k ? bs.xs2 : XL;
     {
       std::size_t t = 0;
       for (std::int64_t t0 = 0; t0 < D[0].taps; ++t0)
         for (std::int64_t t1 = 0; t1 < D[1].taps; ++t1)
           for (std::int64_t m = 0; m < (rows_k ? cj : join2 ? 1 : D[2].taps); ++m)
-            fs.toff[t++] = t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + (rows_k ? m * XL : m * D[2].b * xs2);
+            fs.toff[t++] = t0 * D[0].b * bs.xs0 + t1 * D[1].b * bs.xs1 + (rows_k ? m * XL : m * D[2].b * bs.xs2);
     }
-    // Strips (n, o0, rows) in order, as many per pass as fit in Blocks::conv_box (3/16 of L2) of boxes (all of
-    // them in place); the register blocks of a pass run across row, strip and image ends.
-    std::int64_t const per_o0 = (nrow + strip - 1) / strip, strips = (r.n1 - r.n0) * n0s * per_o0;
-    std::int64_t const per_pass =
-        in_place ? strips : std::max<std::int64_t>(1, static_cast<std::int64_t>(bl.conv_box / sizeof(float)) / box);
-    for (std::int64_t k0 = 0; k0 < strips; k0 += per_pass) {
-      std::int64_t const k1 = std::min(strips, k0 + per_pass);
-      float* xbuf = in_place ? nullptr : conv_scratch(2).get(static_cast<std::size_t>((k1 - k0) * box));
-      fs.x.clear();
-      fs.d.clear();
-      for (std::int64_t k = k0; k < k1; ++k) {
-        std::int64_t const s = r.lo[1] + (k % per_o0) * strip, s1 = std::min(r.hi[1], s + strip);
-        std::int64_t const o0 = r.lo[0] + (k / per_o0) % n0s, n = r.n0 + k / per_o0 / n0s;
-        std::array<std::int64_t, 3> const vlo{o0 * D[0].a + D[0].c, s * D[1].a + D[1].c, r.lo[2] * D[2].a + D[2].c};
-        float const* x = nullptr;
-        if constexpr (std::is_same_v<TS, float>) {
-          if (in_place) x = src.at(n, vlo[0], vlo[1], vlo[2], first.g[0], r.j0);
-        }
-        if (!in_place) {
-          float* const b = xbuf + (k - k0) * box;
-          ext[1] = rows_of(s1 - s);
-          build_box(L, src, first, n, vlo, ext, r.j0, r.j1, b, xs0);
-          x = b;
-        }
-        for (std::int64_t o1 = s; o1 < s1; ++o1) {
-          float const* xr = x + (o1 - s) * D[1].a * xs1;
-          std::ptrdiff_t d = dst.at(n, o0, o1, r.lo[2], first.g[0], first.c[0]) - dst.data;
-          for (std::int64_t o2 = 0; o2 < ow; ++o2, xr += D[2].a * xs2, d += ds) {
-            fs.x.push_back(xr);
-            fs.d.push_back(d);
-          }
-        }
-      }
+    // The register blocks of a pass run across row, strip and image ends.
+    for (std::int64_t k0 = 0; k0 < bs.strips; k0 += bs.per_pass) {
+      strip_positions(L, r, src, dst, first, r.j0, r.j1, bs, k0, std::min(bs.strips, k0 + bs.per_pass), fs);
       std::size_t const P = fs.x.size();
       float const* wc = wp;
       for (std::size_t c = c0; c < c1; ++c) {
@@ -205,8 +236,9 @@ struct ForwardPart {
 /// source in place: detail::box_in_place). Returns false, computing nothing, unless the block's partials would run
 /// as register blocks over boxes of broadcast columns (then conv_forward computes each part).
 template <class TS, class TW, class TO>
-bool conv_forward_parts(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<TW const> const& w,
-                        Operand6<TO> const& dst, std::vector<ForwardPart> const& parts, float alpha, bool accumulate) {
+bool conv_forward_parts(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src,
+                        Operand6<TW const> const& w, Operand6<TO> const& dst, std::vector<ForwardPart> const& parts,
+                        float alpha, bool accumulate) {
   using namespace detail;
   auto const& D = L.dim;
   std::int64_t const ow = r.hi[2] - r.lo[2];
@@ -226,13 +258,9 @@ bool conv_forward_parts(ConvLoop const& L, ConvRange const& r, Operand6<TS const
   bool const rows_k = row_kernel(L), in_place = box_in_place(L, r, src, cols);
   std::int64_t const cjb = jhi - jlo, taps = L.taps();
   ForwardScratch& fs = forward_scratch();
-  std::array<std::int64_t, 3> ext{(D[0].taps - 1) * D[0].b + 1, 0, (ow - 1) * D[2].a + (D[2].taps - 1) * D[2].b + 1};
-  std::int64_t const nrow = r.hi[1] - r.lo[1], n0s = r.hi[0] - r.lo[0];
-  std::int64_t const strip = std::min(nrow, strip_rows(L, ext, static_cast<std::size_t>(cjb)));
-  auto const rows_of = [&](std::int64_t n) { return (n - 1) * D[1].a + (D[1].taps - 1) * D[1].b + 1; };
-  std::ptrdiff_t xs2 = cjb, xs1 = xs2 * ext[2], xs0 = xs1 * rows_of(strip), box = xs0 * ext[0];
-  if (in_place) xs0 = src.stride[1], xs1 = src.stride[2], xs2 = src.stride[3], box = 0;
-  // Each part's steps in the box: T outer offsets (fs.toff, from toff_at[k]) of K inner steps ks apart, in
+  BoxStrips const bs = box_strips(L, r, src, cjb, in_place);
+  std::ptrdiff_t const xs0 = bs.xs0, xs1 = bs.xs1, xs2 = bs.xs2;
+  // Each part's steps in the box: T outer offsets (fs.toff from steps[k].at) of K inner steps ks apart, in
   // conv_forward's order.
   struct Steps {
     std::size_t T, K, at, Q;
@@ -252,43 +280,13 @@ bool conv_forward_parts(ConvLoop const& L, ConvRange const& r, Operand6<TS const
     steps[k].T = fs.toff.size() - steps[k].at;
   }
   auto const pair = static_cast<std::int64_t>(2 * lanes);
-  std::ptrdiff_t const ds = dst.stride[3];
-  std::int64_t const per_o0 = (nrow + strip - 1) / strip, strips = (r.n1 - r.n0) * n0s * per_o0;
-  std::int64_t const per_pass =
-      in_place ? strips : std::max<std::int64_t>(1, static_cast<std::int64_t>(blocks().conv_box / sizeof(float)) / box);
   std::vector<float const*> wk(parts.size());
   for (std::size_t c0 = 0; c0 < cols.size();) {  // the columns of a group share its boxes
     std::size_t c1 = c0 + 1;
     while (c1 < cols.size() && cols[c1].g[0] == cols[c0].g[0]) ++c1;
     ConvColumn const& first = cols[c0];
-    for (std::int64_t k0 = 0; k0 < strips; k0 += per_pass) {
-      std::int64_t const k1 = std::min(strips, k0 + per_pass);
-      float* xbuf = in_place ? nullptr : conv_scratch(2).get(static_cast<std::size_t>((k1 - k0) * box));
-      fs.x.clear();
-      fs.d.clear();
-      for (std::int64_t k = k0; k < k1; ++k) {
-        std::int64_t const s = r.lo[1] + (k % per_o0) * strip, s1 = std::min(r.hi[1], s + strip);
-        std::int64_t const o0 = r.lo[0] + (k / per_o0) % n0s, n = r.n0 + k / per_o0 / n0s;
-        std::array<std::int64_t, 3> const vlo{o0 * D[0].a + D[0].c, s * D[1].a + D[1].c, r.lo[2] * D[2].a + D[2].c};
-        float const* x = nullptr;
-        if constexpr (std::is_same_v<TS, float>) {
-          if (in_place) x = src.at(n, vlo[0], vlo[1], vlo[2], first.g[0], jlo);
-        }
-        if (!in_place) {
-          float* const b = xbuf + (k - k0) * box;
-          ext[1] = rows_of(s1 - s);
-          build_box(L, src, first, n, vlo, ext, jlo, jhi, b, xs0);
-          x = b;
-        }
-        for (std::int64_t o1 = s; o1 < s1; ++o1) {
-          float const* xr = x + (o1 - s) * D[1].a * xs1;
-          std::ptrdiff_t d = dst.at(n, o0, o1, r.lo[2], first.g[0], first.c[0]) - dst.data;
-          for (std::int64_t o2 = 0; o2 < ow; ++o2, xr += D[2].a * xs2, d += ds) {
-            fs.x.push_back(xr);
-            fs.d.push_back(d);
-          }
-        }
-      }
+    for (std::int64_t k0 = 0; k0 < bs.strips; k0 += bs.per_pass) {
+      strip_positions(L, r, src, dst, first, jlo, jhi, bs, k0, std::min(bs.strips, k0 + bs.per_pass), fs);
       std::size_t const P = fs.x.size();
       float* const sums = conv_scratch(1).get(P * 2 * lanes);
       for (std::size_t c = c0; c < c1; ++c) {
@@ -301,7 +299,8 @@ bool conv_forward_parts(ConvLoop const& L, ConvRange const& r, Operand6<TS const
         for (std::size_t k = 0; k < parts.size(); ++k) {
           PackedForwardWeights const* pk = parts[k].packed;
           bool const ahead = pk && pk->j0 == parts[k].j0 && pk->j1 == parts[k].j1 && col.c[0] % pair == 0;
-          wk[k] = ahead ? pk->data + col.g[0] * pk->group_stride + col.c[0] * static_cast<std::int64_t>(steps[k].Q) : nullptr;
+          auto const Q = static_cast<std::int64_t>(steps[k].Q);
+          wk[k] = ahead ? pk->data + col.g[0] * pk->group_stride + col.c[0] * Q : nullptr;
           if (!ahead) own += steps[k].Q * VL;
         }
         float* pw = own ? conv_scratch(0).get(own) : nullptr;

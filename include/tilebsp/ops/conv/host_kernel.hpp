@@ -289,7 +289,8 @@ class ConvHostKernel {
         steps(0, J, d6);
         return;
       }
-      // f32 partials of one serial step each sum in the kernel's registers (the same bits as below).
+      // f32 partials of one serial step each are summed in the kernel (simd::conv_forward_parts: the same bits as
+      // reduce_unit below).
       if constexpr (std::is_same_v<TP, float>) {
         if (!wino) {
           thread_local std::vector<simd::ForwardPart> parts;
@@ -305,7 +306,8 @@ class ConvHostKernel {
             one_step = n == 1;
             parts.push_back({share.j0, share.j1, packed_for(share.j0, share.j1, packed[i])});
           }
-          if (one_step && simd::conv_forward_parts(p.problem.loop, r, s6, o6, d6, parts, alpha, p.problem.accumulate)) return;
+          if (one_step && simd::conv_forward_parts(p.problem.loop, r, s6, o6, d6, parts, alpha, p.problem.accumulate))
+            return;
         }
       }
       Index6 const origin{r.n0, r.lo[0], r.lo[1], r.lo[2], r.g0, r.c0};
