@@ -244,8 +244,7 @@ bool conv_forward_parts(ConvLoop const& L, ConvRange const& r, Operand6<TS const
   std::int64_t const ow = r.hi[2] - r.lo[2];
   if (L.winograd || parts.empty() || r.n1 <= r.n0 || ow <= 0 || r.hi[0] <= r.lo[0] || r.hi[1] <= r.lo[1]) return false;
   auto const cols = conv_columns(r.g0, r.g1, r.c0, r.c1);
-  if (cols.empty() || !std::all_of(cols.begin(), cols.end(), [](ConvColumn const& c) { return c.bcast && c.xl == 1; }))
-    return false;
+  if (!broadcast_columns(cols)) return false;
   std::int64_t jlo = parts.front().j0, jhi = parts.front().j1;
   for (ForwardPart const& p : parts) {
     if (p.j0 >= p.j1) return false;
@@ -266,7 +265,10 @@ bool conv_forward_parts(ConvLoop const& L, ConvRange const& r, Operand6<TS const
     std::size_t T, K, at, Q;
     std::ptrdiff_t ks;
   };
-  std::vector<Steps> steps(parts.size());
+  thread_local std::vector<Steps> steps;  // per-thread lists, as ForwardScratch's: no allocation per unit
+  thread_local std::vector<float const*> wk;
+  steps.resize(parts.size());
+  wk.resize(parts.size());
   fs.toff.clear();
   for (std::size_t k = 0; k < parts.size(); ++k) {
     std::int64_t const cj = parts[k].j1 - parts[k].j0, jo = parts[k].j0 - jlo;
@@ -280,7 +282,6 @@ bool conv_forward_parts(ConvLoop const& L, ConvRange const& r, Operand6<TS const
     steps[k].T = fs.toff.size() - steps[k].at;
   }
   auto const pair = static_cast<std::int64_t>(2 * lanes);
-  std::vector<float const*> wk(parts.size());
   for (std::size_t c0 = 0; c0 < cols.size();) {  // the columns of a group share its boxes
     std::size_t c1 = c0 + 1;
     while (c1 < cols.size() && cols[c1].g[0] == cols[c0].g[0]) ++c1;

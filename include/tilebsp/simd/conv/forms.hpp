@@ -204,6 +204,11 @@ bool forward_blocks_source_in_place(ConvLoop const& L, ConvRange const& r, Opera
   });
 }
 
+/// Whether every column is a broadcast column (one group's channels, one input per step for all lanes).
+inline bool broadcast_columns(std::vector<ConvColumn> const& cols) noexcept {
+  return !cols.empty() && std::all_of(cols.begin(), cols.end(), [](ConvColumn const& c) { return c.bcast && c.xl == 1; });
+}
+
 /// Whether the register blocks over boxes of block `r` read their boxes from the source where it lies: broadcast
 /// columns (each position's channels, as a box row holds them) of an f32 source with unit channel stride, and no
 /// tap of the block that reads padding or an input dilation hole. Every column of a channel split would otherwise
@@ -211,8 +216,7 @@ bool forward_blocks_source_in_place(ConvLoop const& L, ConvRange const& r, Opera
 template <class TS>
 bool box_in_place(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src,
                   std::vector<ConvColumn> const& cols) noexcept {
-  if (!std::is_same_v<TS, float> || src.stride[5] != 1 || cols.empty()) return false;
-  if (!std::all_of(cols.begin(), cols.end(), [](ConvColumn const& c) { return c.bcast && c.xl == 1; })) return false;
+  if (!std::is_same_v<TS, float> || src.stride[5] != 1 || !broadcast_columns(cols)) return false;
   for (std::size_t k = 0; k < 3; ++k) {
     ConvDim const& d = L.dim[k];
     if (d.div != 1 || r.lo[k] * d.a + d.c < 0 || (r.hi[k] - 1) * d.a + d.c + (d.taps - 1) * d.b >= d.in) return false;
