@@ -452,10 +452,15 @@ template <class = void>
     alignas(64) std::byte raw[4 * simd::lanes] = {}, one[4 * simd::lanes] = {};
     std::memcpy(raw, row.ptr[ins.a], width(ins.type));
     load_typed(ins.type, raw, one, L);  // lane 0 is the value
-    std::byte v[4];
-    std::size_t const w = width(compute_type(ins.type));
-    std::memcpy(v, one, w);
-    for (std::size_t k = 0; k < wide; ++k) std::memcpy(reg[ins.reg] + k * w, v, w);
+    // Compute types are 4 bytes wide or bool: one typed fill (a copy of w bytes per element, w unknown to the
+    // compiler, ran byte by byte: most of a softmax's or a layer norm's time, whose scalars step every row).
+    if (width(compute_type(ins.type)) == 4) {
+      std::uint32_t v;
+      std::memcpy(&v, one, 4);
+      std::fill_n(reinterpret_cast<std::uint32_t*>(reg[ins.reg]), wide, v);
+    } else {
+      std::memset(reg[ins.reg], static_cast<int>(one[0]), wide);
+    }
   };
   // Constants and broadcast operands: their registers filled once (a scalar that steps from row to row, per row).
   for (std::size_t i = 0; i < p.size; ++i) {
@@ -492,8 +497,9 @@ template <class = void>
             load_typed(ins.type, src, reg[ins.reg], full);
             at[i] = reg[ins.reg];
           } else {
-            alignas(64) std::byte tail[block * 4] = {};
+            alignas(64) std::byte tail[block * 4];
             std::memcpy(tail, src, len * w);
+            std::memset(tail + len * w, 0, (full - len) * w);  // the padding the templates' evaluation reads
             load_typed(ins.type, tail, reg[ins.reg], full);
             at[i] = reg[ins.reg];
           }
