@@ -98,11 +98,12 @@ std::int64_t out_size(Window const& w, Dims const& field, std::size_t d) {
   return (field[d] + w.lower[d] + w.upper[d] - k) / w.stride[d] + 1;
 }
 
-/// The activation a convolution's bias map applies on the way: what a ReLU, a Clip with known bounds (ReLU6) or a
-/// SiLU (x * Sigmoid(x), EfficientNet's) that alone reads the convolution would do in a pass of its own.
+/// The activation a convolution's bias map applies on the way: what a ReLU, a Clip with known bounds (ReLU6), a
+/// SiLU (x * Sigmoid(x), EfficientNet's) or an exact GELU (x * (erf(x / a) + b) * c as PyTorch exports it, with
+/// a = sqrt 2, b = 1, c = 0.5: a transformer's MLP) that alone reads the convolution would do in passes of its own.
 struct Epilogue {
-  enum class Kind { none, relu, clip, silu } kind = Kind::none;
-  double lo = 0, hi = 0;
+  enum class Kind { none, relu, clip, silu, gelu } kind = Kind::none;
+  double lo = 0, hi = 0, scale = 0;  ///< clip: bounds; gelu: a, b, c
 };
 
 template <class T, class>
@@ -117,6 +118,7 @@ auto activated(Epilogue const& e, V const& v, F&& f) {
     case Epilogue::Kind::relu: return f(relu(v));
     case Epilogue::Kind::clip: return f(min(max(v, constant(e.lo)), constant(e.hi)));
     case Epilogue::Kind::silu: return f(v * sigmoid(v));
+    case Epilogue::Kind::gelu: return f(v * (erf_expr(v / constant(e.lo)) + constant(e.hi)) * constant(e.scale));
     case Epilogue::Kind::none: break;
   }
   return f(v);
@@ -195,10 +197,46 @@ Value convolve(Importer& imp, Value const& x, Window const& w, std::int64_t grou
   return r;
 }
 
+/// The exact GELU that alone reads `value` (`readers`, its two readers), as PyTorch exports it: Div(value, a) ->
+/// Erf -> Add(b) -> Mul(value, .) -> Mul(c), a, b and c constants of one element and each intermediate read by the
+/// next node alone; marked fused, with `value` renamed to the last Mul's result. None when it is not one.
+Epilogue fuse_gelu(Importer& imp, std::string& value, std::size_t rank, std::vector<Node const*> const& readers) {
+  // The other operand of binary node n (the one that is not `from`) when it is a constant of one element that does
+  // not raise the rank: its value.
+  auto const scalar = [&](Node const& n, std::string const& from) -> std::optional<double> {
+    if (n.inputs.size() != 2 || n.outputs.size() != 1 || !n.attributes.empty() || n.inputs[0] == n.inputs[1]) return std::nullopt;
+    if (n.inputs[0] != from && n.inputs[1] != from) return std::nullopt;
+    Value const* c = imp.lookup(n.inputs[0] == from ? n.inputs[1] : n.inputs[0]);
+    if (!c || !c->constant || c->constant->size() != 1 || c->shape.size() > rank || !is_floating(c->type)) return std::nullopt;
+    return c->constant->value(0);
+  };
+  for (int s = 0; s < 2; ++s) {
+    Node const* div = readers[static_cast<std::size_t>(s)];
+    Node const* mul = readers[static_cast<std::size_t>(1 - s)];
+    if (div->op_type != "Div" || div->inputs.size() != 2 || div->inputs[0] != value || mul->op_type != "Mul") continue;
+    auto const a = scalar(*div, value);
+    Node const* erf = a ? imp.sole_consumer(div->outputs[0]) : nullptr;
+    if (!erf || erf->op_type != "Erf" || erf->inputs.size() != 1 || erf->outputs.size() != 1) continue;
+    Node const* add = imp.sole_consumer(erf->outputs[0]);
+    auto const b = add && add->op_type == "Add" ? scalar(*add, erf->outputs[0]) : std::nullopt;
+    if (!b || imp.sole_consumer(add->outputs[0]) != mul) continue;
+    if (mul->inputs.size() != 2 || mul->outputs.size() != 1 ||
+        !((mul->inputs[0] == value && mul->inputs[1] == add->outputs[0]) || (mul->inputs[1] == value && mul->inputs[0] == add->outputs[0])))
+      continue;
+    Node const* half_mul = imp.sole_consumer(mul->outputs[0]);
+    auto const c = half_mul && half_mul->op_type == "Mul" ? scalar(*half_mul, mul->outputs[0]) : std::nullopt;
+    if (!c) continue;
+    for (Node const* n : {div, erf, add, mul, half_mul}) imp.fused.insert(n);
+    value = half_mul->outputs[0];
+    return {Epilogue::Kind::gelu, *a, *b, *c};
+  }
+  return {};
+}
+
 /// The activation that alone reads `value` (Relu; Clip with known bounds; Sigmoid whose result only a Mul by
-/// `value` reads, that Mul being the only other reader of `value`: SiLU), marked fused, with `value` renamed to
-/// the activation's result. None when there is no such node.
-Epilogue fuse_activation(Importer& imp, std::string& value) {
+/// `value` reads, that Mul being the only other reader of `value`: SiLU; an exact GELU, fuse_gelu), marked fused,
+/// with `value` (of rank `rank`) renamed to the activation's result. None when there is no such node.
+Epilogue fuse_activation(Importer& imp, std::string& value, std::size_t rank) {
   auto const it = imp.consumers.find(value);
   if (it == imp.consumers.end() || imp.graph_outputs.contains(value)) return {};
   auto const& readers = it->second;
@@ -223,6 +261,7 @@ Epilogue fuse_activation(Importer& imp, std::string& value) {
     }
   }
   if (readers.size() == 2) {
+    if (Epilogue const g = fuse_gelu(imp, value, rank, readers); g.kind != Epilogue::Kind::none) return g;
     for (int s = 0; s < 2; ++s) {
       Node const* sig = readers[static_cast<std::size_t>(s)];
       Node const* mul = readers[static_cast<std::size_t>(1 - s)];
@@ -336,7 +375,7 @@ void conv(Importer& imp, Node const& n) {
   Dims out_shape{x.shape[0], M};
   for (std::size_t d = 0; d + 2 < rank; ++d) out_shape.push_back(out_size(padded, Dims(src.shape.begin() + 2, src.shape.end()), d));
   Value const* residual = fuse_residual(imp, out_name, out_shape, imp.float_type());
-  Epilogue const act = fuse_activation(imp, out_name);
+  Epilogue const act = fuse_activation(imp, out_name, out_shape.size());
   Value y = convolve(imp, src, padded, G, M, wt, std::move(bias), act, n.name, residual);
   imp.set(out_name, std::move(y));
 }
@@ -374,7 +413,7 @@ void batch_norm(Importer& imp, Node const&) {
     // A batch norm that no convolution precedes (DenseNet's, after each concatenation) is a compiled map, with
     // the activation that alone reads it: one pass over the activations instead of two interpreted ones.
     std::string out = imp.node->outputs[0];
-    Epilogue const act = fuse_activation(imp, out);
+    Epilogue const act = fuse_activation(imp, out, x.shape.size());
     Value r;
     r.type = x.type;
     auto const build = [&](auto type) {
@@ -717,7 +756,7 @@ HostTensor const* column_bias(Value const& y, Value const* bias) {
 /// y += bias, then the activation that alone reads `out_name` (renamed to its result): one compiled map in place
 /// on the product, as after a convolution.
 void add_bias_in_place(Importer& imp, Value& y, HostTensor const& bias, std::string& out_name) {
-  Epilogue const act = fuse_activation(imp, out_name);
+  Epilogue const act = fuse_activation(imp, out_name, y.shape.size());
   Tensor const b = host_tensor(imp, {y.shape.back()}, bias.floats);
   if (y.tensor.element_type() == ElementType::f16) epilogue<half>(imp, y.tensor, act, b);
   else epilogue<float>(imp, y.tensor, act, b);

@@ -1041,6 +1041,67 @@ TEST_CASE("a linear layer's bias (MatMul + Add, Gemm's C) and its ReLU run in pl
   for (auto const& op : profile.operators) CHECK((op.kind != "Add" && op.kind != "Relu"));
 }
 
+TEST_CASE("an exact GELU after a linear layer (Div, Erf, Add, Mul, Mul as PyTorch exports it) joins its bias map") {
+  // x [2, 3, 8] x W [8, 16] + b -> gelu -> y: one map in place on the product, the GELU's nodes fused into it. The
+  // same chain on z = x2 x W, whose Erf a second output also reads, stays as it is, with the same values.
+  Builder b;
+  b.input("x", {2, 3, 8});
+  b.output("y", {2, 3, 16});
+  b.output("z", {2, 3, 16});
+  b.output("e2", {2, 3, 16});
+  auto const w = ramp(8 * 16, 0.29f, 0.4f), bias = ramp(16, 0.7f, 0.1f);
+  b.init("w", {8, 16}, w);
+  b.init("b", {16}, bias);
+  b.init("sqrt2", {}, {1.4142135f});
+  b.init("one", {1}, {1.0f});
+  b.init("half", {}, {0.5f});
+  auto const gelu = [&](std::string const& in, std::string const& out, std::string const& p) {
+    b.node("Div", {in, "sqrt2"}, {p + "d"}, p + "div");
+    b.node("Erf", {p + "d"}, {p + "e"}, p + "erf");
+    b.node("Add", {p + "e", "one"}, {p + "a"}, p + "add1");
+    b.node("Mul", {in, p + "a"}, {p + "m"}, p + "mul");
+    b.node("Mul", {p + "m", "half"}, {out}, p + "mul_half");
+  };
+  b.node("MatMul", {"x", "w"}, {"p"}, "mm");
+  b.node("Add", {"b", "p"}, {"s"}, "bias");
+  gelu("s", "y", "g1/");
+  b.node("MatMul", {"x", "w"}, {"p2"}, "mm2");
+  b.node("Add", {"p2", "b"}, {"s2"}, "bias2");
+  gelu("s2", "z", "g2/");
+  b.node("Identity", {"g2/e"}, {"e2"}, "erf_out");
+  to::Model const m = b.model();
+  to::HostTensor const x{to::DataType::float32, {2, 3, 8}, ramp(48, 0.13f, 0.9f), {}};
+  tb::Graph g{tb::targets::tiny(4, 1 << 20)};
+  tb::Sequence prog;
+  to::Imported const imp = to::import(g, prog, m, {});
+  tb::Engine e{tb::compile(g, {.allow_out_of_memory = true}, prog), {.host_threads = 2, .profiling = true}};
+  to::write(e, imp.inputs[0], x);
+  e.run();
+  to::HostTensor const y = to::read(e, imp.outputs[0]), z = to::read(e, imp.outputs[1]);
+  for (std::size_t r = 0; r < 6; ++r)
+    for (std::size_t c = 0; c < 16; ++c) {
+      double s = bias[c];
+      for (std::size_t k = 0; k < 8; ++k) s += static_cast<double>(x.floats[r * 8 + k]) * w[k * 16 + c];
+      double const want = s * (std::erf(s / 1.4142135) + 1) * 0.5;
+      CHECK(y.floats[r * 16 + c] == doctest::Approx(want).epsilon(1e-5));
+      CHECK(z.floats[r * 16 + c] == y.floats[r * 16 + c]);  // the same operations in the same order
+    }
+  tb::Profile const profile = e.profile();
+  std::size_t erfs = 0, divs = 0;
+  for (auto const& op : profile.operators) {
+    if (op.kind == "Erf") {
+      ++erfs;
+      CHECK(op.name == "g2/erf");
+    }
+    if (op.kind == "Div") {
+      ++divs;
+      CHECK(op.name == "g2/div");
+    }
+  }
+  CHECK(erfs == 1);
+  CHECK(divs == 1);
+}
+
 TEST_CASE("an elementwise node writes into an operand only it reads; never into an input or a variable another value holds") {
   // s = sigmoid(x) is read by the Add alone: the Add + Relu writes into it. a = abs(x) is also held by its Reshape r,
   // whose only reader is the second Add: that Add must not write into r (the Mul reads a after it). x, read by
