@@ -630,16 +630,36 @@ void reduce_op(Importer& imp, Node const& n) {
   imp.out(0, reduced(imp, x, dims, ops::ReduceOp::add, keep, 1.0 / n_reduced));  // ReduceMean
 }
 
+/// The map of `e` over the operands as one kernel compiled for the node's float type (Importer::map_fused): for
+/// the maps of a transformer's every layer (softmax, layer norm), where the interpreter's passes over each block
+/// cost more than the arithmetic.
+template <class E, class... V>
+Value compiled_map(Importer& imp, E const& e, DataType out_type, V const&... v) {
+  Value r;
+  r.type = out_type;
+  auto const build = [&](auto type) {
+    using T = decltype(type);
+    return imp.map_fused<as<T, V>...>(e, r.layout, v...);
+  };
+  r.tensor = imp.float_type() == ElementType::f16 ? build(half{}) : build(0.0f);
+  for (auto d : r.tensor.shape()) r.shape.push_back(static_cast<std::int64_t>(d));
+  return r;
+}
+
 void softmax(Importer& imp, Node const& n) {
   imp.only_attrs({"axis"});
   Value const& x = imp.in(0);
   require_float(imp, x);
   std::size_t const a = imp.axis(imp.attr_int("axis", -1), x.shape.size());
   Value const m = reduced(imp, x, {a}, ops::ReduceOp::max, true);
-  Value const e = graph_map<FloatTypes>(imp, exp(_1 - _2), x.type, x, m);
+  if (n.op_type == "LogSoftmax") {
+    Value const e = graph_map<FloatTypes>(imp, exp(_1 - _2), x.type, x, m);
+    Value const s = reduced(imp, e, {a}, ops::ReduceOp::add, true);
+    return imp.out(0, graph_map<FloatTypes>(imp, _1 - _2 - log(_3), x.type, x, m, s));
+  }
+  Value const e = compiled_map(imp, exp(_1 - _2), x.type, x, m);
   Value const s = reduced(imp, e, {a}, ops::ReduceOp::add, true);
-  if (n.op_type == "LogSoftmax") imp.out(0, graph_map<FloatTypes>(imp, _1 - _2 - log(_3), x.type, x, m, s));
-  else imp.out(0, graph_map<FloatTypes>(imp, _1 / _2, x.type, e, s));
+  imp.out(0, compiled_map(imp, _1 / _2, x.type, e, s));
 }
 
 void layer_norm(Importer& imp, Node const& n) {
@@ -653,12 +673,12 @@ void layer_norm(Importer& imp, Node const& n) {
   for (std::size_t d = a; d < x.shape.size(); ++d) dims.push_back(d), cnt *= static_cast<double>(x.shape[d]);
   double const inv = 1.0 / cnt;
   Value const mean = reduced(imp, x, dims, ops::ReduceOp::add, true, inv);
-  Value const centred = graph_map<FloatTypes>(imp, _1 - _2, x.type, x, mean);
+  Value const centred = compiled_map(imp, _1 - _2, x.type, x, mean);
   Value const var = reduced(imp, centred, dims, ops::ReduceOp::square_add, true, inv);
   Value const& scale = imp.in(1);
   if (imp.has(2)) {
     Value const& bias = imp.in(2);
-    imp.out(0, graph_map<FloatTypes>(imp, _1 * rsqrt(_2 + constant(eps)) * _3 + _4, x.type, centred, var, scale, bias));
+    imp.out(0, compiled_map(imp, _1 * rsqrt(_2 + constant(eps)) * _3 + _4, x.type, centred, var, scale, bias));
   } else {
     imp.out(0, graph_map<FloatTypes>(imp, _1 * rsqrt(_2 + constant(eps)) * _3, x.type, centred, var, scale));
   }
