@@ -294,9 +294,13 @@ void partial(E const& e, O const& o, std::size_t num_operands, void* out, std::s
 
 /// With `stream`, whole batches go past the cache; `fence` orders those stores before the caller's next step (a
 /// caller that streams several runs fences once, after the last).
-template <Types In, VT Out, class E, class O>
-void run(E const& e, O& o, std::size_t num_operands, void* out, std::size_t n, bool stream, bool fence = true) {
+// Flattened, on a copy of the expression: its evaluation inlined into the loop, with its constants converted and
+// broadcast once per run instead of once per batch (GCC left a long expression, an erf, as a call per batch, and the
+// stores through `out` might alias the caller's expression, whose constants it then loaded again per batch).
+template <Types In, VT Out, class E0, class O>
+[[gnu::flatten]] void run(E0 const& e0, O& o, std::size_t num_operands, void* out, std::size_t n, bool stream, bool fence = true) {
   constexpr std::size_t L = simd::lanes;
+  E0 const e = e0;
   std::size_t i = 0;
   if constexpr (width(Out) == 4) {
     if (stream && n >= 8 * L) {
