@@ -45,22 +45,6 @@ Value graph_map(Importer& imp, E const& e, DataType out_type, V const&... v) {
   return r;
 }
 
-/// erf in f32 without an erf primitive: its Taylor series below |x| = 0.5 (error under 2e-8), Abramowitz and Stegun
-/// 7.1.26 above (absolute error under 1.5e-7, relative under 3e-7 there).
-template <class X>
-auto erf_expr(X const& x) {
-  using namespace expr;
-  auto const x2 = x * x;
-  auto const taylor =
-      x * (((((x2 * constant(-1.0 / 1320) + 1.0 / 216) * x2 - 1.0 / 42) * x2 + 0.1) * x2 - 1.0 / 3) * x2 + 1.0) *
-      constant(1.1283791670955126);
-  auto const ax = abs(x);
-  auto const t = constant(1.0) / (ax * 0.3275911 + 1.0);
-  auto const poly = ((((t * 1.061405429 - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t;
-  auto const tail = constant(1.0) - poly * exp(-x2);
-  return select(ax < 0.5, taylor, select(x < 0, -tail, tail));
-}
-
 /// Host folding: element i of the broadcast result is f(operand values at i).
 template <class F, class... V>
 Value host_map(Importer& imp, F const& f, DataType out_type, V const&... v) {

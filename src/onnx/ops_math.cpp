@@ -192,24 +192,10 @@ void softplus(Importer& imp, Node const&) {
   unary_float(imp, relu(_1) + log(exp(-abs(_1)) + 1.0), [](double v) { return std::max(v, 0.0) + std::log1p(std::exp(-std::abs(v))); });
 }
 
-void erf_op(Importer& imp, Node const&) {
-  imp.only_attrs({});
-  Value const& x = imp.in(0);
-  if (!is_floating(x.type)) imp.unsupported("element type " + to_string(x.type) + " (this operator takes floating types)");
-  if (x.constant) return imp.out(0, host_map(imp, [](double v) { return std::erf(v); }, x.type, x));
-  // Erf (GELU's) is about 40 operations over a transformer's largest activations: one fused kernel per float type
-  // (interpreted, each operation would pass over the data once; ViT-B/16 ran 25% slower).
-  Value r;
-  r.type = x.type;
-  if (imp.float_type() == ElementType::f16) r.tensor = imp.map_fused<half>(erf_expr(_1), r.layout, x);
-  else r.tensor = imp.map_fused<float>(erf_expr(_1), r.layout, x);
-  for (auto d : r.tensor.shape()) r.shape.push_back(static_cast<std::int64_t>(d));
-  imp.out(0, r);
-}
-
 void unary(Importer& imp, Node const& n) {
   if (n.op_type == "Sigmoid") return unary_float(imp, sigmoid(_1), [](double v) { return 1 / (1 + std::exp(-v)); });
   if (n.op_type == "Tanh") return unary_float(imp, tanh(_1), [](double v) { return std::tanh(v); });
+  if (n.op_type == "Erf") return unary_float(imp, erf(_1), [](double v) { return std::erf(v); });
   if (n.op_type == "Exp") return unary_float(imp, exp(_1), [](double v) { return std::exp(v); });
   if (n.op_type == "Log") return unary_float(imp, log(_1), [](double v) { return std::log(v); });
   if (n.op_type == "Sqrt") return unary_float(imp, sqrt(_1), [](double v) { return std::sqrt(v); });
@@ -250,8 +236,7 @@ void add_math_ops(Registry& r) {
   r["HardSigmoid"] = hard_sigmoid;
   r["HardSwish"] = hard_swish;
   r["Softplus"] = softplus;
-  r["Erf"] = erf_op;
-  for (char const* op : {"Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Reciprocal", "Abs", "Neg"}) r[op] = unary;
+  for (char const* op : {"Sigmoid", "Tanh", "Erf", "Exp", "Log", "Sqrt", "Reciprocal", "Abs", "Neg"}) r[op] = unary;
 }
 
 }  // namespace tilebsp::onnx::detail

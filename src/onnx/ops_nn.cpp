@@ -118,7 +118,7 @@ auto activated(Epilogue const& e, V const& v, F&& f) {
     case Epilogue::Kind::relu: return f(relu(v));
     case Epilogue::Kind::clip: return f(min(max(v, constant(e.lo)), constant(e.hi)));
     case Epilogue::Kind::silu: return f(v * sigmoid(v));
-    case Epilogue::Kind::gelu: return f(v * (erf_expr(v / constant(e.lo)) + constant(e.hi)) * constant(e.scale));
+    case Epilogue::Kind::gelu: return f(v * (erf(v / constant(e.lo)) + constant(e.hi)) * constant(e.scale));
     case Epilogue::Kind::none: break;
   }
   return f(v);

@@ -1,4 +1,4 @@
-// ops::map on f32 and f16: exp, log, tanh, sigmoid, rsqrt and pow against double references.
+// ops::map on f32 and f16: exp, log, tanh, erf, sigmoid, rsqrt and pow against double references.
 #include "ops/map_harness.hpp"
 
 namespace tb = tilebsp;
@@ -11,6 +11,7 @@ TEST_CASE_TEMPLATE("transcendental float operators", T, float, half) {
   tbt::check_map<T, T>("exp", exp(_1), [](T a, T) { return std::exp(double(float(a))); }, -10, 10, rel, abs, 1);  // e^10 < 65504
   tbt::check_map<T, T>("log", log(_1), [](T a, T) { return std::log(double(float(a))); }, 1e-3, 1e3, rel, abs, 1);
   tbt::check_map<T, T>("tanh", tanh(_1), [](T a, T) { return std::tanh(double(float(a))); }, -6, 6, rel, abs, 1);
+  tbt::check_map<T, T>("erf", erf(_1), [](T a, T) { return std::erf(double(float(a))); }, -5, 5, rel, abs, 1);
   tbt::check_map<T, T>("sigmoid", sigmoid(_1), [](T a, T) { return 1 / (1 + std::exp(-double(float(a)))); }, -12, 12,
                        rel, abs, 1);
   tbt::check_map<T, T>("rsqrt", rsqrt(_1), [](T a, T) { return 1 / std::sqrt(double(float(a))); }, 1e-2, 1e3, rel, abs, 1);

@@ -81,6 +81,7 @@ TEST_CASE("an interpreted map computes what the expression template computes") {
     same_as_template<float, float, float>(_1 + _2, n);
     same_as_template<float, float, float>(max(_1 / _2, -_1), n);
     same_as_template<float, float>(sigmoid(_1) * tanh(_1) - exp(-abs(_1)) + sqrt(abs(_1)) + log(abs(_1) + 1.0), n, 1e-6);
+    same_as_template<float, float>(erf(_1 * 2.0) + erf(_1 * 0.25), n);
     same_as_template<float, float>(_1 * max(min(_1 * constant(1.0 / 6) + 0.5, 1.0), 0.0), n, 1e-6);
     same_as_template<tb::half, tb::half, tb::half>(_1 * _2 + _1, n, 1e-3);
     same_as_template<std::int32_t, std::int32_t, std::int32_t>(_1 * _2 - _1 / _2 + abs(_2), n);

@@ -23,6 +23,7 @@ enum class Opcode : std::uint8_t {
   less, less_equal, greater, greater_equal, equal, not_equal, and_, or_,
   select,
   cast_f32, cast_f16, cast_i32, cast_u32, cast_bool,
+  erf,  // after the others: the values before it stay as they were
 };
 
 namespace detail {
@@ -37,6 +38,7 @@ template <> inline constexpr Opcode opcode_of<op::Exp> = Opcode::exp;
 template <> inline constexpr Opcode opcode_of<op::Log> = Opcode::log;
 template <> inline constexpr Opcode opcode_of<op::Tanh> = Opcode::tanh;
 template <> inline constexpr Opcode opcode_of<op::Sigmoid> = Opcode::sigmoid;
+template <> inline constexpr Opcode opcode_of<op::Erf> = Opcode::erf;
 template <> inline constexpr Opcode opcode_of<op::Not> = Opcode::not_;
 template <> inline constexpr Opcode opcode_of<op::Add> = Opcode::add;
 template <> inline constexpr Opcode opcode_of<op::Sub> = Opcode::sub;

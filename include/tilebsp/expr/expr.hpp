@@ -252,6 +252,7 @@ TILEBSP_UNARY(Exp, "exp", [](VT v) { return is_float(v); })
 TILEBSP_UNARY(Log, "log", [](VT v) { return is_float(v); })
 TILEBSP_UNARY(Tanh, "tanh", [](VT v) { return is_float(v); })
 TILEBSP_UNARY(Sigmoid, "sigmoid", [](VT v) { return is_float(v); })
+TILEBSP_UNARY(Erf, "erf", [](VT v) { return is_float(v); })
 #undef TILEBSP_UNARY
 }  // namespace op
 
@@ -324,6 +325,7 @@ TILEBSP_FUNCTION1(exp, Exp)
 TILEBSP_FUNCTION1(log, Log)
 TILEBSP_FUNCTION1(tanh, Tanh)
 TILEBSP_FUNCTION1(sigmoid, Sigmoid)
+TILEBSP_FUNCTION1(erf, Erf)
 #undef TILEBSP_FUNCTION1
 
 #define TILEBSP_FUNCTION2(fn, Op)                 \

@@ -100,6 +100,7 @@ inline Inferred infer_node(Opcode op, Types const& in, std::uint32_t index, doub
     case Opcode::log: return op::Log::infer(k[0]);
     case Opcode::tanh: return op::Tanh::infer(k[0]);
     case Opcode::sigmoid: return op::Sigmoid::infer(k[0]);
+    case Opcode::erf: return op::Erf::infer(k[0]);
     case Opcode::not_: return op::Not::infer(k[0]);
     case Opcode::add: return op::Add::infer(k[0], k[1]);
     case Opcode::sub: return op::Sub::infer(k[0], k[1]);
@@ -362,6 +363,7 @@ template <class = void>
     case Opcode::log: return apply_typed<Unary<op::Log, P1>, 1>(t, x, y, z, dst, n);
     case Opcode::tanh: return apply_typed<Unary<op::Tanh, P1>, 1>(t, x, y, z, dst, n);
     case Opcode::sigmoid: return apply_typed<Unary<op::Sigmoid, P1>, 1>(t, x, y, z, dst, n);
+    case Opcode::erf: return apply_typed<Unary<op::Erf, P1>, 1>(t, x, y, z, dst, n);
     case Opcode::not_: return apply_typed<Unary<op::Not, P1>, 1>(t, x, y, z, dst, n);
     case Opcode::add: return apply_typed<Binary<op::Add, P1, P2>, 2>(t, x, y, z, dst, n);
     case Opcode::sub: return apply_typed<Binary<op::Sub, P1, P2>, 2>(t, x, y, z, dst, n);
