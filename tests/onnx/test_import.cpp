@@ -115,12 +115,13 @@ std::vector<float> ramp(std::size_t n, float scale, float offset) {
 struct TinyRun {
   tb::Graph g{tb::targets::tiny(4, 1 << 20)};
   std::unique_ptr<tb::Engine> e;
+  to::Imported imp;
   to::HostTensor y;
   TinyRun(to::Model const& m, to::HostTensor const& x, bool host_kernels) {
     tb::Sequence prog;
     to::ImportOptions opts;
     opts.batch_size = 2;
-    to::Imported const imp = to::import(g, prog, m, opts);
+    imp = to::import(g, prog, m, opts);
     tb::EngineOptions const eo{.host_threads = 2, .profiling = true, .host_kernels = host_kernels};
     e = std::make_unique<tb::Engine>(tb::compile(g, {.allow_out_of_memory = true}, prog), eo);
     to::write(*e, imp.inputs[0], x);
@@ -1071,13 +1072,9 @@ TEST_CASE("an exact GELU after a linear layer (Div, Erf, Add, Mul, Mul as PyTorc
   b.node("Identity", {"g2/e"}, {"e2"}, "erf_out");
   to::Model const m = b.model();
   to::HostTensor const x{to::DataType::float32, {2, 3, 8}, ramp(48, 0.13f, 0.9f), {}};
-  tb::Graph g{tb::targets::tiny(4, 1 << 20)};
-  tb::Sequence prog;
-  to::Imported const imp = to::import(g, prog, m, {});
-  tb::Engine e{tb::compile(g, {.allow_out_of_memory = true}, prog), {.host_threads = 2, .profiling = true}};
-  to::write(e, imp.inputs[0], x);
-  e.run();
-  to::HostTensor const y = to::read(e, imp.outputs[0]), z = to::read(e, imp.outputs[1]);
+  TinyRun const run(m, x, true);
+  to::HostTensor const& y = run.y;
+  to::HostTensor const z = to::read(*run.e, run.imp.outputs[1]);
   for (std::size_t r = 0; r < 6; ++r)
     for (std::size_t c = 0; c < 16; ++c) {
       double s = bias[c];
@@ -1086,7 +1083,7 @@ TEST_CASE("an exact GELU after a linear layer (Div, Erf, Add, Mul, Mul as PyTorc
       CHECK(y.floats[r * 16 + c] == doctest::Approx(want).epsilon(1e-5));
       CHECK(z.floats[r * 16 + c] == y.floats[r * 16 + c]);  // the same operations in the same order
     }
-  tb::Profile const profile = e.profile();
+  tb::Profile const profile = run.e->profile();
   std::size_t erfs = 0, divs = 0;
   for (auto const& op : profile.operators) {
     if (op.kind == "Erf") {
