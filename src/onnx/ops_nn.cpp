@@ -204,10 +204,12 @@ Epilogue fuse_gelu(Importer& imp, std::string& value, std::size_t rank, std::vec
   // The other operand of binary node n (the one that is not `from`) when it is a constant of one element that does
   // not raise the rank: its value.
   auto const scalar = [&](Node const& n, std::string const& from) -> std::optional<double> {
-    if (n.inputs.size() != 2 || n.outputs.size() != 1 || !n.attributes.empty() || n.inputs[0] == n.inputs[1]) return std::nullopt;
+    if (n.inputs.size() != 2 || n.outputs.size() != 1 || !n.attributes.empty() || n.inputs[0] == n.inputs[1])
+      return std::nullopt;
     if (n.inputs[0] != from && n.inputs[1] != from) return std::nullopt;
     Value const* c = imp.lookup(n.inputs[0] == from ? n.inputs[1] : n.inputs[0]);
-    if (!c || !c->constant || c->constant->size() != 1 || c->shape.size() > rank || !is_floating(c->type)) return std::nullopt;
+    if (!c || !c->constant || c->constant->size() != 1 || c->shape.size() > rank || !is_floating(c->type))
+      return std::nullopt;
     return c->constant->value(0);
   };
   for (int s = 0; s < 2; ++s) {
@@ -220,8 +222,9 @@ Epilogue fuse_gelu(Importer& imp, std::string& value, std::size_t rank, std::vec
     Node const* add = imp.sole_consumer(erf->outputs[0]);
     auto const b = add && add->op_type == "Add" ? scalar(*add, erf->outputs[0]) : std::nullopt;
     if (!b || imp.sole_consumer(add->outputs[0]) != mul) continue;
+    auto const reads = [&](std::size_t i, std::string const& v) { return mul->inputs[i] == v; };
     if (mul->inputs.size() != 2 || mul->outputs.size() != 1 ||
-        !((mul->inputs[0] == value && mul->inputs[1] == add->outputs[0]) || (mul->inputs[1] == value && mul->inputs[0] == add->outputs[0])))
+        !((reads(0, value) && reads(1, add->outputs[0])) || (reads(1, value) && reads(0, add->outputs[0]))))
       continue;
     Node const* half_mul = imp.sole_consumer(mul->outputs[0]);
     auto const c = half_mul && half_mul->op_type == "Mul" ? scalar(*half_mul, mul->outputs[0]) : std::nullopt;

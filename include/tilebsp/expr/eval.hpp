@@ -299,7 +299,8 @@ void partial(E const& e, O const& o, std::size_t num_operands, void* out, std::s
 // broadcast once per run instead of once per batch (GCC left a long expression, an erf, as a call per batch, and the
 // stores through `out` might alias the caller's expression, whose constants it then loaded again per batch).
 template <Types In, VT Out, class E0, class O>
-[[gnu::flatten]] void run(E0 const& e0, O& o, std::size_t num_operands, void* out, std::size_t n, bool stream, bool fence = true) {
+[[gnu::flatten]] void run(E0 const& e0, O& o, std::size_t num_operands, void* out, std::size_t n, bool stream,
+                          bool fence = true) {
   constexpr std::size_t L = simd::lanes;
   E0 const e = e0;
   std::size_t i = 0;
