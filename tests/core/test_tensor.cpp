@@ -93,6 +93,27 @@ TEST_CASE("transpose, dimshuffle and reshape of non-contiguous views") {
   CHECK_THROWS_AS(u.transpose(), tb::shape_error);
   CHECK_THROWS_WITH_AS(u.reshape({5, 5}), "reshape: cannot reshape [2, 3, 4] (24 elements) to [5, 5]", tb::shape_error);
   CHECK(indices(u.reshape({6, 4})[5]) == V{20, 21, 22, 23});
+  // A reshape that merges or splits only dimensions that step over one another whole keeps the view's strides (one
+  // variable at affine positions, as NumPy reshapes without a copy): a channel slice of a channels-last tensor as
+  // the rows of a matrix, or split again.
+  auto c = g.add_variable<float>({2, 3, 4, 6}, "c");
+  auto const slice = c.slice(2, 5, 3);  // channels 2, 3, 4 of each position
+  auto const rows = slice.reshape({24, 3});
+  auto const a = rows.affine();
+  REQUIRE(a.has_value());
+  CHECK(a->start == 2);
+  CHECK(a->strides == std::vector<std::int64_t>{6, 1});
+  CHECK(indices(rows) == indices(slice));
+  CHECK(indices(rows[5]) == V{32, 33, 34});
+  auto const split = rows.reshape({2, 12, 1, 3});
+  REQUIRE(split.affine().has_value());
+  CHECK(split.affine()->strides == std::vector<std::int64_t>{72, 6, 0, 1});
+  CHECK(indices(split) == indices(slice));
+  // Merging across the slice's gap (its channels with the next position's) needs a list of the elements.
+  auto const flat = slice.reshape({72});
+  CHECK(!flat.affine().has_value());
+  CHECK(indices(flat) == indices(slice));
+  CHECK(indices(slice.reshape({6, 12})[1]) == V{26, 27, 28, 32, 33, 34, 38, 39, 40, 44, 45, 46});
 }
 
 TEST_CASE("broadcast, expand, squeeze and reverse") {

@@ -298,6 +298,9 @@ class Tensor {
   Tensor& slice_self(Shape const& begins, Shape const& ends);
   Tensor& index_self(std::size_t i);
   Tensor& reshape_self(Shape shape);
+  /// Reshapes a strided view in place without a new element list where its strides allow (the dimensions merged
+  /// step over one another whole, as NumPy reshapes without a copy); false (unchanged) otherwise.
+  bool reshape_strides(Shape const& shape);
   /// True when the view's positions form one ascending unit-stride range of the sequence.
   bool is_contiguous() const;
   /// The same elements as a fresh contiguous sequence (a new element list, not new data).

@@ -53,10 +53,42 @@ TILEBSP_INLINE Tensor& Tensor::reshape_self(Shape shape) {
   if (product(shape) != num_elements())
     throw shape_error("reshape: cannot reshape " + to_string(shape_) + " (" + std::to_string(num_elements()) +
                       " elements) to " + to_string(shape));
-  if (!is_contiguous()) *this = materialised();
+  if (!is_contiguous()) {
+    if (reshape_strides(shape)) return *this;
+    *this = materialised();
+  }
   shape_.assign(shape.begin(), shape.end());
   strides_ = contiguous_strides(shape_);
   return *this;
+}
+
+TILEBSP_INLINE bool Tensor::reshape_strides(Shape const& shape) {
+  if (num_elements() == 0) return false;
+  // The dimensions of more than one element, old and new; each group of old ones that multiplies to a group of new
+  // ones must step over one another whole, and the new ones then step through the group as its row-major order.
+  std::vector<std::int64_t> od, os, nd;
+  for (std::size_t d = 0; d < rank(); ++d)
+    if (shape_[d] != 1) od.push_back(static_cast<std::int64_t>(shape_[d])), os.push_back(strides_[d]);
+  for (auto n : shape)
+    if (n != 1) nd.push_back(static_cast<std::int64_t>(n));
+  std::vector<std::int64_t> ns(nd.size(), 0);
+  for (std::size_t oi = 0, oj = 1, ni = 0, nj = 1; ni < nd.size() && oi < od.size(); ni = nj++, oi = oj++) {
+    std::int64_t np = nd[ni], op = od[oi];
+    while (np != op) {
+      if (np < op) np *= nd[nj++];
+      else op *= od[oj++];
+    }
+    for (std::size_t k = oi; k + 1 < oj; ++k)
+      if (os[k] != od[k + 1] * os[k + 1]) return false;
+    ns[nj - 1] = os[oj - 1];
+    for (std::size_t k = nj - 1; k > ni; --k) ns[k - 1] = ns[k] * nd[k];
+  }
+  std::vector<std::int64_t> strides(shape.size(), 0);
+  for (std::size_t d = 0, k = 0; d < shape.size(); ++d)
+    if (shape[d] != 1) strides[d] = ns[k++];
+  shape_.assign(shape.begin(), shape.end());
+  strides_.assign(strides.begin(), strides.end());
+  return true;
 }
 
 TILEBSP_INLINE Tensor Tensor::transpose() const {
