@@ -28,10 +28,15 @@ struct HostBinding {
   std::byte* operator()(std::uint32_t var) const { return address(var); }
 };
 
-/// Elements [start, start + count) of variable `var`, in its element order.
+/// `count` elements of variable `var` from `start`, in its element order: consecutive (row 0), or rows of `row`
+/// consecutive elements whose starts lie `pitch` apart (a channel slice of a channels-last tensor): element i of the
+/// range at start + (i / row) * pitch + i % row. Consecutive ranges always have row = pitch = 0.
 struct VarRange {
   std::uint32_t var = 0;
   std::int64_t start = 0, count = 0;
+  std::int64_t row = 0, pitch = 0;
+  /// The offset from `start` of element i of the range.
+  constexpr std::int64_t offset(std::int64_t i) const noexcept { return row > 0 ? i / row * pitch + i % row : i; }
   friend bool operator==(VarRange const&, VarRange const&) = default;
 };
 

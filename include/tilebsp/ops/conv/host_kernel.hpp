@@ -31,7 +31,7 @@ class ConvHostKernel {
   ConvHostKernel(ConvPlan const& p, ConvViews const& v, float alpha) {
     auto s = std::make_shared<State>(State{p, v.src.affine(), v.other.affine(), v.out.affine(), alpha, std::nullopt});
     // A forward-like pass runs an epilogue on each unit's block once it is final (HostKernel::writes).
-    if (p.problem.kind != ConvPass::weight_update) s->writes = dense_range(v.out);
+    if (p.problem.kind != ConvPass::weight_update) s->writes = row_range(v.out);
     if (one_variable_each(s->src, s->other, s->out)) s_ = std::move(s);
   }
   HostKernel kernel() const { return host_kernel_of(s_); }
@@ -236,7 +236,7 @@ class ConvHostKernel {
       std::int64_t len = 1;
       std::size_t outer = 6;
       while (outer > 0 && (ext[outer - 1] == 1 || d6.stride[outer - 1] == len)) len *= ext[--outer];
-      EpilogueRuns runs(&epilogue, d6.data, sizeof(TO));
+      EpilogueRuns runs(&epilogue, d6.data, sizeof(TO), *writes);
       std::array<std::int64_t, 6> idx = lo;
       for (;;) {
         runs.add(d6.at(idx[0], idx[1], idx[2], idx[3], idx[4], idx[5]), len);

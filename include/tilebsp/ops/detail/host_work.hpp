@@ -102,9 +102,11 @@ class HostWriteCache {
   std::unique_ptr<Piece[]> pieces_;
 };
 
-/// The elements a tensor views as a VarRange: when it is a strided view of one variable that covers a range of
-/// it exactly, each element once (in any order of its dimensions). None otherwise.
-inline std::optional<VarRange> dense_range(Tensor const& t) {
+/// The elements a tensor views as a VarRange (in the variable's element order): when it is a strided view of one
+/// variable, each element once (its dimensions in any order), whose elements either cover a range of the variable
+/// or lie in rows of consecutive elements at one pitch apart (a channel slice of a channels-last tensor). None
+/// otherwise.
+inline std::optional<VarRange> row_range(Tensor const& t) {
   auto const a = t.affine();
   if (!a) return std::nullopt;
   auto const shape = t.shape();
@@ -115,23 +117,31 @@ inline std::optional<VarRange> dense_range(Tensor const& t) {
     if (shape[d] > 1) dims.emplace_back(a->strides[d], static_cast<std::int64_t>(shape[d]));
   }
   std::sort(dims.begin(), dims.end());
-  std::int64_t inner = 1;
+  std::int64_t step = 1, row = 0, pitch = 0;
   for (auto const& [stride, extent] : dims) {
-    if (stride != inner) return std::nullopt;
-    inner *= extent;
+    if (stride != step) {
+      // The first dimension past the run: rows start here, `pitch` apart (beyond the row: no overlap).
+      if (row > 0 || stride < step) return std::nullopt;
+      row = step, pitch = stride, step = stride;
+    }
+    step *= extent;
   }
-  return VarRange{a->var, a->start, count};
+  if (row == 0) return VarRange{a->var, a->start, count};
+  return VarRange{a->var, a->start, count, row, pitch};
 }
 
-/// Hands a producer's finished parts to its epilogue as runs of consecutive elements, joining adjacent runs.
+/// Hands a producer's finished parts to its epilogue as runs of consecutive elements of its range (VarRange), joining
+/// adjacent runs.
 class EpilogueRuns {
  public:
   /// `first`: the address of the range's first element.
-  EpilogueRuns(Epilogue const* epilogue, void const* first, std::size_t element_bytes)
-      : f_(epilogue), first_(static_cast<std::byte const*>(first)), bytes_(static_cast<std::ptrdiff_t>(element_bytes)) {}
-  /// Elements [p, p + n) of the range, given by the address of the first.
+  EpilogueRuns(Epilogue const* epilogue, void const* first, std::size_t element_bytes, VarRange const& range)
+      : f_(epilogue), first_(static_cast<std::byte const*>(first)), bytes_(static_cast<std::ptrdiff_t>(element_bytes)),
+        row_(range.row), pitch_(range.pitch) {}
+  /// Elements of the range at addresses [p, p + n elements), which lie within one of its rows.
   void add(void const* p, std::int64_t n) {
-    std::int64_t const b = (static_cast<std::byte const*>(p) - first_) / bytes_;
+    std::int64_t b = (static_cast<std::byte const*>(p) - first_) / bytes_;
+    if (row_ > 0) b = b / pitch_ * row_ + b % pitch_;
     if (b != end_) flush();
     if (end_ == begin_) begin_ = b, end_ = b;
     end_ += n;
@@ -146,6 +156,7 @@ class EpilogueRuns {
   Epilogue const* f_;
   std::byte const* first_;
   std::ptrdiff_t bytes_;
+  std::int64_t row_, pitch_;
   std::int64_t begin_ = -1, end_ = -1;
 };
 

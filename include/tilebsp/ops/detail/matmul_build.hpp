@@ -61,7 +61,7 @@ class MatmulHostKernel {
  public:
   MatmulHostKernel(MatmulPlan const& p, Tensor const& a3, Tensor const& b3, Tensor const& c3, float alpha) {
     auto s = std::make_shared<State>(State{p, a3.affine(), b3.affine(), c3.affine(), alpha, std::nullopt});
-    s->writes = dense_range(c3);  // an epilogue runs on each block once final (HostKernel::writes)
+    s->writes = row_range(c3);  // an epilogue runs on each block once final (HostKernel::writes)
     if (one_variable_each(s->a, s->b, s->c)) s_ = std::move(s);
   }
   HostKernel kernel() const { return host_kernel_of(s_); }
@@ -138,7 +138,7 @@ class MatmulHostKernel {
         for (std::size_t p0 = r0; p0 < r1; p0 += part) {
           std::size_t const p1 = std::min(r1, p0 + part);
           block(at, g, p0, p1, c0, c1);
-          EpilogueRuns runs(epilogue, first, sizeof(TO));
+          EpilogueRuns runs(epilogue, first, sizeof(TO), *writes);
           for (std::size_t r = p0; r < p1; ++r) {
             TO const* row = first + static_cast<std::ptrdiff_t>(g) * sc[0] + static_cast<std::ptrdiff_t>(r) * sc[1] +
                             static_cast<std::ptrdiff_t>(c0) * sc[2];
