@@ -218,6 +218,56 @@ TEST_CASE("conv example") {
   CHECK(w[4 * 4 * 4 + 0] == 1.0f - 0.5f * 72);  // centre tap: 2 images x 36 positions
 }
 
+// [conv-with-output-example]
+/// Two convolutions of one input joined along the channels without a copy: each writes its channels of `joined`,
+/// and the first one's bias and ReLU run inside its host task.
+tb::Tensor joined_convs(tb::Graph& g, tb::Sequence& prog, tb::Tensor const& x, tb::Tensor const& w1,
+                        tb::Tensor const& w2, tb::Tensor const& b1, tb::ConvParams const& p1, tb::ConvParams const& p2) {
+  using namespace tb::expr;
+  auto const c1 = static_cast<std::size_t>(p1.output_channels), c2 = static_cast<std::size_t>(p2.output_channels);
+  tb::Shape shape = p1.output_shape();
+  shape.back() = c1 + c2;
+  auto const joined = g.add_variable<float>(shape, "joined");
+  tb::ops::conv_with_output(g, prog, x, w1, joined.slice(0, c1, 3), p1);       // channels [0, c1)
+  tb::ops::conv_with_output(g, prog, x, w2, joined.slice(c1, c1 + c2, 3), p2);  // channels [c1, c1 + c2)
+  tb::ops::map_in_place<float, float>(g, prog, relu(_1 + _2), joined.slice(0, c1, 3), b1);
+  return joined;
+}
+// [conv-with-output-example]
+
+TEST_CASE("conv_with_output example") {
+  tb::Graph g{tb::targets::tiny(8, 256 * 1024)};
+  tb::Sequence prog;
+  tb::ConvParams p1;  // 1x1, 4 -> 3 channels
+  p1.batch = 2;
+  p1.input_field = {5, 5};
+  p1.kernel_shape = {1, 1};
+  p1.padding_lower = p1.padding_upper = {0, 0};
+  p1.channels(4, 3, 1);
+  tb::ConvParams p2 = p1;  // 3x3, 4 -> 2 channels
+  p2.kernel_shape = {3, 3};
+  p2.padding_lower = p2.padding_upper = {1, 1};
+  p2.channels(4, 2, 1);
+  auto const x = tb::ops::create_conv_input(g, p1), w1 = tb::ops::create_conv_weights(g, p1),
+             w2 = tb::ops::create_conv_weights(g, p2);
+  auto b1 = g.add_variable<float>({3}, "b1");
+  tb::map_linearly(g, b1);
+  auto const joined = joined_convs(g, prog, x, w1, w2, b1, p1, p2);
+  tb::Engine e{tb::compile(g, prog), {.host_threads = 2}};
+  e.write(x, std::vector<float>(x.num_elements(), 1.0f));
+  e.write(w1, std::vector<float>(w1.num_elements(), 1.0f));
+  e.write(w2, std::vector<float>(w2.num_elements(), 1.0f));
+  e.write(b1, std::vector<float>{-5.0f, 0.5f, 1.0f});
+  e.run();
+  auto const y = e.read<float>(joined);
+  REQUIRE(y.size() == 2 * 25 * 5);
+  // Position 0 (a corner): relu(4 + bias) for the 1x1 channels, then 2 x 2 taps x 4 channels for the 3x3 ones.
+  CHECK(std::vector<float>(y.begin(), y.begin() + 5) == std::vector<float>{0.0f, 4.5f, 5.0f, 16.0f, 16.0f});
+  // Position (1, 1) of image 1: the 3x3 channels see 9 taps x 4 channels.
+  std::size_t const at = (25 + 6) * 5;
+  CHECK(std::vector<float>(y.begin() + at, y.begin() + at + 5) == std::vector<float>{0.0f, 4.5f, 5.0f, 36.0f, 36.0f});
+}
+
 // [code-example]
 /// An activation chosen when the program runs: one interpreted map (an expr::Code), no kernel compiled for it.
 tb::Tensor activation(tb::Graph& g, tb::Sequence& prog, tb::Tensor const& x, std::string const& name) {

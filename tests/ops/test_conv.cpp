@@ -598,6 +598,22 @@ TEST_CASE("conv: errors") {
                        "conv: inputs must be f32 or f16, not i32", tb::type_error);
   CHECK_THROWS_WITH_AS(tb::ops::conv(g, prog, x, w, p, {.partials = tb::i32}), "conv: partials must be f32 or f16, not i32",
                        tb::type_error);
+  // conv_with_output: the output's shape and type, and no variable shared with an operand.
+  auto joined = g.add_variable<float>({1, 6, 6, 12}, "joined");
+  CHECK_THROWS_WITH_AS(tb::ops::conv_with_output(g, prog, x, w, joined.slice(0, 7, 3), p),
+                       "conv_with_output: the output is [1, 6, 6, 7] but the parameters need [1, 6, 6, 8]",
+                       tb::shape_error);
+  CHECK_THROWS_WITH_AS(tb::ops::conv_with_output(g, prog, x, w, g.add_variable<tb::half>(p.output_shape(), "yh"), p),
+                       "conv_with_output: the output is f16 but the result is f32", tb::type_error);
+  auto both = g.add_variable<float>({1, 6, 6, 16}, "both");
+  CHECK_THROWS_WITH_AS(tb::ops::conv_with_output(g, prog, both.slice(0, 8, 3), w, both.slice(8, 16, 3), p),
+                       "conv_with_output: the output shares a variable with the inputs", tb::write_conflict_error);
+  CHECK_THROWS_WITH_AS(tb::ops::conv_with_output(g, prog, x, w, dy, p, {.available_memory_proportion = 2}),
+                       "conv_with_output: available_memory_proportion must be in [0, 1], got 2.000000",
+                       tb::option_error);
+  CHECK_THROWS_WITH_AS(tb::ops::conv_with_output(g, prog, x, wrong, dy, p),
+                       "conv_with_output: weights are [2, 3, 3, 4, 5] but the parameters need [2, 3, 3, 4, 4]",
+                       tb::shape_error);
 }
 
 TEST_CASE("plan_conv: temporary memory within availableMemoryProportion, monotone in it") {

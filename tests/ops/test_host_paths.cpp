@@ -157,3 +157,74 @@ TEST_CASE("an elementwise host path after a convolution or a matmul runs inside 
       }
     }
 }
+
+TEST_CASE("convolutions write the channels of one tensor (conv_with_output); their epilogues still run inside them") {
+  // A concatenation's buffer [2, 10, 10, 56] written by three convolutions, each into its channels: a pointwise one
+  // (a matmul on the host), a stem (units of all its channels) and a Winograd 3x3; each slice's bias map directly
+  // after its convolution. Bitwise what the same convolutions and maps give into tensors of their own, on 1 to 3
+  // threads, fused or not; the three maps fuse (writes and elementwise ranges of rows at the buffer's pitch).
+  tb::Graph g{tb::targets::tiny(7, 64 * 1024)};
+  tb::Sequence prog;
+  using namespace tb::expr;
+  auto const params = [](std::size_t in, std::size_t out, std::int64_t k) {
+    tb::ConvParams p;
+    p.batch = 2;
+    p.input_field = {10, 10};
+    p.kernel_shape = {k, k};
+    p.padding_lower = p.padding_upper = {k / 2, k / 2};
+    p.channels(in, out, 1);
+    return p;
+  };
+  struct Layer {
+    tb::ConvParams p;
+    std::size_t from, to;
+    tb::ConvAlgorithm algorithm;
+  };
+  std::vector<Layer> const layers{{params(12, 16, 1), 0, 16, tb::ConvAlgorithm::automatic},
+                                  {params(3, 16, 3), 16, 32, tb::ConvAlgorithm::direct},
+                                  {params(16, 24, 3), 32, 56, tb::ConvAlgorithm::winograd}};
+  auto joined = g.add_variable<float>({2, 10, 10, 56}, "joined");
+  std::vector<tb::Tensor> inputs, slices, own;
+  for (auto const& l : layers) {
+    auto const x = tb::ops::create_conv_input(g, l.p), w = tb::ops::create_conv_weights(g, l.p);
+    auto b = g.add_variable<float>({static_cast<std::size_t>(l.p.output_channels)}, "b");
+    tb::map_linearly(g, b);
+    tb::ConvOptions const o{.algorithm = l.algorithm};
+    auto const slice = joined.slice(l.from, l.to, 3);
+    tb::ops::conv_with_output(g, prog, x, w, slice, l.p, o);
+    tb::ops::map_in_place<float, float>(g, prog, relu(_1 + _2), slice, b);
+    auto const y = tb::ops::conv(g, prog, x, w, l.p, o);
+    tb::ops::map_in_place<float, float>(g, prog, relu(_1 + _2), y, b);
+    for (auto const& t : {x, w, b}) inputs.push_back(t);
+    slices.push_back(slice);
+    own.push_back(y);
+  }
+  auto const exe = tb::compile(g, {.allow_out_of_memory = true}, prog);
+  auto const run = [&](std::size_t threads, bool host, bool fuse) {
+    tb::Engine e{exe, {.host_threads = threads, .host_kernels = host, .fuse_host_paths = fuse}};
+    unsigned seed = 40;
+    for (auto const& t : inputs) e.write(t, tbt::values<float>(t.num_elements(), false, seed++));
+    e.run();
+    std::size_t fused = 0;
+    auto const profile = e.profile();
+    for (auto const& step : profile.programs[0])
+      if (step.kind == "host_path" && step.label.find("(fused into the host path before)") != std::string::npos) ++fused;
+    CHECK(fused == (host && fuse ? 6u : 0u));  // each slice's map and each own tensor's
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      CAPTURE(i);
+      auto const a = e.read<float>(slices[i]), b = e.read<float>(own[i]);
+      REQUIRE(a.size() == b.size());
+      CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+    }
+    return e.read<float>(joined);
+  };
+  auto const want = run(1, false, false);
+  for (std::size_t threads : {1, 2, 3})
+    for (bool fuse : {true, false}) {
+      CAPTURE(threads);
+      CAPTURE(fuse);
+      auto const got = run(threads, true, fuse);
+      REQUIRE(got.size() == want.size());
+      CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+    }
+}

@@ -43,6 +43,16 @@ template <class T, class = detail::only<T, Tensor>>
 T conv(Graph& g, Sequence& prog, T const& in, T const& weights, ConvParams const& params, ConvOptions const& options = {},
        std::string const& name = "conv");
 
+/// The convolution of `in` with `weights` as conv computes it, written into `out` (params.output_shape(), the
+/// result's type: options.output_type, else the operands') instead of a new tensor: a slice of a larger tensor
+/// (the channels of a concatenation, so that no copy joins the pieces) or any view of one variable. An `out` with
+/// no element mapped is mapped per plan, as conv maps its result; otherwise its mapping is kept. Throws what conv
+/// throws, shape_error and type_error for `out`, and write_conflict_error where `out` shares a variable with `in`
+/// or `weights`.
+template <class T, class = detail::only<T, Tensor>>
+void conv_with_output(Graph& g, Sequence& prog, T const& in, T const& weights, T const& out, ConvParams const& params,
+                      ConvOptions const& options = {}, std::string const& name = "conv");
+
 /// Input gradients of the convolution: from `grad_out` ([N, out_field..., G * C_out]) and the forward weights,
 /// returns [N, field..., G * C_in] — a forward-like pass over the flipped, transposed weights with the input
 /// dilated by the stride. Same errors as conv.
@@ -73,6 +83,8 @@ void add_bias(Graph& g, Sequence& prog, T const& acts, T const& bias);
   X(Tensor, create_conv_weights, (Graph&, ConvParams const&, ElementType, ConvOptions const&, std::string const&)) \
   X(Tensor, conv, (Graph&, Sequence&, Tensor const&, Tensor const&, ConvParams const&, ConvOptions const&,         \
                    std::string const&))                                                                            \
+  X(void, conv_with_output, (Graph&, Sequence&, Tensor const&, Tensor const&, Tensor const&, ConvParams const&,    \
+                             ConvOptions const&, std::string const&))                                              \
   X(Tensor, conv_backward_input, (Graph&, Sequence&, Tensor const&, Tensor const&, ConvParams const&,              \
                                   ConvOptions const&, std::string const&))                                         \
   X(Tensor, conv_weight_gradients, (Graph&, Sequence&, Tensor const&, Tensor const&, ConvParams const&,            \

@@ -321,28 +321,74 @@ Tensor create_conv_weights(G& g, ConvParams const& params, ElementType type,
   return w;
 }
 
+namespace detail {
+/// The forward pass of conv and conv_with_output: validates the operands and returns the problem.
+inline ConvProblem forward_problem(char const* op, Graph const& g, Tensor const& in, Tensor const& weights,
+                                   ConvParams const& params, ConvOptions const& options) {
+  check_params(op, params);
+  check_conv_tensor(op, g, in, "inputs", params.input_shape());
+  check_conv_tensor(op, g, weights, "weights", params.weights_shape());
+  if (in.element_type() != weights.element_type())
+    throw type_error(std::string(op) + ": inputs are " + std::string(name_of(in.element_type())) + " but weights are " +
+                     std::string(name_of(weights.element_type())));
+  return conv_problem_of(op, params, ConvPass::forward, in.element_type(), options, std::nullopt);
+}
+/// Builds the forward pass of `q` into `out`, mapping it per plan where `map_out`.
+template <std::same_as<Tensor> T>
+void forward_into(Graph& g, Sequence& prog, ConvProblem const& q, T const& in, T const& weights, T const& out,
+                  ConvParams const& params, ConvOptions const& options, bool map_out, std::string const& name) {
+  std::size_t const G = q.groups, r = params.rank();
+  if (q.implementation == ConvImplementation::pointwise_matmul) {
+    Tensor const w3 = weights.reshape({G, q.j, q.c});
+    Tensor const a = subsampled_input(g, prog, in, params, name);
+    pointwise(g, prog, as_matrices(a, G), w3, as_matrices(out, G), map_out, false, 1.0f, options, name);
+    return;
+  }
+  ConvViews const v{activations6(in, r, G), weights6(weights, r), activations6(out, r, G)};
+  build_planned(g, prog, q, options, v, out, 1.0f, map_out, name);
+}
+/// Whether tensors a and b have a variable in common.
+inline bool share_variable(Tensor const& a, Tensor const& b) {
+  std::vector<std::uint32_t> vars;
+  a.for_each_run([&](std::uint32_t v, std::int64_t, std::int64_t, std::int64_t) { vars.push_back(v); });
+  bool shared = false;
+  b.for_each_run([&](std::uint32_t v, std::int64_t, std::int64_t, std::int64_t) {
+    shared = shared || std::find(vars.begin(), vars.end(), v) != vars.end();
+  });
+  return shared;
+}
+}  // namespace detail
+
 template <class T, class>
 T conv(Graph& g, Sequence& prog, T const& in, T const& weights, ConvParams const& params, ConvOptions const& options,
        std::string const& name) {
   OperatorScope const scope(g, "conv", name, simd::isa_name());
-  detail::check_params("conv", params);
-  detail::check_conv_tensor("conv", g, in, "inputs", params.input_shape());
-  detail::check_conv_tensor("conv", g, weights, "weights", params.weights_shape());
-  if (in.element_type() != weights.element_type())
-    throw type_error("conv: inputs are " + std::string(name_of(in.element_type())) + " but weights are " +
-                     std::string(name_of(weights.element_type())));
-  ConvProblem const q = detail::conv_problem_of("conv", params, ConvPass::forward, in.element_type(), options, std::nullopt);
+  ConvProblem const q = detail::forward_problem("conv", g, in, weights, params, options);
   Tensor out = g.add_variable(q.output, params.output_shape(), name);
-  std::size_t const G = q.groups, r = params.rank();
-  if (q.implementation == ConvImplementation::pointwise_matmul) {
-    Tensor const w3 = weights.reshape({G, q.j, q.c});
-    Tensor const a = detail::subsampled_input(g, prog, in, params, name);
-    detail::pointwise(g, prog, detail::as_matrices(a, G), w3, detail::as_matrices(out, G), true, false, 1.0f, options, name);
-    return out;
-  }
-  detail::ConvViews const v{detail::activations6(in, r, G), detail::weights6(weights, r), detail::activations6(out, r, G)};
-  detail::build_planned(g, prog, q, options, v, out, 1.0f, true, name);
+  detail::forward_into(g, prog, q, in, weights, out, params, options, true, name);
   return out;
+}
+
+template <class T, class>
+void conv_with_output(Graph& g, Sequence& prog, T const& in, T const& weights, T const& out, ConvParams const& params,
+                      ConvOptions const& options, std::string const& name) {
+  char const* op = "conv_with_output";
+  OperatorScope const scope(g, op, name, simd::isa_name());
+  ConvProblem const q = detail::forward_problem(op, g, in, weights, params, options);
+  g.check_tensor(op, out);
+  if (out.shape() != params.output_shape())
+    throw shape_error(std::string(op) + ": the output is " + to_string(out.shape()) + " but the parameters need " +
+                      to_string(params.output_shape()));
+  if (out.element_type() != q.output)
+    throw type_error(std::string(op) + ": the output is " + std::string(name_of(out.element_type())) +
+                     " but the result is " + std::string(name_of(q.output)));
+  if (detail::share_variable(out, in) || detail::share_variable(out, weights))
+    throw write_conflict_error(std::string(op) + ": the output shares a variable with the " +
+                               (detail::share_variable(out, in) ? "inputs" : "weights"));
+  auto const none = [](std::int64_t, std::int64_t, std::uint32_t) {};
+  auto const elements = static_cast<std::int64_t>(out.num_elements());
+  bool const unmapped = core::detail::for_each_mapped(g.impl(), out, none) == elements;
+  detail::forward_into(g, prog, q, in, weights, out, params, options, unmapped, name);
 }
 
 template <class T, class>
