@@ -287,6 +287,93 @@ std::size_t Importer::axis(std::int64_t a, std::size_t rank) const {
   return static_cast<std::size_t>(a < 0 ? a + r : a);
 }
 
+namespace {
+/// Whether node n is a Concat along axis 1 of inputs of `rank` (0: unknown, the axis attribute must then be 1).
+bool joins_channels(Node const& n, std::size_t rank) {
+  auto const a = n.attributes.find("axis");
+  auto const r = static_cast<std::int64_t>(rank);
+  return n.op_type == "Concat" && n.domain.empty() && a != n.attributes.end() && a->second.kind == Attribute::Kind::i &&
+         (a->second.i == 1 || (r > 0 && a->second.i == 1 - r));
+}
+}  // namespace
+
+std::optional<std::int64_t> Importer::static_channels(std::string const& name, int depth) const {
+  if (depth > 64) return std::nullopt;
+  if (auto const v = values.find(name); v != values.end())
+    return v->second.shape.size() > 1 ? std::optional<std::int64_t>{v->second.shape[1]} : std::nullopt;
+  auto const p = producers.find(name);
+  if (p == producers.end() || !p->second->domain.empty() || p->second->inputs.empty()) return std::nullopt;
+  Node const& n = *p->second;
+  if (n.op_type == "Conv") {
+    auto const w = n.inputs.size() > 1 ? model.initializers.find(n.inputs[1]) : model.initializers.end();
+    if (w == model.initializers.end() || w->second.shape.size() < 3) return std::nullopt;
+    return w->second.shape[0];
+  }
+  static std::set<std::string> const keep{"Relu",    "Clip",    "Sigmoid",     "HardSigmoid", "HardSwish", "LeakyRelu",
+                                          "MaxPool", "Dropout", "AveragePool", "Identity",    "BatchNormalization"};
+  if (keep.contains(n.op_type)) return static_channels(n.inputs[0], depth + 1);
+  if (joins_channels(n, 0)) {
+    std::int64_t sum = 0;
+    for (auto const& i : n.inputs) {
+      auto const c = i.empty() ? std::nullopt : static_channels(i, depth + 1);
+      if (!c) return std::nullopt;
+      sum += *c;
+    }
+    return sum;
+  }
+  return std::nullopt;
+}
+
+std::optional<Tensor> Importer::join_slot(std::string const& value, Dims const& shape, ElementType type) {
+  std::size_t const rank = shape.size();
+  if (stages || computed || !options.manual_sharding.empty() || rank < 3) return std::nullopt;
+  Node const* x = sole_consumer(value);
+  if (!x || !joins_channels(*x, rank) || x->outputs.size() != 1) return std::nullopt;
+  auto it = joins.find(x);
+  if (it == joins.end()) {
+    // Not a chain of concatenations that extend one another (DenseNet's: chained copies each input once).
+    auto const prefix = [](std::vector<std::string> const& a, std::vector<std::string> const& b) {
+      return a.size() < b.size() && std::equal(a.begin(), a.end(), b.begin());
+    };
+    for (auto const& n : model.nodes)
+      if (&n != x && n.op_type == "Concat" && (prefix(x->inputs, n.inputs) || prefix(n.inputs, x->inputs)))
+        return std::nullopt;
+    Join j;
+    std::int64_t total = 0;
+    for (auto const& i : x->inputs) {
+      auto const c = i.empty() ? std::nullopt : static_channels(i);
+      if (!c || *c <= 0) return std::nullopt;
+      j.offset.push_back(total);
+      j.size.push_back(*c);
+      total += *c;
+    }
+    Dims joined = shape;
+    joined[1] = total;
+    count(joined);  // within the bound
+    // The buffer: the Concat's own slice of a further one's (Inception's nested joins), or a variable of its own.
+    if (auto outer = join_slot(x->outputs[0], joined, type)) {
+      j.buffer = *outer;
+    } else {
+      Shape physical{static_cast<std::size_t>(shape[0])};
+      for (std::size_t d = 2; d < rank; ++d) physical.push_back(static_cast<std::size_t>(shape[d]));
+      physical.push_back(static_cast<std::size_t>(total));
+      j.buffer = g.add_variable(type, physical, x->name + "/joined");
+    }
+    it = joins.emplace(x, std::move(j)).first;
+  }
+  Join const& j = it->second;
+  auto const i = static_cast<std::size_t>(std::find(x->inputs.begin(), x->inputs.end(), value) - x->inputs.begin());
+  Shape want = j.buffer.shape();
+  want.back() = static_cast<std::size_t>(shape[1]);
+  Shape have{static_cast<std::size_t>(shape[0])};
+  for (std::size_t d = 2; d < rank; ++d) have.push_back(static_cast<std::size_t>(shape[d]));
+  have.push_back(static_cast<std::size_t>(shape[1]));
+  if (i >= j.size.size() || j.size[i] != shape[1] || have != want || j.buffer.element_type() != type)
+    return std::nullopt;
+  auto const o = static_cast<std::size_t>(j.offset[i]);
+  return j.buffer.slice(o, o + static_cast<std::size_t>(j.size[i]), rank - 1);
+}
+
 ConvOptions Importer::conv_options() const {
   return {.available_memory_proportion = options.conv_amp, .partials = options.conv_partials};
 }
@@ -644,9 +731,12 @@ Imported import_model(Graph& g, Sequence& prog, Model const& model, ImportOption
     return g.shard(ipu);
   };
   imp.g = place("");
-  for (auto const& n : m.nodes)
+  for (auto const& n : m.nodes) {
     for (auto const& i : n.inputs)
       if (!i.empty()) imp.consumers[i].push_back(&n);
+    for (auto const& o : n.outputs)
+      if (!o.empty()) imp.producers.emplace(o, &n);
+  }
   for (auto const& o : m.outputs) imp.graph_outputs.insert(o.name);
   for (auto const& [name, t] : m.initializers) {
     Value v;

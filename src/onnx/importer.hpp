@@ -112,6 +112,25 @@ class Importer {
     std::int64_t filled = 0;
   };
   std::vector<JoinChain> chains;
+  /// Concatenations along the channels whose inputs the convolutions computing them write in place (join_slot):
+  /// the result's buffer (channels last; unmapped until each slice is written or copied into), and each input's
+  /// channels in it, in the node's order.
+  struct Join {
+    Tensor buffer;
+    std::vector<std::int64_t> offset, size;
+  };
+  std::map<Node const*, Join> joins;
+  /// Where a convolution computing `value` (logical shape `shape`, channels at axis 1; a result of `type`) writes
+  /// its channels-last result: its slice of the buffer of the Concat along the channels that alone reads it (no
+  /// copy then joins it), when the channels of all that Concat's inputs follow from the model (static_channels).
+  /// None where there is no such Concat, where a concatenation chain shares a buffer instead (ops_tensor.cpp,
+  /// chained), or in a pipelined or sharded import.
+  std::optional<Tensor> join_slot(std::string const& value, Dims const& shape, ElementType type);
+  /// The channels (axis 1) of value `name` as the nodes that compute it fix them (a Conv's weights, a Concat's
+  /// inputs, operators that keep them), or none.
+  std::optional<std::int64_t> static_channels(std::string const& name, int depth = 0) const;
+  /// The node that computes each value.
+  std::map<std::string, Node const*> producers;
   /// Builds the node being built as a host callback: `fn` folds it on the values read from the tiles when the model
   /// runs. unsupported_error when `fn` does not fold the operator.
   void run_on_host(OpFn fn);

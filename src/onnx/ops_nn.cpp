@@ -150,10 +150,11 @@ void residual_epilogue(Importer& imp, Tensor const& y, Epilogue const& e, Tensor
 
 /// The convolution of logical (channels-first) `x` with tilebsp weights [G, k..., Ci, Co] and a per-channel
 /// bias (empty: none), then `act`, adding `residual` (a value of the result's shape, null: none) before it.
-/// Returns the channels-first view of the channels-last result.
+/// Returns the channels-first view of the channels-last result, which lies in `into` (Importer::join_slot) where
+/// that is given and of the result's type.
 Value convolve(Importer& imp, Value const& x, Window const& w, std::int64_t groups, std::int64_t out_channels,
                std::vector<float> const& weights, std::vector<float> bias, Epilogue const& act, std::string const& name,
-               Value const* residual = nullptr) {
+               Value const* residual = nullptr, std::optional<Tensor> const& into = std::nullopt) {
   std::size_t const rank = x.shape.size();
   Dims const field(x.shape.begin() + 2, x.shape.end());
   ConvParams p;
@@ -171,7 +172,13 @@ Value convolve(Importer& imp, Value const& x, Window const& w, std::int64_t grou
   wshape.push_back(p.output_channels);
   Tensor const wt = host_tensor(imp, wshape, weights);
   Tensor const in = imp.tensor(x).dimshuffle(to_last(rank));
-  Tensor y = ops::conv(imp.g, imp.prog, in, wt, p, imp.conv_options(), name);
+  Tensor y;
+  if (into && into->element_type() == in.element_type()) {
+    y = *into;
+    ops::conv_with_output(imp.g, imp.prog, in, wt, y, p, imp.conv_options(), name);
+  } else {
+    y = ops::conv(imp.g, imp.prog, in, wt, p, imp.conv_options(), name);
+  }
   imp.multiply_adds += static_cast<double>(y.num_elements()) * static_cast<double>(p.input_channels) *
                        static_cast<double>(count(w.kernel));
   bool const half_type = y.element_type() == ElementType::f16;
@@ -379,7 +386,8 @@ void conv(Importer& imp, Node const& n) {
   for (std::size_t d = 0; d + 2 < rank; ++d) out_shape.push_back(out_size(padded, Dims(src.shape.begin() + 2, src.shape.end()), d));
   Value const* residual = fuse_residual(imp, out_name, out_shape, imp.float_type());
   Epilogue const act = fuse_activation(imp, out_name, out_shape.size());
-  Value y = convolve(imp, src, padded, G, M, wt, std::move(bias), act, n.name, residual);
+  std::optional<Tensor> const into = imp.join_slot(out_name, out_shape, imp.tensor(src).element_type());
+  Value y = convolve(imp, src, padded, G, M, wt, std::move(bias), act, n.name, residual, into);
   imp.set(out_name, std::move(y));
 }
 

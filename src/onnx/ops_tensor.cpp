@@ -146,6 +146,56 @@ std::optional<Tensor> chained(Importer& imp, std::vector<Value const*> const& pa
   return layout.empty() ? joined : joined.dimshuffle(layout);
 }
 
+/// A concatenation along the channels into its Importer::join_slot buffer: the inputs the convolutions computing
+/// them wrote there already, the others copied into their slices. None where the inputs do not fit the buffer as
+/// join_slot sized it (their channels, type or layout), which the copy into a new tensor then handles.
+/// Sets `layout` to the result's (channels last).
+std::optional<Tensor> joined_in_place(Importer& imp, std::vector<Value const*> const& parts, std::size_t axis,
+                                      std::vector<std::size_t>& layout) {
+  auto const it = imp.joins.find(imp.node);
+  if (it == imp.joins.end()) return std::nullopt;
+  auto const& j = it->second;
+  auto const slot = [&](std::size_t i) {
+    auto const o = static_cast<std::size_t>(j.offset[i]);
+    return j.buffer.slice(o, o + static_cast<std::size_t>(j.size[i]), j.buffer.rank() - 1);
+  };
+  auto const map_if_unmapped = [&](Tensor const& s) {
+    auto const none = [](std::int64_t, std::int64_t, std::uint32_t) {};
+    if (core::detail::for_each_mapped(imp.g.impl(), s, none) == static_cast<std::int64_t>(s.num_elements()))
+      map_linearly(imp.g, s);
+  };
+  // Refused: the slices no convolution wrote are mapped all the same (the buffer is a variable of the graph).
+  auto const refuse = [&]() -> std::optional<Tensor> {
+    for (std::size_t i = 0; i < j.size.size(); ++i) map_if_unmapped(slot(i));
+    return std::nullopt;
+  };
+  std::size_t const rank = parts[0]->shape.size();
+  std::vector<std::size_t> last(rank);  // channels last: the buffer's order
+  for (std::size_t d = 0; d + 1 < rank; ++d) last[d] = d == 0 ? 0 : d + 1;
+  last[rank - 1] = 1;
+  if (axis != 1 || parts.size() != j.size.size() || j.buffer.rank() != rank) return refuse();
+  std::vector<Tensor> physical;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    Value const& p = *parts[i];
+    if (p.constant || p.host_read || !p.zero_lower.empty() || p.shape[1] != j.size[i]) return refuse();
+    Tensor t = imp.tensor(p);
+    if (t.element_type() != j.buffer.element_type()) return refuse();
+    t = t.dimshuffle(last);
+    if (t.shape() != slot(i).shape()) return refuse();
+    physical.push_back(t);
+  }
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    Tensor const s = slot(i);
+    auto const a = physical[i].affine(), b = s.affine();
+    if (a && b && a->var == b->var && a->start == b->start && a->strides == b->strides) continue;  // written in place
+    map_if_unmapped(s);
+    imp.prog.add(copy(physical[i], s));
+  }
+  layout.assign(rank, 0);  // the logical (channels-first) view of the buffer
+  for (std::size_t d = 0; d < rank; ++d) layout[last[d]] = d;
+  return j.buffer.dimshuffle(layout);
+}
+
 /// Value `v` with the elements at `idx` along `axis` (any order, repeats allowed).
 Value select(Importer& imp, Value const& v, std::size_t axis, std::vector<std::int64_t> const& idx) {
   Dims shape = v.shape;
@@ -260,6 +310,9 @@ Value concatenated(Importer& imp, std::vector<Value const*> const& parts, std::s
   if (ts.size() == 1) {
     r.tensor = ts[0];  // the one non-empty part, in its own layout
     r.layout = layout;
+  } else if (std::vector<std::size_t> joined; auto const in_place = joined_in_place(imp, parts, axis, joined)) {
+    r.tensor = *in_place;
+    r.layout = joined;
   } else {
     std::optional<Tensor> const in_chain = chained(imp, parts, ts, axis, layout);
     r.tensor = in_chain ? *in_chain : materialised(imp, concat(ts, axis), layout);

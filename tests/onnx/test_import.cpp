@@ -10,9 +10,11 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -1295,5 +1297,108 @@ TEST_CASE("concatenations that extend one another share one buffer, each input c
           growth[2] == 3 ? std::set<std::string>{"cat1/joined"} : std::set<std::string>{"cat1/joined", "cat3/joined"};
       CHECK(joined == want);
     }
+  }
+}
+
+TEST_CASE("convolutions write their channels into the concatenation that alone reads them: no copy joins them") {
+  // SqueezeNet's fire module and Inception's nested joins: y = Concat(e1, e3, p, Concat(a, b)) along the channels,
+  // e1 = Relu(Conv1x1(s) + bias), e3 = Relu(Conv3x3(s) + bias), a and b 1x1 convolutions, p = MaxPool(x) (copied
+  // into its channels: not a convolution), s = Relu(Conv1x1(x)). One buffer holds y, the inner Concat is a slice of
+  // it, and no convolution writes a tensor of its own; the values are the plain loops', bitwise the same on the host
+  // kernels and the vertices.
+  Builder b;
+  b.input("x", {2, 4, 5, 5}, ::onnx::TensorProto::FLOAT, "N");
+  b.output("y", {2, 17, 5, 5}, ::onnx::TensorProto::FLOAT, "N");
+  struct Conv {
+    std::string name, in;
+    std::int64_t cin, cout, k;
+    bool bias, relu;
+  };
+  std::vector<Conv> const convs{{"s", "x", 4, 3, 1, false, true},  {"e1", "s", 3, 5, 1, true, true},
+                                {"e3", "s", 3, 4, 3, true, true},  {"a", "s", 3, 2, 1, false, false},
+                                {"bb", "s", 3, 2, 1, false, false}};
+  std::map<std::string, std::vector<float>> w, bias;
+  float phase = 0.1f;
+  for (auto const& c : convs) {
+    w[c.name] = ramp(static_cast<std::size_t>(c.cout * c.cin * c.k * c.k), 0.29f, phase += 0.4f);
+    b.init(c.name + "_w", {c.cout, c.cin, c.k, c.k}, w[c.name]);
+    std::vector<std::string> in{c.in, c.name + "_w"};
+    if (c.bias) {
+      bias[c.name] = ramp(static_cast<std::size_t>(c.cout), 0.7f, phase);
+      b.init(c.name + "_b", {c.cout}, bias[c.name]);
+      in.push_back(c.name + "_b");
+    }
+    auto* n = b.node("Conv", in, {c.relu ? c.name + "_c" : c.name}, c.name + "_conv");
+    if (c.k == 3) Builder::ints(n, "pads", {1, 1, 1, 1});
+    if (c.relu) b.node("Relu", {c.name + "_c"}, {c.name}, c.name + "_relu");
+  }
+  auto* pool = b.node("MaxPool", {"x"}, {"p"}, "pool");
+  Builder::ints(pool, "kernel_shape", {3, 3});
+  Builder::ints(pool, "pads", {1, 1, 1, 1});
+  Builder::integer(b.node("Concat", {"a", "bb"}, {"inner"}, "inner"), "axis", 1);
+  Builder::integer(b.node("Concat", {"e1", "e3", "p", "inner"}, {"y"}, "join"), "axis", -3);
+  to::Model const m = b.model();
+  to::HostTensor const x{to::DataType::float32, {2, 4, 5, 5}, ramp(200, 0.23f, 0.1f), {}};
+
+  // The reference in doubles: activations [image][channel][25].
+  using Act = std::vector<std::vector<std::vector<double>>>;
+  Act input(2, std::vector<std::vector<double>>(4, std::vector<double>(25)));
+  for (std::size_t n = 0; n < 2; ++n)
+    for (std::size_t c = 0; c < 4; ++c)
+      for (std::size_t p = 0; p < 25; ++p) input[n][c][p] = x.floats[(n * 4 + c) * 25 + p];
+  std::map<std::string, Act> act{{"x", input}};
+  for (auto const& c : convs) {
+    Act out(2, std::vector<std::vector<double>>(static_cast<std::size_t>(c.cout), std::vector<double>(25)));
+    for (std::size_t n = 0; n < 2; ++n)
+      for (std::int64_t co = 0; co < c.cout; ++co)
+        for (std::int64_t i = 0; i < 5; ++i)
+          for (std::int64_t j = 0; j < 5; ++j) {
+            double s = c.bias ? bias[c.name][static_cast<std::size_t>(co)] : 0.0;
+            for (std::int64_t ci = 0; ci < c.cin; ++ci)
+              for (std::int64_t ki = 0; ki < c.k; ++ki)
+                for (std::int64_t kj = 0; kj < c.k; ++kj) {
+                  std::int64_t const r = i + ki - c.k / 2, q = j + kj - c.k / 2;
+                  if (r < 0 || r >= 5 || q < 0 || q >= 5) continue;
+                  s += act[c.in][n][static_cast<std::size_t>(ci)][static_cast<std::size_t>(r * 5 + q)] *
+                       w[c.name][static_cast<std::size_t>(((co * c.cin + ci) * c.k + ki) * c.k + kj)];
+                }
+            out[n][static_cast<std::size_t>(co)][static_cast<std::size_t>(i * 5 + j)] = c.relu ? std::max(s, 0.0) : s;
+          }
+    act[c.name] = out;
+  }
+  Act pooled = input;
+  for (std::size_t n = 0; n < 2; ++n)
+    for (std::size_t c = 0; c < 4; ++c)
+      for (std::int64_t i = 0; i < 5; ++i)
+        for (std::int64_t j = 0; j < 5; ++j) {
+          double v = -1e300;
+          for (std::int64_t r = std::max<std::int64_t>(0, i - 1); r <= std::min<std::int64_t>(4, i + 1); ++r)
+            for (std::int64_t q = std::max<std::int64_t>(0, j - 1); q <= std::min<std::int64_t>(4, j + 1); ++q)
+              v = std::max(v, input[n][c][static_cast<std::size_t>(r * 5 + q)]);
+          pooled[n][c][static_cast<std::size_t>(i * 5 + j)] = v;
+        }
+  act["p"] = pooled;
+  std::vector<double> want;
+  for (std::size_t n = 0; n < 2; ++n)
+    for (std::string const part : {"e1", "e3", "p", "a", "bb"})
+      for (auto const& channel : act[part][n]) want.insert(want.end(), channel.begin(), channel.end());
+
+  std::vector<float> first;
+  for (bool host : {true, false}) {
+    CAPTURE(host);
+    TinyRun const run(m, x, host);
+    REQUIRE(run.y.shape == std::vector<std::int64_t>{2, 17, 5, 5});
+    REQUIRE(run.y.floats.size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) CHECK(run.y.floats[i] == doctest::Approx(want[i]).epsilon(1e-5));
+    if (first.empty()) first = run.y.floats;
+    CHECK(run.y.floats == first);
+    std::set<std::string> names;
+    for (auto const& v : run.g.impl().variables) names.insert(v.name);
+    CHECK(names.contains("join/joined"));
+    for (char const* own : {"inner/joined", "e1_conv", "e3_conv", "a_conv", "bb_conv"}) {
+      CAPTURE(own);
+      CHECK(!names.contains(own));
+    }
+    CHECK(names.contains("s_conv"));  // read by four convolutions, not by a Concat
   }
 }
