@@ -347,16 +347,8 @@ void forward_into(Graph& g, Sequence& prog, ConvProblem const& q, T const& in, T
   ConvViews const v{activations6(in, r, G), weights6(weights, r), activations6(out, r, G)};
   build_planned(g, prog, q, options, v, out, 1.0f, map_out, name);
 }
-/// Whether tensors a and b have a variable in common.
-inline bool share_variable(Tensor const& a, Tensor const& b) {
-  std::vector<std::uint32_t> vars;
-  a.for_each_run([&](std::uint32_t v, std::int64_t, std::int64_t, std::int64_t) { vars.push_back(v); });
-  bool shared = false;
-  b.for_each_run([&](std::uint32_t v, std::int64_t, std::int64_t, std::int64_t) {
-    shared = shared || std::find(vars.begin(), vars.end(), v) != vars.end();
-  });
-  return shared;
-}
+/// Whether tensors a and b have a variable in common (map's tests: elsewhere, or the same view).
+inline bool share_variable(Tensor const& a, Tensor const& b) { return overlaps_elsewhere(a, b) || same_view(a, b); }
 }  // namespace detail
 
 template <class T, class>
