@@ -314,9 +314,10 @@ std::optional<std::int64_t> Importer::static_channels(std::string const& name, i
   if (keep.contains(n.op_type)) return static_channels(n.inputs[0], depth + 1);
   if (joins_channels(n, 0)) {
     std::int64_t sum = 0;
+    auto const most = static_cast<std::int64_t>(max_graph_elements);
     for (auto const& i : n.inputs) {
       auto const c = i.empty() ? std::nullopt : static_channels(i, depth + 1);
-      if (!c) return std::nullopt;
+      if (!c || *c < 0 || *c > most - sum) return std::nullopt;  // beyond any graph value: no sum of them
       sum += *c;
     }
     return sum;
@@ -340,16 +341,21 @@ std::optional<Tensor> Importer::join_slot(std::string const& value, Dims const& 
         return std::nullopt;
     Join j;
     std::int64_t total = 0;
+    auto const most = static_cast<std::int64_t>(max_graph_elements);
     for (auto const& i : x->inputs) {
       auto const c = i.empty() ? std::nullopt : static_channels(i);
-      if (!c || *c <= 0) return std::nullopt;
+      if (!c || *c <= 0 || *c > most - total) return std::nullopt;
       j.offset.push_back(total);
       j.size.push_back(*c);
       total += *c;
     }
     Dims joined = shape;
     joined[1] = total;
-    count(joined);  // within the bound
+    try {
+      count(joined);  // within the bound, or no buffer (the Concat refuses its shape itself)
+    } catch (shape_error const&) {
+      return std::nullopt;
+    }
     // The buffer: the Concat's own slice of a further one's (Inception's nested joins), or a variable of its own.
     if (auto outer = join_slot(x->outputs[0], joined, type)) {
       j.buffer = *outer;

@@ -1402,3 +1402,28 @@ TEST_CASE("convolutions write their channels into the concatenation that alone r
     CHECK(names.contains("s_conv"));  // read by four convolutions, not by a Concat
   }
 }
+
+TEST_CASE("a concatenation whose inputs claim more channels than any value holds is refused by its node, not summed") {
+  // join_slot reads the channels of a Concat's inputs from their Conv weights before those nodes are built: three
+  // of 2^62 channels (weights of no elements) overflow a sum; they give no buffer, and node 'b' refuses its weights.
+  Builder b;
+  b.input("x", {1, 4, 3, 3});
+  b.output("y", {1, 3, 3, 3});
+  b.init("wa", {3, 4, 1, 1}, ramp(12, 0.3f, 0.1f));
+  b.node("Conv", {"x", "wa"}, {"a"}, "a");
+  std::vector<std::string> parts{"a"};
+  for (char const* name : {"b", "c", "d"}) {
+    auto* w = b.m.mutable_graph()->add_initializer();
+    w->set_name(std::string("w") + name);
+    w->set_data_type(::onnx::TensorProto::FLOAT);
+    for (std::int64_t d : {std::int64_t{1} << 62, std::int64_t{0}, std::int64_t{1}, std::int64_t{1}}) w->add_dims(d);
+    b.node("Conv", {"x", std::string("w") + name}, {name}, name);
+    parts.emplace_back(name);
+  }
+  Builder::integer(b.node("Concat", parts, {"y"}, "join"), "axis", 1);
+  tb::Graph g{tb::targets::tiny(4, 1 << 20)};
+  tb::Sequence prog;
+  std::string const what = message_of<tb::error>([&] { to::import(g, prog, b.model(), {}); });
+  CHECK(what == "test.onnx: node 'b' (Conv, opset 17): weights of shape [4611686018427387904, 0, ...] do not fit 4 input "
+                "channels in 1 groups");
+}
