@@ -298,7 +298,8 @@ bool joins_channels(Node const& n, std::size_t rank) {
 }  // namespace
 
 std::optional<std::int64_t> Importer::static_channels(std::string const& name, int depth) const {
-  if (depth > 64) return std::nullopt;
+  if (depth > 64 || channel_visits == 0) return std::nullopt;
+  --channel_visits;
   if (auto const v = values.find(name); v != values.end())
     return v->second.shape.size() > 1 ? std::optional<std::int64_t>{v->second.shape[1]} : std::nullopt;
   auto const p = producers.find(name);
@@ -325,9 +326,9 @@ std::optional<std::int64_t> Importer::static_channels(std::string const& name, i
   return std::nullopt;
 }
 
-std::optional<Tensor> Importer::join_slot(std::string const& value, Dims const& shape, ElementType type) {
+std::optional<Tensor> Importer::join_slot(std::string const& value, Dims const& shape, ElementType type, int depth) {
   std::size_t const rank = shape.size();
-  if (stages || computed || !options.manual_sharding.empty() || rank < 3) return std::nullopt;
+  if (stages || computed || !options.manual_sharding.empty() || rank < 3 || depth > 16) return std::nullopt;
   Node const* x = sole_consumer(value);
   if (!x || !joins_channels(*x, rank) || x->outputs.size() != 1) return std::nullopt;
   auto it = joins.find(x);
@@ -342,6 +343,7 @@ std::optional<Tensor> Importer::join_slot(std::string const& value, Dims const& 
     Join j;
     std::int64_t total = 0;
     auto const most = static_cast<std::int64_t>(max_graph_elements);
+    channel_visits = 4096;
     for (auto const& i : x->inputs) {
       auto const c = i.empty() ? std::nullopt : static_channels(i);
       if (!c || *c <= 0 || *c > most - total) return std::nullopt;
@@ -357,7 +359,7 @@ std::optional<Tensor> Importer::join_slot(std::string const& value, Dims const& 
       return std::nullopt;
     }
     // The buffer: the Concat's own slice of a further one's (Inception's nested joins), or a variable of its own.
-    if (auto outer = join_slot(x->outputs[0], joined, type)) {
+    if (auto outer = join_slot(x->outputs[0], joined, type, depth + 1)) {
       j.buffer = *outer;
     } else {
       Shape physical{static_cast<std::size_t>(shape[0])};

@@ -125,10 +125,12 @@ class Importer {
   /// copy then joins it), when the channels of all that Concat's inputs follow from the model (static_channels).
   /// None where there is no such Concat, where a concatenation chain shares a buffer instead (ops_tensor.cpp,
   /// chained), or in a pipelined or sharded import.
-  std::optional<Tensor> join_slot(std::string const& value, Dims const& shape, ElementType type);
+  std::optional<Tensor> join_slot(std::string const& value, Dims const& shape, ElementType type, int depth = 0);
   /// The channels (axis 1) of value `name` as the nodes that compute it fix them (a Conv's weights, a Concat's
-  /// inputs, operators that keep them), or none.
+  /// inputs, operators that keep them), or none: also once it has visited `channel_visits` nodes since join_slot
+  /// began (a crafted model's Concats of one value twice, nested, would double the walk per level).
   std::optional<std::int64_t> static_channels(std::string const& name, int depth = 0) const;
+  mutable std::size_t channel_visits = 0;
   /// The node that computes each value.
   std::map<std::string, Node const*> producers;
   /// Builds the node being built as a host callback: `fn` folds it on the values read from the tiles when the model

@@ -1427,3 +1427,27 @@ TEST_CASE("a concatenation whose inputs claim more channels than any value holds
   CHECK(what == "test.onnx: node 'b' (Conv, opset 17): weights of shape [4611686018427387904, 0, ...] do not fit 4 input "
                 "channels in 1 groups");
 }
+
+TEST_CASE("the channels of a concatenation's inputs are read with a bounded walk: nested joins of one value twice") {
+  // y_k = Concat(y_{k-1}, y_{k-1}) over 60 levels reads y_0 2^60 times through the nodes: join_slot's walk for the
+  // convolution v (built first) stops at its bound and v writes a tensor of its own; the joins of y then outgrow
+  // the small target, promptly.
+  Builder b;
+  b.input("x", {1, 4, 3, 3});
+  b.output("out", {1, 3, 3, 3});
+  b.init("wv", {3, 4, 1, 1}, ramp(12, 0.3f, 0.1f));
+  b.init("wy", {2, 4, 1, 1}, ramp(8, 0.4f, 0.2f));
+  b.node("Conv", {"x", "wv"}, {"v"}, "v");
+  b.node("Conv", {"x", "wy"}, {"y0"}, "y0");
+  for (int k = 1; k <= 60; ++k) {
+    std::string const prev = "y" + std::to_string(k - 1);
+    Builder::integer(b.node("Concat", {prev, prev}, {"y" + std::to_string(k)}, "y" + std::to_string(k)), "axis", 1);
+  }
+  Builder::integer(b.node("Concat", {"v", "y60"}, {"out"}, "join"), "axis", 1);
+  tb::Graph g{tb::targets::tiny(4, 1 << 20)};
+  tb::Sequence prog;
+  CHECK_THROWS_WITH_AS(to::import(g, prog, b.model(), {}),
+                       "add_variable 'y16/joined': [1, 3, 3, 131072] f32 is 4718592 bytes, more than the whole target's "
+                       "memory (4194304 bytes: 4 tiles x 1048576 bytes, tiny4)",
+                       tb::error);
+}
