@@ -307,12 +307,12 @@ Value concatenated(Importer& imp, std::vector<Value const*> const& parts, std::s
     ts.push_back(imp.tensor(*p));
   }
   std::vector<std::size_t> const layout = common.value_or(std::vector<std::size_t>{});
-  if (ts.size() == 1) {
-    r.tensor = ts[0];  // the one non-empty part, in its own layout
-    r.layout = layout;
-  } else if (std::vector<std::size_t> joined; auto const in_place = joined_in_place(imp, parts, axis, joined)) {
+  if (std::vector<std::size_t> joined; auto const in_place = joined_in_place(imp, parts, axis, joined)) {
     r.tensor = *in_place;
     r.layout = joined;
+  } else if (ts.size() == 1) {
+    r.tensor = ts[0];  // the one non-empty part, in its own layout
+    r.layout = layout;
   } else {
     std::optional<Tensor> const in_chain = chained(imp, parts, ts, axis, layout);
     r.tensor = in_chain ? *in_chain : materialised(imp, concat(ts, axis), layout);
