@@ -287,6 +287,18 @@ std::size_t Importer::axis(std::int64_t a, std::size_t rank) const {
   return static_cast<std::size_t>(a < 0 ? a + r : a);
 }
 
+std::vector<std::size_t> to_last(std::size_t rank) {
+  std::vector<std::size_t> p{0};
+  for (std::size_t d = 2; d < rank; ++d) p.push_back(d);
+  p.push_back(1);
+  return p;
+}
+std::vector<std::size_t> to_first(std::size_t rank) {
+  std::vector<std::size_t> p{0, rank - 1};
+  for (std::size_t d = 1; d + 1 < rank; ++d) p.push_back(d);
+  return p;
+}
+
 namespace {
 /// Whether node n is a Concat along axis 1 of inputs of `rank` (0: unknown, the axis attribute must then be 1).
 bool joins_channels(Node const& n, std::size_t rank) {

@@ -45,6 +45,10 @@ struct Value {
   std::vector<std::int64_t> zero_lower, zero_upper;
 };
 
+/// Channels-first (ONNX) to channels-last (tilebsp) and back, as dimension orders for dimshuffle.
+std::vector<std::size_t> to_last(std::size_t rank);
+std::vector<std::size_t> to_first(std::size_t rank);
+
 class Importer;
 using OpFn = void (*)(Importer&, Node const&);
 using Registry = std::map<std::string, OpFn>;

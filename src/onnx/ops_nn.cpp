@@ -18,18 +18,6 @@ using namespace expr;
 
 Shape to_shape(Dims const& d) { return Shape(d.begin(), d.end()); }
 
-/// Channels-first (ONNX) to channels-last (tilebsp) and back, as dimension orders for dimshuffle.
-std::vector<std::size_t> to_last(std::size_t rank) {
-  std::vector<std::size_t> p{0};
-  for (std::size_t d = 2; d < rank; ++d) p.push_back(d);
-  p.push_back(1);
-  return p;
-}
-std::vector<std::size_t> to_first(std::size_t rank) {
-  std::vector<std::size_t> p{0, rank - 1};
-  for (std::size_t d = 1; d + 1 < rank; ++d) p.push_back(d);
-  return p;
-}
 
 void require_float(Importer& imp, Value const& v) {
   if (!is_floating(v.type)) imp.unsupported("element type " + to_string(v.type) + " (this operator takes floating types)");

@@ -170,10 +170,8 @@ std::optional<Tensor> joined_in_place(Importer& imp, std::vector<Value const*> c
     return std::nullopt;
   };
   std::size_t const rank = parts[0]->shape.size();
-  std::vector<std::size_t> last(rank);  // channels last: the buffer's order
-  for (std::size_t d = 0; d + 1 < rank; ++d) last[d] = d == 0 ? 0 : d + 1;
-  last[rank - 1] = 1;
   if (axis != 1 || parts.size() != j.size.size() || j.buffer.rank() != rank) return refuse();
+  std::vector<std::size_t> const last = to_last(rank);  // the buffer's order
   std::vector<Tensor> physical;
   for (std::size_t i = 0; i < parts.size(); ++i) {
     Value const& p = *parts[i];
@@ -191,8 +189,7 @@ std::optional<Tensor> joined_in_place(Importer& imp, std::vector<Value const*> c
     map_if_unmapped(s);
     imp.prog.add(copy(physical[i], s));
   }
-  layout.assign(rank, 0);  // the logical (channels-first) view of the buffer
-  for (std::size_t d = 0; d < rank; ++d) layout[last[d]] = d;
+  layout = to_first(rank);  // the logical (channels-first) view of the buffer
   return j.buffer.dimshuffle(layout);
 }
 

@@ -103,9 +103,9 @@ class HostWriteCache {
 };
 
 /// The elements a tensor views as a VarRange (in the variable's element order): when it is a strided view of one
-/// variable, each element once (its dimensions in any order), whose elements either cover a range of the variable
-/// or lie in rows of consecutive elements at one pitch apart (a channel slice of a channels-last tensor). None
-/// otherwise.
+/// variable that covers a range of it exactly, each element once (its dimensions in any order), or a row series of
+/// one (Tensor::row_series: rows of consecutive elements at one pitch, a channel slice of a channels-last tensor).
+/// None otherwise.
 inline std::optional<VarRange> row_range(Tensor const& t) {
   auto const a = t.affine();
   if (!a) return std::nullopt;
@@ -117,17 +117,15 @@ inline std::optional<VarRange> row_range(Tensor const& t) {
     if (shape[d] > 1) dims.emplace_back(a->strides[d], static_cast<std::int64_t>(shape[d]));
   }
   std::sort(dims.begin(), dims.end());
-  std::int64_t step = 1, row = 0, pitch = 0;
+  std::int64_t inner = 1;
   for (auto const& [stride, extent] : dims) {
-    if (stride != step) {
-      // The first dimension past the run: rows start here, `pitch` apart (beyond the row: no overlap).
-      if (row > 0 || stride < step) return std::nullopt;
-      row = step, pitch = stride, step = stride;
+    if (stride != inner) {
+      if (core::detail::RowSeries rs; t.row_series(rs)) return VarRange{rs.var, rs.start, count, rs.len, rs.step};
+      return std::nullopt;
     }
-    step *= extent;
+    inner *= extent;
   }
-  if (row == 0) return VarRange{a->var, a->start, count};
-  return VarRange{a->var, a->start, count, row, pitch};
+  return VarRange{a->var, a->start, count};
 }
 
 /// Hands a producer's finished parts to its epilogue as runs of consecutive elements of its range (VarRange), joining

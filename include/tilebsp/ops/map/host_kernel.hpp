@@ -82,18 +82,14 @@ class MapHostKernel {
     // start + i, or in rows at one pitch apart (a channel slice of a channels-last tensor: VarRange), which an
     // operand in the output's variable reads in place (checked above), not as a scalar (that would read element 0
     // of every part).
-    bool row_major = true;
-    for (std::size_t k = 0; k < N; ++k) row_major = row_major && !(st->var[k] == o->var && (scalars >> k & 1u));
-    std::int64_t step = 1, row = 0, pitch = 0;
-    for (std::size_t k = shape.size(); k-- > 0 && row_major;) {
-      if (shape[k] == 1) continue;
-      if (std::int64_t const sk = st->strides[N][k]; sk != step) {
-        row_major = row == 0 && sk > step;  // the rows start at the first dimension past the run
-        row = step, pitch = sk, step = sk;
-      }
-      step *= static_cast<std::int64_t>(shape[k]);
-    }
-    if (row_major) st->elementwise = VarRange{o->var, o->start, static_cast<std::int64_t>(st->total), row, pitch};
+    bool unaliased = true, row_major = true;
+    for (std::size_t k = 0; k < N; ++k) unaliased = unaliased && !(st->var[k] == o->var && (scalars >> k & 1u));
+    for (std::size_t k = shape.size(), step = 1; k-- > 0; step *= shape[k])
+      row_major = row_major && (shape[k] == 1 || st->strides[N][k] == static_cast<std::int64_t>(step));
+    auto const total = static_cast<std::int64_t>(st->total);
+    if (unaliased && row_major) st->elementwise = VarRange{o->var, o->start, total};
+    else if (core::detail::RowSeries rs; unaliased && out.row_series(rs))
+      st->elementwise = VarRange{rs.var, rs.start, total, rs.len, rs.step};
     for (std::size_t k = 0; k < N; ++k)
       if (mode[k] == 2) st->segment_scalars |= 1u << k;
     s_ = std::move(st);
