@@ -339,6 +339,29 @@ TEST_CASE("VariableMapping: series of rows are stored as blocks, and agree with 
     check(m, want);
   }
   {
+    // Two operators write the channel halves of one [positions, 16] tensor, each with its own split of the
+    // positions (the inputs of a Concat written in place): a block for each stretch of rows where the same series
+    // are live (cuts at 0, 450, 700, 900, ...: 11 stretches).
+    VariableMapping m;
+    std::int64_t const positions = 3000, period = 16;
+    std::vector<std::int64_t> want(static_cast<std::size_t>(positions * period), -1);
+    auto const write = [&](std::int64_t channel, std::int64_t split, std::uint32_t first_tile) {
+      for (std::int64_t p = 0, t = 0; p < positions; p += split, ++t) {
+        std::int64_t const rows = std::min(split, positions - p);
+        auto const tile = first_tile + static_cast<std::uint32_t>(t);
+        m.assign_rows(p * period + channel, 8, period, rows, tile);
+        for (std::int64_t r = p; r < p + rows; ++r)
+          for (std::int64_t x = 0; x < 8; ++x) want[static_cast<std::size_t>(r * period + channel + x)] = tile;
+      }
+    };
+    write(8, 700, 0);
+    m.resolve();
+    write(0, 450, 100);  // before what is mapped: queued, then merged
+    m.resolve();
+    CHECK(m.blocks() == 11);
+    check(m, want);
+  }
+  {
     // Rows that touch (step == len) are one range; a pattern as long as its period is one piece.
     VariableMapping m;
     m.assign_rows(0, 4, 4, 100, 3);

@@ -61,9 +61,13 @@ struct ElementRuns {
     }
     if (runs.size() > 8) hash[0] = h.first(), hash[1] = h.second();
   }
-  /// Index of the run holding position p (0 <= p < size); `hint` is tried first.
+  /// Index of the run holding position p (0 <= p < size); `hint`, then the run after it, is tried first (a walk
+  /// in order, such as a flattened broadcast's rows, finds each run without a search).
   std::size_t locate(std::int64_t p, std::size_t hint) const noexcept {
-    if (hint < runs.size() && p >= first[hint] && p < first[hint] + runs[hint].count) return hint;
+    if (hint < runs.size() && p >= first[hint]) {
+      if (p < first[hint] + runs[hint].count) return hint;
+      if (hint + 1 < runs.size() && p < first[hint + 1] + runs[hint + 1].count) return hint + 1;
+    }
     auto it = std::upper_bound(first.begin(), first.end(), p);
     return static_cast<std::size_t>(it - first.begin()) - 1;
   }

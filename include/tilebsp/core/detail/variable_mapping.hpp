@@ -309,10 +309,16 @@ class VariableMapping {
   /// Applies the queued assignments (merge_series, else expand_and_sweep).
   void apply_queue() const;
   /// Applies the queue when no two assignments overlap: the blocks' pattern pieces (as series) and the queued
-  /// series, sorted by first element, are dealt into blocks again, a series joining the block before when it has
-  /// the block's step and count and begins after its pattern within its first period. Returns false, changing
-  /// nothing, when a series overlaps the block before it (or interleaves with it in another way).
+  /// series, sorted by first element, are dealt into blocks again. Series whose spans meet share one period (a
+  /// result's blocks of channels, or channel slices of one tensor written by several operators, whatever their
+  /// splits of the positions): they become a block per stretch of rows where the same series are live. Returns
+  /// false, changing nothing, when two series overlap or their rows cannot be dealt so.
   bool merge_series() const;
+  /// merge_series's group of n series (sorted by first element) whose spans meet: dealt into blocks of one period
+  /// by stretches of rows, emit(pattern, k, period, reps) for each; false, having emitted part of them, when the
+  /// series do not share one period, a row wraps past it, or two overlap.
+  template <class Emit>
+  static bool merge_rows(Series const* group, std::size_t n, std::vector<Seg>& pattern, Emit&& emit);
   /// Applies the queue piece by piece: every element takes the tile of the last assignment covering it.
   void expand_and_sweep() const;
 

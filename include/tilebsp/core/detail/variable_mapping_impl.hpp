@@ -38,48 +38,106 @@ TILEBSP_INLINE bool VariableMapping::merge_series() const {
   std::vector<Seg> segs;
   blocks.reserve(blocks_.size() + q.size());
   segs.reserve(all.size());
-  // A block whose pattern is one piece as long as its period is one range: a piece on its own, joined to the
-  // one before when that ends where it begins on the same tile.
-  auto const close = [&] {
-    if (blocks.empty()) return;
-    Block& r = blocks.back();
-    if (r.reps == 1 || r.k != 1 || segs.back().end - segs.back().begin != r.period) return;
-    r.reps = 1, r.period = r.end - r.begin, segs.back().end = r.end;
-    if (blocks.size() < 2) return;
-    Block& before = blocks[blocks.size() - 2];
-    if (before.reps == 1 && before.end == r.begin && segs[before.first].tile == segs.back().tile) {
-      before.end = segs[before.first].end = r.end;
-      before.period = before.end - before.begin;
-      blocks.pop_back();
-      segs.pop_back();
-    }
-  };
-  for (Series const& s : all) {
+  // A piece on its own, joined to the one before when that ends where it begins on the same tile.
+  auto const piece = [&](std::int64_t b, std::int64_t e, std::uint32_t tile) {
     if (!blocks.empty()) {
       Block& r = blocks.back();
-      Seg& last = segs.back();
-      std::int64_t const e = s.b + s.len;
-      if (r.reps == 1 && s.rows == 1 && s.b == r.end && s.tile == last.tile) {  // one piece, longer
-        r.end = last.end = e;
+      if (r.reps == 1 && r.end == b && segs.back().tile == tile) {
+        r.end = segs.back().end = e;
         r.period = e - r.begin;
-        continue;
+        return;
       }
-      if (r.reps > 1 && s.rows == r.reps && s.step == r.period && s.b >= last.end && e <= r.begin + r.period) {
-        if (s.b == last.end && s.tile == last.tile) last.end = e;
-        else segs.push_back({s.b, e, s.tile}), ++r.k;
-        r.end = segs.back().end + (r.reps - 1) * r.period;
-        continue;
-      }
-      if (s.b < r.end) return false;
-      close();
     }
-    blocks.push_back({s.b, s.b + (s.rows - 1) * s.step + s.len, s.step, s.rows, segs.size(), 1});
-    segs.push_back({s.b, s.b + s.len, s.tile});
+    blocks.push_back({b, e, e - b, 1, segs.size(), 1});
+    segs.push_back({b, e, tile});
+  };
+  // A pattern of k pieces (sorted, apart, within one period), `reps` times. Once, it is its pieces; a pattern of one
+  // piece as long as its period is one range.
+  auto const block = [&](Seg const* pattern, std::size_t k, std::int64_t period, std::int64_t reps) {
+    if (reps == 1 || (k == 1 && pattern[0].end - pattern[0].begin == period)) {
+      for (std::size_t j = 0; j < k; ++j) piece(pattern[j].begin, pattern[j].end + (reps - 1) * period, pattern[j].tile);
+      return;
+    }
+    blocks.push_back({pattern[0].begin, pattern[k - 1].end + (reps - 1) * period, period, reps, segs.size(), k});
+    segs.insert(segs.end(), pattern, pattern + k);
+  };
+  auto const span_end = [](Series const& s) { return s.b + (s.rows - 1) * s.step + s.len; };
+  // The series whose spans meet, as groups: a group of one is a block (or a piece) as it is; a larger group (a
+  // result's blocks of channels, the channel slices that several operators write of one tensor) is dealt into
+  // blocks by rows (merge_rows).
+  std::vector<Seg> pattern;
+  for (std::size_t i = 0; i < all.size();) {
+    std::size_t j = i + 1;
+    for (std::int64_t end = span_end(all[i]); j < all.size() && all[j].b < end; ++j) end = std::max(end, span_end(all[j]));
+    if (j == i + 1) {
+      Series const& s = all[i];
+      Seg const one{s.b, s.b + s.len, s.tile};
+      block(&one, 1, s.step, s.rows);
+    } else if (!merge_rows(all.data() + i, j - i, pattern, block)) {
+      return false;
+    }
+    i = j;
   }
-  close();
   blocks_ = std::move(blocks);
   segs_ = std::move(segs);
   queued_.clear();
+  return true;
+}
+
+template <class Emit>
+bool VariableMapping::merge_rows(Series const* group, std::size_t n, std::vector<Seg>& pattern, Emit&& emit) {
+  // One period for all: the step of the series that repeat (a series once takes any).
+  std::int64_t period = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (group[i].rows > 1) {
+      if (period == 0) period = group[i].step;
+      else if (group[i].step != period) return false;
+    }
+  if (period == 0) return false;  // ranges once each, overlapping: the sweep's
+  // Rows counted from the least phase: series i covers rows [row, row + rows) at offset `at` in each, which must not
+  // wrap into the next row.
+  std::int64_t origin = period;
+  for (std::size_t i = 0; i < n; ++i) origin = std::min(origin, group[i].b % period);
+  struct Rows {
+    std::int64_t row, end, at, len;
+    std::uint32_t tile;
+  };
+  std::vector<Rows> rows(n);
+  std::vector<std::int64_t> cuts;
+  cuts.reserve(2 * n);
+  for (std::size_t i = 0; i < n; ++i) {
+    Series const& s = group[i];
+    std::int64_t const rel = s.b - origin, at = rel % period;
+    if (at + s.len > period) return false;
+    rows[i] = {rel / period, rel / period + s.rows, at, s.len, s.tile};
+    cuts.push_back(rows[i].row);
+    cuts.push_back(rows[i].end);
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  std::stable_sort(rows.begin(), rows.end(), [](Rows const& a, Rows const& b) { return a.row < b.row; });
+  // Between two cuts the same series are live: one block of their pieces, sorted by offset. The live ones are
+  // visited once per stretch of rows; past a budget (many series live over many cuts) the sweep is cheaper.
+  std::vector<std::size_t> live;
+  std::size_t next = 0, budget = 16 * n + 4096;
+  for (std::size_t c = 0; c + 1 < cuts.size(); ++c) {
+    std::int64_t const lo = cuts[c], hi = cuts[c + 1];
+    std::erase_if(live, [&](std::size_t i) { return rows[i].end <= lo; });
+    for (; next < n && rows[next].row == lo; ++next) live.push_back(next);
+    if (live.empty()) continue;
+    if (live.size() > budget) return false;
+    budget -= live.size();
+    std::sort(live.begin(), live.end(), [&](std::size_t a, std::size_t b) { return rows[a].at < rows[b].at; });
+    pattern.clear();
+    std::int64_t const base = origin + lo * period;
+    for (std::size_t i : live) {
+      Rows const& r = rows[i];
+      if (!pattern.empty() && pattern.back().end > base + r.at) return false;  // overlapping: the sweep's
+      if (!pattern.empty() && pattern.back().end == base + r.at && pattern.back().tile == r.tile) pattern.back().end += r.len;
+      else pattern.push_back({base + r.at, base + r.at + r.len, r.tile});
+    }
+    emit(pattern.data(), pattern.size(), period, hi - lo);
+  }
   return true;
 }
 
