@@ -196,3 +196,37 @@ TEST_CASE("row_series: rows of one variable, at one distance, recognised without
   CHECK(series(g.add_variable<float>({2, 3, 4}, "z").slice(tb::Shape{0, 0, 0}, tb::Shape{2, 2, 2})).empty());  // 3 levels
   CHECK(series(y.slice(0, 1)).empty());
 }
+
+TEST_CASE("for_each_row_series: a view of more levels is a row series per index of its outer dimensions") {
+  tb::Graph g{tb::targets::tiny(4)};
+  auto w = g.add_variable<float>({3, 3, 10, 32}, "w");  // taps x input channels x output channels
+  auto const series = [](tb::Tensor const& t) {
+    std::vector<tb::core::detail::RowSeries> out;
+    bool const found = t.for_each_row_series([&](tb::core::detail::RowSeries const& s) { out.push_back(s); });
+    if (!found) CHECK(out.empty());
+    // Found, the series' rows are the view's runs, in order.
+    std::vector<tb::core::detail::Run> rows;
+    for (auto const& s : out)
+      for (std::int64_t r = 0; r < s.rows; ++r) rows.push_back({s.var, s.start + r * s.step, 1, s.len});
+    if (found) {
+      auto const runs = t.runs();
+      REQUIRE(runs.size() == rows.size());
+      for (std::size_t r = 0; r < runs.size(); ++r) {
+        CHECK(runs[r].var == rows[r].var);
+        CHECK(runs[r].start == rows[r].start);
+        CHECK(runs[r].count == rows[r].count);
+      }
+    }
+    return found ? static_cast<std::int64_t>(out.size()) : std::int64_t{-1};
+  };
+  // A block of 4 input channels x 16 output channels for every tap: the taps merge into one dimension, 9 series.
+  CHECK(series(w.slice(tb::Shape{0, 0, 2, 8}, tb::Shape{3, 3, 6, 24})) == 9);
+  CHECK(series(w.slice(tb::Shape{1, 0, 2, 8}, tb::Shape{2, 2, 6, 24})) == 2);
+  CHECK(series(w.slice(tb::Shape{0, 0, 0, 0}, tb::Shape{3, 3, 10, 8})) == 1);  // all input channels: 90 rows
+  CHECK(series(w.slice(tb::Shape{0, 0, 0, 0}, tb::Shape{1, 1, 4, 8})) == 1);  // what row_series takes
+  CHECK(series(w) == -1);                                                       // one run
+  CHECK(series(w.slice(tb::Shape{0, 0, 0, 0}, tb::Shape{3, 3, 10, 8}).reverse(0)) == -1);  // descending taps
+  CHECK(series(w.slice(tb::Shape{0, 0, 0, 0}, tb::Shape{1, 3, 2, 8}).broadcast({2, 1, 3, 2, 8})) == -1);  // repeats
+  CHECK(series(w.slice(tb::Shape{0, 0, 0, 0}, tb::Shape{3, 3, 10, 1})) == -1);  // single elements at a stride
+  CHECK(series(tb::concat({w.slice(0, 1), w.slice(2, 3)}, 0).slice(tb::Shape{0, 0, 0, 0}, tb::Shape{2, 3, 10, 8})) == -1);
+}

@@ -267,6 +267,34 @@ class Tensor {
     return true;
   }
 
+  /// Internal: the view's elements as RowSeries of one variable, one for each index of the (coalesced) dimensions
+  /// outside the last two, f(series) called for each in row-major order without walking the elements: a block of
+  /// weights (taps x input channels x output channels) is a series per tap, a block of partial sums one per part.
+  /// False, calling nothing, where the view is not such (several runs, a stride that is not positive, rows that
+  /// touch or overlap). A view that row_series takes is one series.
+  template <class F>
+  bool for_each_row_series(F&& f) const {
+    constexpr std::size_t in_place = 8;
+    if (!valid() || seq_->runs.size() != 1 || seq_->runs[0].stride != 1 || rank() > in_place) return false;
+    std::pair<std::int64_t, std::int64_t> dims[in_place];
+    std::size_t const nd = coalesced(dims);
+    if (nd < 2 || dims[nd - 1].second != 1 || dims[nd - 2].second <= dims[nd - 1].first) return false;
+    std::size_t const outer = nd - 2;
+    for (std::size_t d = 0; d < outer; ++d)
+      if (dims[d].second <= 0) return false;
+    std::int64_t idx[in_place] = {};
+    std::int64_t const base = seq_->runs[0].start + offset_;
+    for (;;) {
+      std::int64_t p = base;
+      for (std::size_t d = 0; d < outer; ++d) p += idx[d] * dims[d].second;
+      f(core::detail::RowSeries{seq_->runs[0].var, p, dims[nd - 1].first, dims[nd - 2].second, dims[nd - 2].first});
+      std::size_t d = outer;
+      while (d > 0 && ++idx[d - 1] == dims[d - 1].first) idx[--d] = 0;
+      if (d == 0) break;
+    }
+    return true;
+  }
+
   /// All element runs, in row-major order.
   std::vector<core::detail::Run> runs() const;
 

@@ -213,29 +213,38 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
             add_access(writes, r, vi, fi);
           }
         };
-        // A series of rows (a block of a result split by channels, a row per position) at once: its bytes per tile
-        // counted per run of rows a whole number of mapping periods apart (count_rows), one access entry. Rows on
-        // other tiles of a field that is not fetched are visited one by one below, for the message.
-        if (core::detail::RowSeries rs; t.row_series(rs) && rs.len < (std::int64_t{1} << 31)) {
+        // Series of rows at once (a block of a result split by channels, a row per position; a block of weights, a
+        // series per tap; a block of partial sums, one per part): their bytes per tile counted per run of rows a
+        // whole number of mapping periods apart (count_rows), an access entry each. A field that is not fetched with
+        // rows on other tiles is walked run by run below, for the message.
+        thread_local std::vector<core::detail::RowSeries> series;
+        series.clear();
+        if (t.for_each_row_series([&](core::detail::RowSeries const& rs) { series.push_back(rs); }) &&
+            std::all_of(series.begin(), series.end(), [](auto const& rs) { return rs.len < (std::int64_t{1} << 31); })) {
           auto const dst = static_cast<std::uint32_t>(rec.tile);
           bool elsewhere = false;
-          cursor.count_rows(g_, rs.var, rs.start, rs.len, rs.step, rs.rows, [&](std::uint32_t tile, std::int64_t n) {
-            if (tile == dst) return;
-            if (!f.fetched) {
-              elsewhere = true;
-              return;
-            }
-            auto& bytes = from_tile[tile];
-            if (bytes == 0) sources.push_back(tile);
-            bytes += n * eb;
-          });
+          for (auto const& rs : series)
+            cursor.count_rows(g_, rs.var, rs.start, rs.len, rs.step, rs.rows, [&](std::uint32_t tile, std::int64_t n) {
+              if (tile == dst) return;
+              if (!f.fetched) {
+                elsewhere = true;
+                return;
+              }
+              auto& bytes = from_tile[tile];
+              if (bytes == 0) sources.push_back(tile);
+              bytes += n * eb;
+            });
           if (!elsewhere) {
-            vars.add(rs.var);
-            if (writing && g_.variables[rs.var].constant) visit({rs.var, rs.start, 1, rs.len}, 1);  // throws
-            Access const a{rs.var, static_cast<std::uint32_t>(rs.len), rs.start,
-                           rs.start + (rs.rows - 1) * rs.step + rs.len, rs.step, vi, fi};
-            if (reading) read_vars.add(rs.var), reads.push_back(a);
-            if (writing) writes.push_back(a);
+            std::uint32_t const var = series.front().var;
+            vars.add(var);
+            if (writing && g_.variables[var].constant) visit({var, series.front().start, 1, series.front().len}, 1);  // throws
+            if (reading) read_vars.add(var);
+            for (auto const& rs : series) {
+              Access const a{rs.var, static_cast<std::uint32_t>(rs.len), rs.start,
+                             rs.start + (rs.rows - 1) * rs.step + rs.len, rs.step, vi, fi};
+              if (reading) reads.push_back(a);
+              if (writing) writes.push_back(a);
+            }
             if (f.rank == 0) {  // several runs: gathered into (scattered from) a contiguous buffer
               Staging st;
               st.field = fi;
@@ -248,7 +257,6 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
             }
             continue;
           }
-          for (std::int64_t i = 0; i < rs.rows; ++i) visit({rs.var, rs.start + i * rs.step, 1, rs.len}, 1);  // throws
         }
         // Runs are visited as they come (no buffer); identical runs in a row are visited once, except where written.
         std::size_t num_runs = 0;
