@@ -32,6 +32,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
+bool huge_pages = false;  // whether glibc backs the heap with transparent huge pages (samples::use_huge_pages)
+
 constexpr char const* usage = R"(usage: tilebsp run MODEL.onnx|DIR [options]
        tilebsp convert MODEL.onnx --outdir DIR [options]
        tilebsp info MODEL.onnx [--batch-size N]
@@ -353,7 +355,7 @@ int run(Options const& o) {
     }
     std::ofstream(fs::path(o.run.outdir) / "options.json") << onnx::model_config(stored);
     std::printf("converted: %s (run it with: tilebsp run %s)\n", o.run.outdir.c_str(), o.run.outdir.c_str());
-    std::printf("startup: build_s %.3f compile_s %.3f\n", build_s, compile_s);
+    std::printf("startup: build_s %.3f compile_s %.3f huge_pages %s\n", build_s, compile_s, huge_pages ? "on" : "off");
     return 0;
   }
   t0 = std::chrono::steady_clock::now();
@@ -417,14 +419,15 @@ int run(Options const& o) {
   std::printf("throughput_items_per_s: %.3f\nlatency_ms: %.3f\nestimated_items_per_s: %.1f\n", mean(rate), mean(latency),
               items / ipu_s);
   std::printf("peak_resident_gb: %.3f\n", samples::peak_resident_bytes() / 1e9);  // the engine's memory included
-  std::printf("startup: build_s %.3f compile_s %.3f engine_s %.3f executable %s\n", build_s, compile_s, engine_s,
-              from_cache ? "loaded" : "compiled");
+  std::printf("startup: build_s %.3f compile_s %.3f engine_s %.3f executable %s huge_pages %s\n", build_s, compile_s, engine_s,
+              from_cache ? "loaded" : "compiled", huge_pages ? "on" : "off");
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  huge_pages = samples::use_huge_pages(argv);
   samples::keep_freed_memory();  // a third of a model's startup was the kernel zeroing pages freed and taken again
   Options const o = parse(argc, argv);
   try {

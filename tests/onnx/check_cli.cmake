@@ -41,6 +41,35 @@ assert y.shape == (2, 2, 4, 4) and err < 1e-5, err
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "tilebsp run: y.npy differs from NumPy's result")
 endif()
+# Huge pages for the heap (samples::use_huge_pages: the tool executes itself again with glibc.malloc.hugetlb=1): on
+# where the kernel has transparent huge pages and glibc (2.35 or later) the tunable, off with TILEBSP_HUGE_PAGES=0;
+# the outputs bitwise the same.
+set(want_huge off)
+execute_process(COMMAND getconf GNU_LIBC_VERSION OUTPUT_VARIABLE libc ERROR_QUIET)
+if(EXISTS /sys/kernel/mm/transparent_hugepage/enabled AND libc MATCHES "glibc ([0-9]+)\\.([0-9]+)")
+  set(major ${CMAKE_MATCH_1})
+  set(minor ${CMAKE_MATCH_2})
+  file(READ /sys/kernel/mm/transparent_hugepage/enabled thp)
+  if(NOT thp MATCHES "\\[never\\]" AND (major GREATER 2 OR minor GREATER_EQUAL 35))
+    set(want_huge on)
+  endif()
+endif()
+if(NOT "$ENV{GLIBC_TUNABLES}" STREQUAL "")  # the user's tunables decide
+  set(want_huge "(on|off)")
+endif()
+tool(0 "startup: .* huge_pages ${want_huge}" run ${MODEL} --batch-size 2 --inputs ${WORK_DIR}/x.npy --outdir ${WORK_DIR}/out_huge --iterations 1)
+execute_process(COMMAND ${CMAKE_COMMAND} -E env TILEBSP_HUGE_PAGES=0 ${TOOL} run ${MODEL} --batch-size 2 --inputs ${WORK_DIR}/x.npy
+                        --outdir ${WORK_DIR}/out_small --iterations 1 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "startup: .* huge_pages off")
+  message(FATAL_ERROR "TILEBSP_HUGE_PAGES=0 tilebsp run: exit ${rc}, output:\n${out}${err}\n(expected huge_pages off)")
+endif()
+execute_process(COMMAND ${PYTHON} -c "
+import numpy as np
+assert np.array_equal(np.load('${WORK_DIR}/out_huge/y.npy'), np.load('${WORK_DIR}/out_small/y.npy'))
+" RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "tilebsp run: the outputs with and without huge pages differ")
+endif()
 tool(0 "converted: " convert ${MODEL} --batch-size 2 --outdir ${WORK_DIR}/converted)
 tool(0 "executable loaded from cache" run ${WORK_DIR}/converted --inputs ${WORK_DIR}/x.npy --iterations 1)
 # Bad input: each refused by name, before anything is built.
