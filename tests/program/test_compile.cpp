@@ -138,6 +138,29 @@ TEST_CASE("strided reads conflict only with the elements they read") {
   }
 }
 
+TEST_CASE("crowded writes: a vertex per channel of a channels-last tensor, reading what it writes") {
+  // 80 vertices each write one channel of x [64 positions, 80 channels] (their spans overlap 80 deep: checked with
+  // a table of each element's writer), each reading the channel it writes: no conflict. A vertex reading an element
+  // that another writes conflicts, named by its first such element.
+  tb::Graph g{tb::targets::tiny(1, 1 << 20)};
+  auto x = g.add_variable<float>({64, 80}, "x"), z = g.add_variable<float>({2}, "z");
+  for (auto const& t : {x, z}) g.set_tile_mapping(t, 0);
+  auto const column = [&](std::size_t c) { return x.slice(c, c + 1, 1).flatten(); };
+  auto const add_channels = [&](tb::ComputeSet cs) {
+    for (std::size_t c = 0; c < 80; ++c) g.add_vertex<tbt::Copy>(cs, 0, column(c), column(c));
+  };
+  auto ok = g.add_compute_set("channels");
+  add_channels(ok);
+  CHECK_NOTHROW(tb::compile(g, tb::execute(ok)));
+  auto bad = g.add_compute_set("channels and a reader");
+  add_channels(bad);
+  g.add_vertex<tbt::Copy>(bad, 0, x.flatten().slice(801, 803), z);  // elements 801, 802: channels 1 and 2 of row 10
+  CHECK_THROWS_WITH_AS(tb::compile(g, tb::execute(bad)),
+                       "compute set 'channels and a reader': vertex tbt::Copy (tile 0) field 'in' reads element 801 of "
+                       "'x', which vertex tbt::Copy (tile 0) field 'out' writes in the same compute set",
+                       tb::write_conflict_error);
+}
+
 TEST_CASE("strided writes conflict only where they share an element") {
   // A strided write is one progression: vertices writing interleaved columns do not conflict, and a variable they
   // write whole is known to be (full_writes); two writes that share an element conflict, found exactly.

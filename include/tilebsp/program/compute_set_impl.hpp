@@ -330,7 +330,7 @@ inline std::int64_t first_common(std::int64_t a0, std::int64_t sa, std::int64_t 
                                  std::int64_t b1) {
   std::int64_t const lo = std::max(a0, b0), hi = std::min(a1, b1);
   if (lo > hi) return -1;
-  if (sa == 1 && sb == 1) return lo;
+  if (sa == sb) return (b0 - a0) % sa == 0 ? lo : -1;  // one step: they share every element past both starts, or none
   __extension__ using i128 = __int128;
   // Extended Euclid: sa * u = g (mod sb).
   std::int64_t r0 = sa, r1 = sb, u0 = 1, u1 = 0;
@@ -412,6 +412,10 @@ TILEBSP_INLINE Lowering::WriteSummary Lowering::check_conflicts(std::string cons
     std::sort(expanded.begin(), expanded.end(), by_pos);
   };
   std::vector<std::uint32_t> owner;  // per element of a chunk of a crowded variable: its first write, or none
+  // The tables of crowded variables small enough to be one chunk, kept for the reads below: (variable, first write,
+  // its table).
+  std::vector<std::tuple<std::uint32_t, std::size_t, std::vector<std::uint32_t>>> tables;
+  constexpr std::int64_t whole = std::int64_t{1} << 22;  // elements: a table of 16 MiB at most
   auto const owned = [&](std::size_t from, std::size_t to) {  // true: checked (no clash) and `covered` updated
     std::uint32_t const var = writes[from].var;
     std::int64_t const size = g_.variables[var].size;
@@ -424,7 +428,7 @@ TILEBSP_INLINE Lowering::WriteSummary Lowering::check_conflicts(std::string cons
     if (blocks < 4096 || size > 4 * blocks || to - from >= 0xFFFFFFFFu) return false;
     // The variable a chunk at a time, so that the table stays in cache while every write's blocks in the chunk
     // are entered (a write of one channel per position crosses the whole variable).
-    constexpr std::int64_t chunk = std::int64_t{1} << 16;
+    std::int64_t const chunk = size <= whole ? size : std::int64_t{1} << 16;
     constexpr std::uint32_t none = 0xFFFFFFFFu;
     owner.resize(static_cast<std::size_t>(std::min(size, chunk)));
     std::int64_t covered = 0;
@@ -452,6 +456,7 @@ TILEBSP_INLINE Lowering::WriteSummary Lowering::check_conflicts(std::string cons
       }
     }
     if (covered == size) out.covered.push_back(var);
+    if (chunk == size) tables.emplace_back(var, from, owner);
     return true;
   };
   std::vector<std::size_t> open;  // writes whose spans reach past the one being checked
@@ -517,6 +522,20 @@ TILEBSP_INLINE Lowering::WriteSummary Lowering::check_conflicts(std::string cons
     max_end[i] = i > 0 && writes[i - 1].var == writes[i].var && writes[max_end[i - 1]].end >= writes[i].end ? max_end[i - 1] : i;
   for (auto const& r : reads) {
     if (!std::binary_search(out.written.begin(), out.written.end(), r.var)) continue;
+    // A crowded variable with a table: the read's elements looked up in it (many vertices writing one channel each
+    // of a channels-last tensor, each reading what it writes, overlap one another's spans hundreds of times).
+    auto const table = std::find_if(tables.begin(), tables.end(), [&](auto const& t) { return std::get<0>(t) == r.var; });
+    if (lowering::Blocks const b = lowering::blocks_of(r);
+        table != tables.end() && b.begin >= 0 && b.end() <= static_cast<std::int64_t>(std::get<2>(*table).size())) {
+      auto const& [var, from, own] = *table;
+      for (std::int64_t k = 0; k < b.n; ++k)
+        for (std::int64_t x = b.begin + k * b.step, e = x + b.len; x < e; ++x)
+          if (std::uint32_t const o = own[static_cast<std::size_t>(x)]; o != 0xFFFFFFFFu && writes[from + o].vertex != r.vertex)
+            throw write_conflict_error("compute set '" + cs + "': " + who(r) + " reads element " + std::to_string(x) +
+                                       " of '" + g_.variables[r.var].name + "', which " + who(writes[from + o]) +
+                                       " writes in the same compute set");
+      continue;
+    }
     auto it = std::upper_bound(writes.begin(), writes.end(), r, [](auto const& a, auto const& b) {
       return std::tie(a.var, a.end) < std::tie(b.var, b.begin);
     });
