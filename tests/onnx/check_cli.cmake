@@ -11,6 +11,16 @@ function(tool expect_rc pattern)
   endif()
   message(STATUS "tilebsp ${ARGN}: exit ${rc} as expected")
 endfunction()
+# Fails with `message` unless the runs written to folders a and b under WORK_DIR gave bitwise the same y.npy.
+function(same_output a b message)
+  execute_process(COMMAND ${PYTHON} -c "
+import numpy as np
+assert np.array_equal(np.load('${WORK_DIR}/${a}/y.npy'), np.load('${WORK_DIR}/${b}/y.npy'))
+" RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${message}")
+  endif()
+endfunction()
 execute_process(COMMAND ${PYTHON} -c "
 import numpy as np
 np.save('${WORK_DIR}/x.npy', (np.arange(2 * 3 * 4 * 4, dtype=np.float32).reshape(2, 3, 4, 4) / 20 - 1))
@@ -63,13 +73,7 @@ execute_process(COMMAND ${CMAKE_COMMAND} -E env TILEBSP_HUGE_PAGES=0 ${TOOL} run
 if(NOT rc EQUAL 0 OR NOT out MATCHES "startup: .* huge_pages off")
   message(FATAL_ERROR "TILEBSP_HUGE_PAGES=0 tilebsp run: exit ${rc}, output:\n${out}${err}\n(expected huge_pages off)")
 endif()
-execute_process(COMMAND ${PYTHON} -c "
-import numpy as np
-assert np.array_equal(np.load('${WORK_DIR}/out_huge/y.npy'), np.load('${WORK_DIR}/out_small/y.npy'))
-" RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "tilebsp run: the outputs with and without huge pages differ")
-endif()
+same_output(out_huge out_small "tilebsp run: the outputs with and without huge pages differ")
 tool(0 "converted: " convert ${MODEL} --batch-size 2 --outdir ${WORK_DIR}/converted)
 tool(0 "executable loaded from cache" run ${WORK_DIR}/converted --inputs ${WORK_DIR}/x.npy --iterations 1)
 # Bad input: each refused by name, before anything is built.
@@ -123,11 +127,5 @@ tool(2 "solution_bad.json: the solution is for a model of 3 nodes, but .*conv_in
 tool(2 "--pipeline-cfg: cannot read 'nowhere.json'" run ${MODEL} --pipeline-cfg nowhere.json)
 # Nodes run on the host (--excluded-nodes): the ReLU, exactly as on the tiles; a convolution is refused by name.
 tool(0 "throughput_items_per_s" run ${MODEL} --batch-size 2 --excluded_nodes Relu --inputs ${WORK_DIR}/x.npy --outdir ${WORK_DIR}/out_host --iterations 1)
-execute_process(COMMAND ${PYTHON} -c "
-import numpy as np
-assert np.array_equal(np.load('${WORK_DIR}/out_host/y.npy'), np.load('${WORK_DIR}/out/y.npy'))
-" RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "tilebsp run --excluded-nodes Relu: the outputs differ from the tiles' alone")
-endif()
+same_output(out_host out "tilebsp run --excluded-nodes Relu: the outputs differ from the tiles' alone")
 tool(1 "node 'Conv_0' \\(Conv, opset 17\\): the node is excluded to run on the host \\(excluded_nodes\\), but the host runs only the operators the importer folds .*not Conv" run ${MODEL} --batch-size 2 --excluded-nodes Conv)
