@@ -114,10 +114,16 @@ class VariableMapping {
       std::int64_t const rep = r.reps == 1 ? 0 : (i - r.begin) / r.period;  // < reps: i < end
       std::int64_t const shift = rep * r.period, off = i - shift;
       std::size_t j = r.first, hi = r.first + r.k;  // j: the last piece of the pattern beginning at or before off
+      if (piece_ >= j && piece_ < hi && p[piece_].begin <= off) {  // from the piece found last: it, the next, or on
+        j = piece_;
+        if (j + 1 < hi && p[j + 1].begin <= off) ++j;
+        if (j + 1 == hi || p[j + 1].begin > off) hi = j + 1;
+      }
       while (hi - j > 1) {
         std::size_t const mid = j + (hi - j) / 2;
         (p[mid].begin <= off ? j : hi) = mid;
       }
+      piece_ = j;
       if (off < p[j].end) return {p[j].begin + shift, p[j].end + shift, static_cast<std::int64_t>(p[j].tile)};
       // A gap inside the block: up to the pattern's next piece, or the next repeat's first.
       return {p[j].end + shift, j + 1 < r.first + r.k ? p[j + 1].begin + shift : r.begin + (rep + 1) * r.period, -1};
@@ -236,6 +242,7 @@ class VariableMapping {
     }
     VariableMapping const* m_;
     std::size_t blk_ = std::numeric_limits<std::size_t>::max();  // the block of the last lookup
+    std::size_t piece_ = std::numeric_limits<std::size_t>::max();  // the pattern piece it found (an index in segs_)
     // The last count()'s range and result, when the range lies in block memo_blk_ (one that repeats).
     std::size_t memo_blk_ = std::numeric_limits<std::size_t>::max();
     std::int64_t memo_b_ = 0, memo_e_ = 0;
