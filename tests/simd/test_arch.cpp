@@ -40,7 +40,8 @@ TEST_CASE("tuning: each instruction set takes its own overload, the build's is s
   CHECK(avx2.grad_kernel_vectors[1] == 1);  // two-vector weight-gradient columns one vector at a time
   CHECK(avx2.grad_row_channels[0] == 4);
   CHECK(avx512.registers == 32);
-  CHECK(avx512.gemm_mr == 8);
+  CHECK(avx512.gemm_mr == 12);
+  CHECK(avx512.row_rows_min[0] == 7);  // 7-wide rows (7² depthwise layers) in row blocks
   CHECK(avx512.grad_kernel_vectors[1] == 2);
   CHECK(sse.registers == 16);
   CHECK(sse.grad_kernel_vectors[1] == 2);
@@ -48,6 +49,7 @@ TEST_CASE("tuning: each instruction set takes its own overload, the build's is s
   // Every block fits the registers: accumulators, the operands of a step and one broadcast input.
   for (auto const& t : {avx2, avx512, sse}) {
     CHECK(t.gemm_mr * 2 + 3 <= t.registers);
+    CHECK(t.gemm_mr <= 12);  // micro_kernel addresses twelve rows of A
     for (std::size_t v = 1; v <= 2; ++v) {
       INFO("vectors " << v);
       CHECK(t.conv_block_rows[v - 1] * v + v + 1 <= t.registers);

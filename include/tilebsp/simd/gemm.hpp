@@ -17,7 +17,7 @@
 namespace tilebsp::simd {
 
 /// Register block of the micro-kernel: MR rows of A by NR columns of B (two vectors). With 32 vector registers
-/// (AVX-512) 8 x 2 accumulators, with 16 (AVX2, SSE) 6 x 2 (simd/tuning.hpp); the running sums over K segments
+/// (AVX-512) 12 x 2 accumulators, with 16 (AVX2, SSE) 6 x 2 (simd/tuning.hpp); the running sums over K segments
 /// live in memory.
 inline constexpr std::size_t gemm_mr = tuning.gemm_mr;
 inline constexpr std::size_t gemm_nr = 2 * lanes;
@@ -29,6 +29,11 @@ inline constexpr std::size_t gemm_nr = 2 * lanes;
 /// blocks than gemm_kc measured faster (the micro-panel of A then spills to L2, which the broadcast loads
 /// absorb).
 inline constexpr std::size_t gemm_ksum_kc = 1024;
+/// Rows of K from which a panel prefetches the C rows of its next register block (panel_rows). Over a long K range
+/// a block's C stores (or loads, for later K blocks) miss once per row and the prefetch hides that; over a short
+/// one the hardware prefetchers keep up with the rows and the prefetches cost more than they save (50176x16x96,
+/// MobileNetV2's and EfficientNet-B0's 1x1 expansions at 112², ran 20% faster without them, 50176x64x96 15%).
+inline constexpr std::size_t gemm_prefetch_c_k = 128;
 
 /// Strided view of a matrix operand: element (i, j) at data[i * rs + j * cs] (a transposed operand swaps them).
 template <class T>
@@ -98,6 +103,7 @@ template <std::size_t R, std::size_t V, BRead Read, bool Sum, class TC>
 __attribute__((always_inline)) inline void micro_kernel(std::size_t kc, std::size_t group, std::size_t kb, float const* a, std::ptrdiff_t ars,
                                                        std::ptrdiff_t acs, float const* b, std::ptrdiff_t brs, MatrixOut<TC> c, std::size_t n,
                                                        float alpha, float beta, bool load) noexcept {
+  static_assert(R <= 12, "micro_kernel addresses at most twelve rows of A");
   using B = batch<float>;
   constexpr std::size_t N = R * V, W = V * lanes;
   alignas(64) float tot[R][W];  // in memory: the registers hold the accumulators, B and one broadcast
@@ -158,11 +164,13 @@ __attribute__((always_inline)) inline void micro_kernel(std::size_t kc, std::siz
       [&]<std::size_t... I>(std::index_sequence<I...>) __attribute__((always_inline)) {
         B acc[N];
         ((acc[I] = B(0.0f)), ...);
-        // Rows 0-3 from ak and rows 4-7 from ak4 at offsets 0..3 x ars: four integer registers address eight rows.
+        // Rows 0-3 from ak, 4-7 from ak4 and 8-11 from ak8 at offsets 0..3 x ars: five integer registers address
+        // twelve rows.
         float const* ak = a + static_cast<std::ptrdiff_t>(k0) * acs;
         float const* ak4 = ak + 4 * ars;
+        float const* ak8 = ak + 8 * ars;
         float const* bk = b + static_cast<std::ptrdiff_t>(k0) * brs;
-        for (std::size_t k = k0; k < k1; ++k, ak += acs, ak4 += acs, bk += brs) {
+        for (std::size_t k = k0; k < k1; ++k, ak += acs, ak4 += acs, ak8 += acs, bk += brs) {
           if constexpr (Read != BRead::packed) {  // rows far apart: hardware prefetch does not see them coming
             TILEBSP_UNROLL
             for (std::size_t v = 0; v < V; ++v) __builtin_prefetch(bk + static_cast<std::ptrdiff_t>(tuning.gemm_prefetch_k) * brs + v * lanes);
@@ -176,7 +184,7 @@ __attribute__((always_inline)) inline void micro_kernel(std::size_t kc, std::siz
             TILEBSP_UNROLL
             for (auto& v : bv) in_register(v);
           }  // few rows: one load per vector
-          ((acc[I] = simd::fma(B((I / V < 4 ? ak : ak4)[static_cast<std::ptrdiff_t>(I / V % 4) * ars]), bv[I % V], acc[I])), ...);
+          ((acc[I] = simd::fma(B((I / V < 4 ? ak : I / V < 8 ? ak4 : ak8)[static_cast<std::ptrdiff_t>(I / V % 4) * ars]), bv[I % V], acc[I])), ...);
         }
         if (from_registers) {
           (put(I, acc[I]), ...);
@@ -315,8 +323,8 @@ void micro_kernel_rows(std::size_t rows, std::size_t nr, std::size_t kc, std::si
 }
 
 /// The row blocks [0, mc) of one panel: the full blocks of MR rows in one loop with the micro-kernel inlined, then
-/// the last rows. Each block first prefetches the C rows of the next (a cache miss each when C is large), or of the
-/// next panel's first block at `next` (null: none; next_cols columns). A call per block passed a dozen arguments
+/// the last rows. Over K ranges of at least gemm_prefetch_c_k rows each block first prefetches the C rows of the next
+/// (a cache miss each when C is large), or of the next panel's first block at `next` (null: none; next_cols columns). A call per block passed a dozen arguments
 /// on the stack behind the block's C stores, which short K ranges (the 56² 1x1 convolutions) noticed.
 template <BRead Read, bool Sum, class TC>
 void panel_rows(std::size_t mc, std::size_t nr, std::size_t kc, std::size_t group, std::size_t kb, float const* a, std::ptrdiff_t astep,
@@ -329,7 +337,9 @@ void panel_rows(std::size_t mc, std::size_t nr, std::size_t kc, std::size_t grou
     return c.data + static_cast<std::ptrdiff_t>(r) * c.rs + static_cast<std::ptrdiff_t>(j) * c.cs;
   };
   auto const ablock = [&](std::size_t r0) { return a + static_cast<std::ptrdiff_t>(r0 / gemm_mr) * astep; };
+  bool const prefetch = kc >= gemm_prefetch_c_k;
   auto const prefetch_after = [&](std::size_t r0) __attribute__((always_inline)) {
+    if (!prefetch) return;
     if (r0 + gemm_mr < mc) {
       for (std::size_t r = r0 + gemm_mr; r < std::min(mc, r0 + 2 * gemm_mr); ++r) {
         __builtin_prefetch(at(r, 0), 1);
