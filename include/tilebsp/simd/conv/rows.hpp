@@ -249,11 +249,6 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
                       wo = fs.wrow.data();
                     }
                   }
-                  // The next row's destination, for writing, as conv_forward's blocks do (the results leave L2 at
-                  // these sizes).
-                  if (o1 + 1 < s1)
-                    for (std::int64_t i = 0; i < ow; ++i)
-                      for (std::size_t v = 0; v < VV; ++v) __builtin_prefetch(d + dst.stride[2] + i * ds + v * lanes, 1);
                   // A source column's next source row (the one the next output row's last kernel row adds), its
                   // positions a cache line or more apart, which hardware prefetchers do not follow across pages
                   // (broadcast columns read in place gain nothing from it, see docs/04).
