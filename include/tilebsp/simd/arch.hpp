@@ -40,6 +40,9 @@ inline batch<float> fma(batch<float> const& x, batch<float> const& y, batch<floa
   return isa::fma<arch>(x, y, z, arch{});
 }
 
+/// e^x lane by lane, within 2 ulp (simd/isa/: one vscalefps for the power of two on AVX-512).
+inline batch<float> exp(batch<float> const& x) noexcept { return isa::exp<arch>(x, arch{}); }
+
 /// acc += a * b with all three in vector registers where the target has a form that guarantees it (AVX-512: GCC
 /// 12 otherwise keeps b in memory in large register blocks); elsewhere simd::fma.
 [[gnu::always_inline]] inline void fma_in_registers(batch<float>& acc, batch<float> const& a,

@@ -96,7 +96,7 @@ float reduce(Reduction r, T const* p, std::size_t n) noexcept {
       float const m = reduce(Reduction::max, p, n);
       if (std::isinf(m) || std::isnan(m)) return m;
       B const mb(m);
-      float const s = detail::fold(p, n, 0.0f, -inf, [&](B a, B x) { return a + xsimd::exp(x - mb); }, plus, plus);
+      float const s = detail::fold(p, n, 0.0f, -inf, [&](B a, B x) { return a + simd::exp(x - mb); }, plus, plus);
       return m + std::log(s);
     }
   }

@@ -90,6 +90,12 @@ template <std::size_t XL, class A>
   return fbatch<A>::load_aligned(tmp);
 }
 
+/// e^x lane by lane: xsimd's (Cephes' range reduction and polynomial, 2 ulp).
+template <class A>
+[[gnu::always_inline]] inline fbatch<A> exp(fbatch<A> const& x, requires_arch<xsimd::generic>) noexcept {
+  return xsimd::exp(x);
+}
+
 /// The 4 x 4 floats at rows p, p + st, p + 2 st, p + 3 st, transposed: o_r[c] = p[c * st + r].
 template <class A>
 [[gnu::always_inline]] inline void transpose4(float const* p, std::ptrdiff_t st, float* o0, float* o1, float* o2,
