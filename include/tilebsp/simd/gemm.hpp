@@ -323,9 +323,10 @@ void micro_kernel_rows(std::size_t rows, std::size_t nr, std::size_t kc, std::si
 }
 
 /// The row blocks [0, mc) of one panel: the full blocks of MR rows in one loop with the micro-kernel inlined, then
-/// the last rows. Over K ranges of at least gemm_prefetch_c_k rows each block first prefetches the C rows of the next
-/// (a cache miss each when C is large), or of the next panel's first block at `next` (null: none; next_cols columns). A call per block passed a dozen arguments
-/// on the stack behind the block's C stores, which short K ranges (the 56² 1x1 convolutions) noticed.
+/// the last rows. Over K ranges of at least gemm_prefetch_c_k rows each block first prefetches the C rows of the
+/// next (a cache miss each when C is large), or of the next panel's first block at `next` (null: none; next_cols
+/// columns). A call per block passed a dozen arguments on the stack behind the block's C stores, which short K
+/// ranges (the 56² 1x1 convolutions) noticed.
 template <BRead Read, bool Sum, class TC>
 void panel_rows(std::size_t mc, std::size_t nr, std::size_t kc, std::size_t group, std::size_t kb, float const* a, std::ptrdiff_t astep,
                 std::ptrdiff_t ars, std::ptrdiff_t acs, float const* b, std::ptrdiff_t brs, MatrixOut<TC> c, TC const* next,

@@ -192,8 +192,9 @@ template <class A>
 }
 /// e^x as xsimd computes it (x = n ln 2 + r, Cephes' polynomial for e^r, within 2 ulp), with r reduced by two FMAs
 /// and 2^n applied by one vscalefps, which also gives the overflow (inf), gradual underflow and NaN that xsimd
-/// selects separately: 11 instructions instead of 22 (a bias and SiLU map ran 20% faster). x is clamped to
-/// [-104, 89] first (beyond it the result is 0 or inf either way; NaN passes through the second operand).
+/// selects separately: 15 instructions instead of about 23 (SiLU over 16,384 floats in L1: 0.148 against 0.186 ns
+/// a float). x is clamped to [-104, 89] first (beyond it the result is 0 or inf either way; a NaN passes, as the
+/// second operand of each), and up to FLT_MAX the product p 2^128 does not overflow on the way.
 template <class A>
 [[gnu::always_inline]] inline fbatch<A> exp(fbatch<A> const& x, requires_arch<xsimd::avx512f>) noexcept {
   __m512 const t = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
