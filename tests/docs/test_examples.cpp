@@ -621,7 +621,7 @@ TEST_CASE("isa example") {
   std::string const s = isa_example();
   INFO(s);
 #if defined(__AVX512F__)
-  CHECK(s.find(": 16 lanes, 32 registers, gemm block 8 x 32") != std::string::npos);
+  CHECK(s.find(": 16 lanes, 32 registers, gemm block 12 x 32") != std::string::npos);
 #elif defined(__AVX2__) && defined(__FMA__)
   CHECK(s == "fma3+avx2: 8 lanes, 16 registers, gemm block 6 x 16");
 #elif defined(__x86_64__) && !defined(__AVX__)
