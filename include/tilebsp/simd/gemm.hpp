@@ -1,5 +1,5 @@
 // Single-threaded GEMM on f32 or f16 operands with f32 accumulation: C = alpha * A * B + beta * C, through a
-// register-blocked xsimd micro-kernel (up to 8 rows x 2 vectors of accumulators), the kernel of tile matmuls.
+// register-blocked xsimd micro-kernel (up to 12 rows x 2 vectors of accumulators), the kernel of tile matmuls.
 #pragma once
 
 #include <tilebsp/core/half.hpp>
