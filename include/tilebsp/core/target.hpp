@@ -31,7 +31,8 @@ struct Target {
   std::size_t inter_ipu_sync_cycles = 1500;  ///< barrier across IPUs (only steps on more than one IPU pay it)
 
   std::size_t num_tiles() const noexcept { return ipus * tiles_per_ipu; }
-  std::size_t ipu_of(std::size_t tile) const noexcept { return tile / tiles_per_ipu; }
+  /// The IPU of a tile: 0 on one IPU without a division (planning asks once per vertex and source tile).
+  std::size_t ipu_of(std::size_t tile) const noexcept { return ipus == 1 ? 0 : tile / tiles_per_ipu; }
   std::size_t total_bytes() const noexcept { return num_tiles() * bytes_per_tile; }
 
   friend bool operator==(Target const&, Target const&) = default;

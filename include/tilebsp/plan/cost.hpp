@@ -56,7 +56,6 @@ class ExchangeLoad {
     }
     sent_[src_tile] += bytes;
     received_[dst_tile] += bytes;
-    if (t_->ipus == 1) return;  // no links (and no divisions: planning adds a pair per vertex and source tile)
     if (std::size_t const a = t_->ipu_of(src_tile), b = t_->ipu_of(dst_tile); a != b) link_[a * t_->ipus + b] += bytes;
   }
   /// Bytes each tile receives from the others.

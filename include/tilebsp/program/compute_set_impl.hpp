@@ -124,13 +124,11 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
   PieceCursor cursor;
   std::uint32_t fetching_tile = 0;  // the destination of the bytes in from_tile
   std::vector<char> ipu_seen(g_.target.ipus, 0);  // the IPUs taking part
-  bool const one_ipu = g_.target.ipus == 1;        // then IPU 0, without a division per tile
   // The fetched bytes of a run of vertices on one tile, one entry per source tile.
   auto const flush_fetched = [&] {
     if (!sources.empty() && !fetch_load) fetch_load.emplace(g_.target);
-    if (!sources.empty() && one_ipu) ipu_seen[0] = 1;
     for (std::uint32_t src : sources) {
-      if (!one_ipu) ipu_seen[g_.target.ipu_of(src)] = 1;
+      ipu_seen[g_.target.ipu_of(src)] = 1;
       fetch_load->add(src, fetching_tile, static_cast<std::uint64_t>(from_tile[src]));
       plan.fetch_bytes += static_cast<std::uint64_t>(from_tile[src]);
       from_tile[src] = 0;
@@ -312,7 +310,7 @@ TILEBSP_INLINE ComputeSetPlan Lowering::plan_compute_set(std::uint32_t cs) const
     std::stable_sort(plan.vertices.begin(), plan.vertices.end(), by_tile);
   // Estimated cycles: the slowest tile.
   for_each_tile_cycles(g_, plan, [&](std::uint32_t tile, std::uint64_t cycles) {
-    ipu_seen[one_ipu ? 0 : g_.target.ipu_of(tile)] = 1;
+    ipu_seen[g_.target.ipu_of(tile)] = 1;
     plan.cycles = std::max(plan.cycles, cycles);
   });
   plan.reads = read_vars.take();
