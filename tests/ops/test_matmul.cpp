@@ -144,6 +144,11 @@ TEST_CASE("matmul: every host-kernel path matches the vertices bitwise") {
   check<float>(tb::targets::ipu_mk2(1), {1, 32, 10, 784}, false);   // MNIST shapes on a real target
   check<float>(tb::targets::ipu_mk2(1), {1, 4, 1000, 2048}, false);
   check<float>(tb::targets::ipu_mk2(1), {3, 20, 70, 90, true, true}, false, {}, false, 3);
+  // Equal row blocks that start off the register block (196 rows as 98 + 98), and panels that do not divide among
+  // the threads (576 columns as 3 x 192), whose rows then split into a multiple of the threads.
+  check<float>(tb::targets::ipu_mk2(1), {1, 196, 160, 96}, false, {}, false, 2);
+  check<float>(tb::targets::ipu_mk2(1), {1, 200, 576, 40}, false, {}, false, 2);
+  check<float>(tb::targets::ipu_mk2(1), {1, 310, 576, 40}, false, {}, false, 3);
 }
 
 TEST_CASE("matmul: B packed once per host write follows every write; a B the program writes is not kept") {

@@ -123,6 +123,17 @@ class MatmulHostKernel {
       std::size_t rc = rows_for(2);
       if (std::size_t const fine = std::max(rows_for(4), std::min(q.m, mcb)); fine < rc)
         rc = fine > mcb ? std::min(rc, up(fine, mcb)) : fine;  // whole MC blocks where a block has more
+      // As many row blocks, of equal rows (a gemm's rows need not start at a multiple of its register block), and,
+      // where the rows fill an L2 block per thread, a multiple of the threads unless the column blocks are: each
+      // thread's share is then whole blocks of rows, the rows the next layer's share of positions reads. A last
+      // block of a few rows (196 rows as 192 + 4), or shares of 108 and 88 rows, left one thread idle to take
+      // blocks from the other's share, whose results the next layer then read from the other core.
+      bool const align = col_blocks % threads != 0 && q.m >= std::size_t{threads} * mcb;
+      if (rc < q.m || align) {
+        std::size_t nb = (q.m + rc - 1) / rc;
+        if (align) nb = up(nb, threads);
+        rc = (q.m + nb - 1) / nb;
+      }
       auto const blocks = [&] { return col_blocks * ((q.m + rc - 1) / rc); };
       std::size_t const mc = (q.m + rc - 1) / rc, nc = (q.n + cc - 1) / cc;
       // With an epilogue (blocks of whole rows: fuses), a block runs in parts of micro-kernel rows within
@@ -156,7 +167,11 @@ class MatmulHostKernel {
       std::size_t const nr = simd::gemm_nr;
       auto const up = [](std::size_t v, std::size_t m) { return (v + m - 1) / m * m; };
       bool const tall = q.m >= 4 * q.n && q.n <= 256;
-      return q.n <= nr || tall ? q.n : std::min<std::size_t>(256, up(std::max(nr, (q.n + threads - 1) / threads), nr));
+      if (q.n <= nr || tall) return q.n;
+      // As many panels, of equal columns in whole register panels (576 as 192 x 3, not 256 + 256 + 64).
+      std::size_t const cc = std::min<std::size_t>(256, up(std::max(nr, (q.n + threads - 1) / threads), nr));
+      std::size_t const panels = (q.n + cc - 1) / cc;
+      return up((q.n + panels - 1) / panels, nr);
     }
     /// Whether a run on `threads` threads has blocks of whole rows, so that an epilogue runs on long runs of the
     /// result while they are in the cache (HostKernel::bind_with). Blocks of some columns would hand it rows of 256
