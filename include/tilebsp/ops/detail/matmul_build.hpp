@@ -150,6 +150,14 @@ class MatmulHostKernel {
           std::size_t const p1 = std::min(r1, p0 + part);
           block(at, g, p0, p1, c0, c1);
           EpilogueRuns runs(epilogue, first, sizeof(TO), *writes);
+          // Rows that lie end to end in a range without gaps are one run (no per-row offset arithmetic: 50,176 rows
+          // of 16 columns took 15% of a 1x1 layer's time).
+          if (sc[2] == 1 && sc[1] == static_cast<std::ptrdiff_t>(c1 - c0) && (writes->row == 0 || writes->row == writes->pitch)) {
+            runs.add(first + static_cast<std::ptrdiff_t>(g) * sc[0] + static_cast<std::ptrdiff_t>(p0) * sc[1] + static_cast<std::ptrdiff_t>(c0),
+                     static_cast<std::int64_t>((p1 - p0) * (c1 - c0)));
+            runs.flush();
+            continue;
+          }
           for (std::size_t r = p0; r < p1; ++r) {
             TO const* row = first + static_cast<std::ptrdiff_t>(g) * sc[0] + static_cast<std::ptrdiff_t>(r) * sc[1] +
                             static_cast<std::ptrdiff_t>(c0) * sc[2];
