@@ -267,6 +267,28 @@ TEST_CASE("maps: short segments run as rows, each with its padded tail, across r
     }
 }
 
+TEST_CASE("maps: a long run of short rows runs in several segments of repeated bias rows") {
+  // [2, 301, 20]: 301 positions of 20 channels in one run of rows, more than a segment holds (tiled_elements), so
+  // the segments end inside the run; thread shares (1, 2, 3 threads) end inside segments too.
+  std::vector<std::vector<float>> first;
+  for (bool host : {true, false})
+    for (std::size_t threads : {1u, 2u, 3u}) {
+      tb::Graph g{tb::targets::tiny(4)};
+      auto x = g.add_variable<float>({2, 301, 20}, "x"), bias = g.add_variable<float>({20}, "bias");
+      for (auto const& t : {x, bias}) tb::map_linearly(g, t);
+      tb::Sequence prog;
+      auto y = tb::ops::map<float, float>(g, prog, min(max(_1 + _2, 0.0f), 6.0f), x, bias);
+      tb::Engine e{tb::compile(g, prog), {.host_threads = threads, .host_kernels = host}};
+      auto const xv = tbt::values<float>(12040, false, 31), bv = tbt::values<float>(20, false, 32);
+      e.write(x, xv), e.write(bias, bv);
+      e.run();
+      auto const yv = e.read<float>(y);
+      for (std::size_t i = 0; i < yv.size(); ++i) CHECK(yv[i] == std::min(std::max(xv[i] + bv[i % 20], 0.0f), 6.0f));
+      if (first.empty()) first.push_back(yv);
+      CHECK(yv == first.front());  // bitwise, with and without host kernels, for any thread count
+    }
+}
+
 TEST_CASE("an operand that overlaps the output elsewhere is read before any of it is written") {
   // v[0:47] = v[0:47] + v[1:48] over 4 tiles: the second operand is copied to the pieces' tiles first (an exchange),
   // so every element sums the values from before the map, whatever the order the vertices run in.

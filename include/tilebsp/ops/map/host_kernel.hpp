@@ -97,8 +97,12 @@ class MapHostKernel {
   HostKernel kernel() const { return host_kernel_of(s_); }
 
  private:
-  /// Elements per segment of rows run as one (see run).
-  static constexpr std::size_t tiled_elements = 512;
+  /// Rows shorter than this many elements run several to a segment (see range).
+  static constexpr std::size_t tiled_rows_below = 512;
+  /// Elements per segment of such rows: each segment is an evaluate call, whose setup (the expression and operands
+  /// copied, constants broadcast) a segment of 512 elements paid once per 32 batches; the repeated rows of a bias
+  /// stay within 8 KiB of f32, in L1.
+  static constexpr std::size_t tiled_elements = 2048;
   struct State {
     E e;
     std::uint32_t scalars = 0, segment_scalars = 0;
@@ -141,7 +145,7 @@ class MapHostKernel {
       // is one segment, each repeating operand's row laid out that many times in a buffer of this thread: the same
       // values, element for element.
       std::uint32_t repeating = 0;
-      bool tiled = outer_rank > 0 && !streaming && inner < tiled_elements && out_step == static_cast<std::ptrdiff_t>(inner * width[N]);
+      bool tiled = outer_rank > 0 && !streaming && inner < tiled_rows_below && out_step == static_cast<std::ptrdiff_t>(inner * width[N]);
       for (std::size_t k = 0; k < N && tiled; ++k) {
         if (scalars >> k & 1u) continue;
         if (segment_scalars >> k & 1u) tiled = step[k] == 0;  // one value for all the rows, or not tiled
