@@ -8,7 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <array>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -145,6 +147,69 @@ TEST_CASE("an elementwise host path after a convolution or a matmul runs inside 
     return out;
   };
   auto const want = run(1, false, false);
+  for (std::size_t threads : {1, 2, 3})
+    for (bool fuse : {true, false}) {
+      CAPTURE(threads);
+      CAPTURE(fuse);
+      auto const got = run(threads, true, fuse);
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        CAPTURE(i);
+        REQUIRE(got[i].size() == want[i].size());
+        CHECK(std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)) == 0);
+      }
+    }
+}
+
+TEST_CASE("a bias and clamp after a matmul runs as its gemm's post-op: the same bits, NaN, infinities and -0 included") {
+  // A map of the forms ColumnOp describes (_1 + _2, relu(_1 + _2), min(max(_1 + _2, lo), hi)) over a matmul's result
+  // is applied by the gemm as it stores each value (simd::PostOp) — also where the matmul's blocks are narrower than
+  // its rows and an epilogue would not fuse (the first, 600 columns on 24 rows), over two K blocks of the gemm (K =
+  // 700), and on a last vector of 9 columns (the third). Operands and biases hold NaN, infinities and -0.
+  tb::Graph g{tb::targets::tiny(7, 256 * 1024)};
+  tb::Sequence prog;
+  using namespace tb::expr;
+  auto const variable = [&](tb::Shape const& shape, std::string const& name) {
+    auto t = g.add_variable<float>(shape, name);
+    tb::map_linearly(g, t);
+    return t;
+  };
+  auto const a1 = variable({24, 700}, "a1"), w1 = variable({700, 600}, "w1"), b1 = variable({600}, "b1");
+  auto const a2 = variable({200, 24}, "a2"), w2 = variable({24, 40}, "w2"), b2 = variable({40}, "b2");
+  auto const a3 = variable({50, 16}, "a3"), w3 = variable({16, 41}, "w3"), b3 = variable({41}, "b3");
+  auto const c1 = tb::ops::matmul(g, prog, a1, w1);
+  tb::ops::map_in_place<float, float>(g, prog, relu(_1 + _2), c1, b1);
+  auto const c2 = tb::ops::matmul(g, prog, a2, w2);
+  tb::ops::map_in_place<float, float>(g, prog, min(max(_1 + _2, -0.5f), 0.75f), c2, b2);
+  auto const c3 = tb::ops::matmul(g, prog, a3, w3);
+  tb::ops::map_in_place<float, float>(g, prog, _1 + _2, c3, b3);
+
+  auto const exe = tb::compile(g, {.allow_out_of_memory = true}, prog);
+  float const inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<std::pair<tb::Tensor, std::vector<float>>> inputs;
+  unsigned seed = 40;
+  for (auto const& t : {a1, w1, b1, a2, w2, b2, a3, w3, b3}) {
+    auto v = tbt::values<float>(t.num_elements(), false, seed++);
+    for (std::size_t i = seed % 7; i < v.size(); i += 97) v[i] = std::array<float, 4>{nan, inf, -inf, -0.0f}[i % 4];
+    inputs.emplace_back(t, std::move(v));
+  }
+  auto const run = [&](std::size_t threads, bool host, bool fuse) {
+    tb::Engine e{exe, {.host_threads = threads, .host_kernels = host, .fuse_host_paths = fuse}};
+    for (auto const& [t, v] : inputs) e.write(t, v);
+    e.run();
+    std::size_t fused = 0;
+    auto const profile = e.profile();
+    for (auto const& step : profile.programs[0])
+      if (step.kind == "host_path" && step.label.find("(fused into the host path before)") != std::string::npos) ++fused;
+    CHECK(fused == (host && fuse ? 3u : 0u));
+    std::vector<std::vector<float>> out;
+    for (auto const& t : {c1, c2, c3}) out.push_back(e.read<float>(t));
+    return out;
+  };
+  auto const want = run(1, false, false);
+  std::size_t specials = 0;
+  for (auto const& o : want)
+    for (float v : o) specials += std::isnan(v) || std::isinf(v) ? 1 : 0;
+  CHECK(specials > 0);
   for (std::size_t threads : {1, 2, 3})
     for (bool fuse : {true, false}) {
       CAPTURE(threads);

@@ -44,6 +44,18 @@ struct VarRange {
 /// start) on the calling thread.
 using Epilogue = std::function<void(std::int64_t begin, std::int64_t end)>;
 
+/// An elementwise span that is y[i] = clamp(y[i] + bias[i % columns]) over its range, in place: the bias an f32
+/// vector of `columns` elements at `bias_start` of variable `bias_var` (which the span does not write), then, where
+/// set, max(v, lo) and min(v, hi) as xsimd computes them (ReLU: lo = 0; ReLU6: lo = 0, hi = 6). A producer whose
+/// result has `columns` columns may apply it to each value as it stores it, as oneDNN's bias and eltwise post-ops
+/// do, instead of calling the epilogue on the stored result: the same bits.
+struct ColumnOp {
+  std::uint32_t bias_var = 0;
+  std::int64_t bias_start = 0, columns = 0;
+  bool max_lo = false, min_hi = false;
+  float lo = 0.0f, hi = 0.0f;
+};
+
 /// A host implementation of a span of program (see host_path()). Contract: running the bound task writes bitwise
 /// the same values that the span's body would write to every tensor read after it (an operator's internal
 /// temporaries excepted), so an Engine with host kernels turned off (EngineOptions::host_kernels) computes the
@@ -59,7 +71,8 @@ using Epilogue = std::function<void(std::int64_t begin, std::int64_t end)>;
 ///   are final: every element exactly once, on the thread that wrote it, before the task returns (or binds nothing
 ///   where fusing would not pay: the spans then run one after the other);
 /// - an elementwise span sets `elementwise` (element e of the range is written from element e of the range and
-///   from variables the span does not write) and `bind_elements`, which binds that computation for any part.
+///   from variables the span does not write) and `bind_elements`, which binds that computation for any part; and
+///   `column_op` where it is one (ColumnOp), which bind_with then gets too.
 /// The values are those of the two spans run one after the other.
 struct HostKernel {
   HostKernel() = default;
@@ -68,9 +81,10 @@ struct HostKernel {
 
   std::function<HostTask(HostBinding const&)> bind;
   std::optional<VarRange> writes;
-  std::function<HostTask(HostBinding const&, Epilogue)> bind_with;
+  std::function<HostTask(HostBinding const&, Epilogue, std::optional<ColumnOp> const&)> bind_with;
   std::optional<VarRange> elementwise;
   std::function<Epilogue(HostBinding const&)> bind_elements;
+  std::optional<ColumnOp> column_op;
   explicit operator bool() const noexcept { return static_cast<bool>(bind); }
 };
 

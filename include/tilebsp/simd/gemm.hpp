@@ -60,6 +60,24 @@ struct PackedB {
   std::size_t col;  ///< the call's first column inside the packed columns (a multiple of NR)
 };
 
+/// What a gemm applies to each f32 result of C as it stores it, after alpha and beta (oneDNN's bias and eltwise
+/// post-ops): v = v + bias[j] for column j of the call, then, where set, v = max(v, lo) and v = min(v, hi) — the
+/// instructions of the map `min(max(_1 + _2, lo), hi)` (or `relu(_1 + _2)`, lo = 0) over the stored C, so the bits
+/// are the same as that map run after the product.
+struct PostOp {
+  float const* bias;  ///< the call's column 0
+  float lo = 0.0f, hi = 0.0f;
+  bool max_lo = false, min_hi = false;
+
+  template <class B>
+  B apply(B v, B bias_v) const noexcept {
+    v = v + bias_v;
+    if (max_lo) v = xsimd::max(v, B(lo));
+    if (min_hi) v = xsimd::min(v, B(hi));
+    return v;
+  }
+};
+
 /// Rows of K per cache block: gemm_kc for a gemm (group 0), whole groups for a gemm_ksum with groups of `group`
 /// columns (as many as fit in gemm_ksum_kc, at least one).
 constexpr std::size_t gemm_b_block(std::size_t group = 0) noexcept {
@@ -102,7 +120,7 @@ enum class BRead { packed, direct, masked };
 template <std::size_t R, std::size_t V, BRead Read, bool Sum, class TC>
 __attribute__((always_inline)) inline void micro_kernel(std::size_t kc, std::size_t group, std::size_t kb, float const* a, std::ptrdiff_t ars,
                                                        std::ptrdiff_t acs, float const* b, std::ptrdiff_t brs, MatrixOut<TC> c, std::size_t n,
-                                                       float alpha, float beta, bool load) noexcept {
+                                                       float alpha, float beta, bool load, PostOp const* post = nullptr) noexcept {
   static_assert(R <= 12, "micro_kernel addresses at most twelve rows of A");
   using B = batch<float>;
   constexpr std::size_t N = R * V, W = V * lanes;
@@ -126,6 +144,17 @@ __attribute__((always_inline)) inline void micro_kernel(std::size_t kc, std::siz
     else v.store_unaligned(cr);
   };
   B const al(alpha);
+  // The post-op in locals (C's stores may alias anything behind a pointer), its bias vectors loaded once per block
+  // before the first store, after the products (their registers are free then).
+  bool const has_post = post != nullptr;
+  PostOp const op = has_post ? *post : PostOp{nullptr};
+  B bias_v[V];
+  auto const load_bias = [&]() __attribute__((always_inline)) {
+    if (!has_post) return;
+    TILEBSP_UNROLL
+    for (std::size_t v = 0; v < V; ++v)
+      bias_v[v] = v == V - 1 && tail < lanes ? load_partial(op.bias + v * lanes, tail) : B::load_unaligned(op.bias + v * lanes);
+  };
   // The result of a vector of C from its total v.
   auto const put = [&](std::size_t i, B v) __attribute__((always_inline)) {
     if constexpr (Sum) {
@@ -134,6 +163,7 @@ __attribute__((always_inline)) inline void micro_kernel(std::size_t kc, std::siz
       v = v * al;
       if constexpr (std::is_same_v<TC, float>) {
         if (beta != 0.0f) v = simd::fma(B(beta), load_c(i), v);
+        if (has_post) v = op.apply(v, bias_v[i % V]);
         store_c(i, v);
       } else {
         store_f16(v, &cp(i / V, (i % V) * lanes));
@@ -187,6 +217,7 @@ __attribute__((always_inline)) inline void micro_kernel(std::size_t kc, std::siz
           ((acc[I] = simd::fma(B((I / V < 4 ? ak : I / V < 8 ? ak4 : ak8)[static_cast<std::ptrdiff_t>(I / V % 4) * ars]), bv[I % V], acc[I])), ...);
         }
         if (from_registers) {
+          load_bias();
           (put(I, acc[I]), ...);
           return;
         }
@@ -217,14 +248,17 @@ __attribute__((always_inline)) inline void micro_kernel(std::size_t kc, std::siz
     return;
   }
   if (full && (std::is_same_v<TC, float> || beta == 0.0f)) {
+    load_bias();
     for (std::size_t i = 0; i < N; ++i) put(i, B::load_aligned(&tot[i / V][(i % V) * lanes]));
     return;
   }
   for (std::size_t r = 0; r < R; ++r)
     for (std::size_t j = 0; j < n; ++j) {
       TC& o = cp(r, j);
-      float const v = tot[r][j] * alpha;
-      o = TC(beta != 0.0f ? xsimd::fma(beta, static_cast<float>(o), v) : v);
+      float v = tot[r][j] * alpha;
+      v = beta != 0.0f ? xsimd::fma(beta, static_cast<float>(o), v) : v;
+      if (has_post) v = op.apply(B(v), B(op.bias[j])).get(0);  // the vector instructions, one lane
+      o = TC(v);
     }
 }
 
@@ -232,8 +266,8 @@ __attribute__((always_inline)) inline void micro_kernel(std::size_t kc, std::siz
 template <std::size_t R, std::size_t V, BRead Read, bool Sum, class TC>
 __attribute__((noinline)) void micro_kernel_call(std::size_t kc, std::size_t group, std::size_t kb, float const* a, std::ptrdiff_t ars,
                                                  std::ptrdiff_t acs, float const* b, std::ptrdiff_t brs, MatrixOut<TC> c, std::size_t n,
-                                                 float alpha, float beta, bool load) noexcept {
-  micro_kernel<R, V, Read, Sum>(kc, group, kb, a, ars, acs, b, brs, c, n, alpha, beta, load);
+                                                 float alpha, float beta, bool load, PostOp const* post) noexcept {
+  micro_kernel<R, V, Read, Sum>(kc, group, kb, a, ars, acs, b, brs, c, n, alpha, beta, load, post);
 }
 
 /// Rows of the register block of a gemm_ksum whose groups are single segments (the tile plans' K ranges without
@@ -309,9 +343,9 @@ constexpr std::size_t gemm_panel(std::size_t m, bool direct_b) noexcept {
 template <BRead Read, bool Sum, class TC>
 void micro_kernel_rows(std::size_t rows, std::size_t nr, std::size_t kc, std::size_t group, std::size_t kb, float const* a, std::ptrdiff_t ars,
                        std::ptrdiff_t acs, float const* b, std::ptrdiff_t brs, MatrixOut<TC> c, float alpha, float beta,
-                       bool load) noexcept {
+                       bool load, PostOp const* post) noexcept {
   auto const run = [&]<std::size_t V, std::size_t... R>(std::index_sequence<R...>) {
-    ((rows == R + 1 ? micro_kernel_call<R + 1, V, Read, Sum>(kc, group, kb, a, ars, acs, b, brs, c, nr, alpha, beta, load) : void()), ...);
+    ((rows == R + 1 ? micro_kernel_call<R + 1, V, Read, Sum>(kc, group, kb, a, ars, acs, b, brs, c, nr, alpha, beta, load, post) : void()), ...);
   };
   std::size_t const vectors = (nr + lanes - 1) / lanes;
   if (vectors <= 1) run.template operator()<1>(std::make_index_sequence<gemm_mr>{});
@@ -330,7 +364,7 @@ void micro_kernel_rows(std::size_t rows, std::size_t nr, std::size_t kc, std::si
 template <BRead Read, bool Sum, class TC>
 void panel_rows(std::size_t mc, std::size_t nr, std::size_t kc, std::size_t group, std::size_t kb, float const* a, std::ptrdiff_t astep,
                 std::ptrdiff_t ars, std::ptrdiff_t acs, float const* b, std::ptrdiff_t brs, MatrixOut<TC> c, TC const* next,
-                std::size_t next_cols, float alpha, float beta, bool load) noexcept {
+                std::size_t next_cols, float alpha, float beta, bool load, PostOp const* post = nullptr) noexcept {
   std::size_t const vectors = (nr + lanes - 1) / lanes;
   // Four-vector panels hold at most MR/2 rows (gemm_panel): no full block, all rows go to the edge path.
   std::size_t const full = vectors <= 2 ? mc / gemm_mr * gemm_mr : 0;
@@ -357,7 +391,7 @@ void panel_rows(std::size_t mc, std::size_t nr, std::size_t kc, std::size_t grou
     for (std::size_t r0 = 0; r0 < full; r0 += gemm_mr) {
       prefetch_after(r0);
       micro_kernel<gemm_mr, V, Read, Sum>(kc, group, kb, ablock(r0), ars, acs, b, brs, MatrixOut<TC>{at(r0, 0), c.rs, c.cs}, nr, alpha,
-                                          beta, load);
+                                          beta, load, post);
     }
   };
   if (vectors <= 1) blocks.template operator()<1>();
@@ -365,7 +399,7 @@ void panel_rows(std::size_t mc, std::size_t nr, std::size_t kc, std::size_t grou
   if (full < mc) {
     prefetch_after(full);
     micro_kernel_rows<Read, Sum>(mc - full, nr, kc, group, kb, ablock(full), ars, acs, b, brs, MatrixOut<TC>{at(full, 0), c.rs, c.cs},
-                                 alpha, beta, load);
+                                 alpha, beta, load, post);
   }
 }
 
@@ -424,7 +458,7 @@ namespace detail {
 /// running sum in C).
 template <bool Sum, class TA, class TB, class TC>
 void gemm_blocked(std::size_t m, std::size_t n, std::size_t k, std::size_t group, std::size_t kb, float alpha, Matrix<TA> a, Matrix<TB> b,
-                  float beta, MatrixOut<TC> c, PackedB const* pre = nullptr) {
+                  float beta, MatrixOut<TC> c, PackedB const* pre = nullptr, PostOp const* post = nullptr) {
   auto const cat = [&](std::size_t i, std::size_t j) -> TC& {
     return c.data[static_cast<std::ptrdiff_t>(i) * c.rs + static_cast<std::ptrdiff_t>(j) * c.cs];
   };
@@ -481,6 +515,10 @@ void gemm_blocked(std::size_t m, std::size_t n, std::size_t k, std::size_t group
           std::size_t const next_cols = j0 + panel < jend ? std::min(panel, jend - j0 - panel) : 0;
           // Single-segment groups, several per block, on full panels of A read in place: the running sums in registers.
           bool const ksum_registers = Sum && direct_a && seg >= grp && kc > grp && nr == gemm_nr && c.cs == 1;
+          // The post-op on the last K block, at the panel's columns.
+          PostOp panel_op = post && k0 + kc == k ? *post : PostOp{};
+          panel_op.bias += post && k0 + kc == k ? j0 : 0;
+          PostOp const* panel_post = post && k0 + kc == k ? &panel_op : nullptr;
           auto const run = [&]<BRead Read>() {
             if constexpr (Sum && gemm_ksum_mr > 0 && Read != BRead::masked) {
               if (ksum_registers) {
@@ -489,7 +527,7 @@ void gemm_blocked(std::size_t m, std::size_t n, std::size_t k, std::size_t group
               }
             }
             panel_rows<Read, Sum>(mc, nr, kc, grp, seg, ablk, astep, ars, acs, bpanel, brs, MatrixOut<TC>{&cat(i0, j0), c.rs, c.cs}, next,
-                                  next_cols, alpha, kbeta, k0 > 0);
+                                  next_cols, alpha, kbeta, k0 > 0, panel_post);
           };
           if (read == BRead::packed) run.template operator()<BRead::packed>();
           else if (read == BRead::direct) run.template operator()<BRead::direct>();
@@ -503,15 +541,20 @@ void gemm_blocked(std::size_t m, std::size_t n, std::size_t k, std::size_t group
 /// gemm on B in place (pre null) or packed ahead (pre).
 template <class TA, class TB, class TC>
 void gemm_any(std::size_t m, std::size_t n, std::size_t k, float alpha, Matrix<TA> a, Matrix<TB> b, PackedB const* pre, float beta,
-              MatrixOut<TC> c) {
+              MatrixOut<TC> c, PostOp const* post = nullptr) {
   static_assert(gemm_element<TA> && gemm_element<TB> && gemm_element<TC>, "gemm: operands are float or half");
   if (m == 0 || n == 0) return;
+  if constexpr (!std::is_same_v<TC, float>) post = nullptr;  // never set: simd::gemm's post-ops take an f32 C
   auto const cat = [&](std::size_t i, std::size_t j) -> TC& {
     return c.data[static_cast<std::ptrdiff_t>(i) * c.rs + static_cast<std::ptrdiff_t>(j) * c.cs];
   };
   if (k == 0) {
     for (std::size_t i = 0; i < m; ++i)
-      for (std::size_t j = 0; j < n; ++j) cat(i, j) = TC(beta != 0.0f ? beta * static_cast<float>(cat(i, j)) : 0.0f);
+      for (std::size_t j = 0; j < n; ++j) {
+        float v = beta != 0.0f ? beta * static_cast<float>(cat(i, j)) : 0.0f;
+        if (post) v = post->apply(batch<float>(v), batch<float>(post->bias[j])).get(0);
+        cat(i, j) = TC(v);
+      }
     return;
   }
   if constexpr (!std::is_same_v<TC, float>) {
@@ -524,7 +567,7 @@ void gemm_any(std::size_t m, std::size_t n, std::size_t k, float alpha, Matrix<T
       return;
     }
   }
-  gemm_blocked<false>(m, n, k, k, k, alpha, a, b, beta, c, pre);
+  gemm_blocked<false>(m, n, k, k, k, alpha, a, b, beta, c, pre, post);
 }
 
 template <class TA, class TB>
@@ -551,6 +594,19 @@ void gemm(std::size_t m, std::size_t n, std::size_t k, float alpha, Matrix<TA> a
 template <class TA, class TC>
 void gemm(std::size_t m, std::size_t n, std::size_t k, float alpha, Matrix<TA> a, PackedB b, float beta, MatrixOut<TC> c) {
   detail::gemm_any(m, n, k, alpha, a, Matrix<float>{nullptr, 0, 1}, &b, beta, c);
+}
+/// The product into an f32 C, each result stored as `post` computes it from the product's value: bitwise the
+/// gemm above, then the post-op's map over C (PostOp).
+template <class TA, class TB>
+void gemm(std::size_t m, std::size_t n, std::size_t k, float alpha, Matrix<TA> a, Matrix<TB> b, float beta, MatrixOut<float> c,
+          PostOp const& post) {
+  detail::gemm_any(m, n, k, alpha, a, b, nullptr, beta, c, &post);
+}
+/// The same on B packed ahead.
+template <class TA>
+void gemm(std::size_t m, std::size_t n, std::size_t k, float alpha, Matrix<TA> a, PackedB b, float beta, MatrixOut<float> c,
+          PostOp const& post) {
+  detail::gemm_any(m, n, k, alpha, a, Matrix<float>{nullptr, 0, 1}, &b, beta, c, &post);
 }
 
 /// S[m x n] (f32) = P_0 + P_1 + ... summed in order over the groups of `group` columns of K (the last may be

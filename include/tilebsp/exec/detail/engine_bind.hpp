@@ -46,8 +46,9 @@ TILEBSP_INLINE void exec::detail::EngineCore::bind_host_paths() {
         fused_end_[i] = 0;
         continue;
       }
-      Epilogue epilogue = s_.host_paths[static_cast<std::size_t>(follower[i])].kernel.bind_elements(at);
-      HostTask fused = epilogue ? s_.host_paths[i].kernel.bind_with(at, std::move(epilogue)) : HostTask{};
+      auto const& second = s_.host_paths[static_cast<std::size_t>(follower[i])].kernel;
+      Epilogue epilogue = second.bind_elements(at);
+      HostTask fused = epilogue ? s_.host_paths[i].kernel.bind_with(at, std::move(epilogue), second.column_op) : HostTask{};
       if (fused) r.paths[i] = std::move(fused);
       else fused_end_[i] = 0;
     }

@@ -174,7 +174,14 @@ HostKernel host_kernel_of(std::shared_ptr<State const> const& state) {
   if constexpr (requires { state->writes; }) {
     if (state->writes) {
       k.writes = state->writes;
-      k.bind_with = [s = state](HostBinding const& at, Epilogue epilogue) -> HostTask {
+      k.bind_with = [s = state](HostBinding const& at, Epilogue epilogue, std::optional<ColumnOp> const& op) -> HostTask {
+        // A producer that can apply the span as a post-op (post_op: a bound simd::PostOp, or none) needs no
+        // epilogue, whatever its blocks.
+        if constexpr (requires { s->post_op(at, *op); }) {
+          if (op)
+            if (auto const post = s->post_op(at, *op))
+              return [s, bound = s->bind(at), post = *post](unsigned t, unsigned threads) { s->run(bound, t, threads, nullptr, &post); };
+        }
         if (!s->fuses(at)) return {};
         auto const bound = s->bind(at);
         return [s, bound, epilogue = std::move(epilogue)](unsigned t, unsigned threads) { s->run(bound, t, threads, &epilogue); };
@@ -188,6 +195,7 @@ HostKernel host_kernel_of(std::shared_ptr<State const> const& state) {
         auto const bound = s->bind(at);
         return [s, bound](std::int64_t begin, std::int64_t end) { s->range(bound, begin, end); };
       };
+      if constexpr (requires { state->column_op; }) k.column_op = state->column_op;
     }
   }
   return k;

@@ -101,7 +101,21 @@ class MatmulHostKernel {
       return r;
     }
 
-    void run(Bound const& at, unsigned t, unsigned threads, Epilogue const* epilogue = nullptr) const {
+    /// The bias-and-clamp span after the product as a post-op of its gemm calls (bound to `at`'s memory), where the
+    /// product can apply it: one plan step per output element (no partial sums), f32 results in rows of unit column
+    /// stride, one group, and the op's columns the product's. The span's element i is the result's (row, column)
+    /// in row-major order, so its bias index i % columns is the column.
+    std::optional<simd::PostOp> post_op(HostBinding const& at, ColumnOp const& op) const {
+      auto const& q = plan.problem;
+      if (!std::is_same_v<TO, float> || plan.reduce || q.groups != 1 || q.k == 0 || c->strides[2] != 1 ||
+          op.columns != static_cast<std::int64_t>(q.n))
+        return std::nullopt;
+      simd::PostOp p{reinterpret_cast<float const*>(at(op.bias_var)) + op.bias_start};
+      p.lo = op.lo, p.hi = op.hi, p.max_lo = op.max_lo, p.min_hi = op.min_hi;
+      return p;
+    }
+
+    void run(Bound const& at, unsigned t, unsigned threads, Epilogue const* epilogue = nullptr, simd::PostOp const* post = nullptr) const {
       auto const& q = plan.problem;
       // Output blocks, a share per thread and then what the others left (UnitQueue; a block's values do not depend on
       // the thread or the division). Column panels first (each block reads or packs only its own columns of B), at most
@@ -143,7 +157,7 @@ class MatmulHostKernel {
       at.queue->run(blocks(), t, threads, [&](std::size_t u) {
         std::size_t const g = u / (mc * nc), r0 = u / nc % mc * rc, c0 = u % nc * cc, r1 = std::min(q.m, r0 + rc),
                           c1 = std::min(q.n, c0 + cc);
-        if (!epilogue) return block(at, g, r0, r1, c0, c1);
+        if (!epilogue) return block(at, g, r0, r1, c0, c1, post);
         auto const& sc = c->strides;
         TO const* first = reinterpret_cast<TO const*>(at.c) + c->start;
         for (std::size_t p0 = r0; p0 < r1; p0 += part) {
@@ -185,7 +199,9 @@ class MatmulHostKernel {
     /// result while they are in the cache (HostKernel::bind_with). Blocks of some columns would hand it rows of 256
     /// or fewer: measured slower than the separate pass.
     bool fuses(HostBinding const& at) const { return column_block(at.threads) >= plan.problem.n; }
-    void block(Bound const& at, std::size_t g, std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) const {
+    /// Output block [r0, r1) x [c0, c1) of group g, each value stored through `post` where given (post_op).
+    void block(Bound const& at, std::size_t g, std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1,
+               simd::PostOp const* post = nullptr) const {
       auto const& q = plan.problem;
       auto const& sa = a->strides;
       auto const& sb = b->strides;
@@ -226,6 +242,25 @@ class MatmulHostKernel {
         });
       };
       if (!plan.reduce) {
+        if constexpr (std::is_same_v<TO, float>) {
+          if (post) {  // the last step's gemm stores through the post-op, at the block's columns
+            simd::PostOp op = *post;
+            op.bias += c0;
+            for_steps(0, q.k, [&](std::size_t s, std::size_t s0, std::size_t s1) {
+              float const beta = s > 0 ? 1.0f : 0.0f;
+              simd::MatrixOut<float> const dst = out;
+              if (s1 == q.k) {
+                if (packed) simd::gemm(m, n, s1 - s0, 1.0f, av(s0), simd::PackedB{packed + s0 * at.packed->ld, at.packed->ld, c0}, beta, dst, op);
+                else simd::gemm(m, n, s1 - s0, 1.0f, av(s0), bv(s0), beta, dst, op);
+              } else if (packed) {
+                simd::gemm(m, n, s1 - s0, 1.0f, av(s0), simd::PackedB{packed + s0 * at.packed->ld, at.packed->ld, c0}, beta, dst);
+              } else {
+                simd::gemm(m, n, s1 - s0, 1.0f, av(s0), bv(s0), beta, dst);
+              }
+            });
+            return;
+          }
+        }
         steps(0, q.k, out);
         return;
       }

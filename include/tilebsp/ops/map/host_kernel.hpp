@@ -26,6 +26,24 @@ namespace tilebsp::ops::detail {
 using expr::Types;
 using expr::VT;
 
+/// The forms of an expression that ColumnOp describes, with _1 the result and _2 the bias: _1 + _2, relu(_1 + _2)
+/// and min(max(_1 + _2, lo), hi) (a convolution's bias with ReLU or ReLU6). Sets the clamps; false for any other.
+using BiasAdd = expr::Binary<expr::op::Add, expr::Placeholder<1>, expr::Placeholder<2>>;
+inline bool column_form(BiasAdd const&, ColumnOp&) noexcept { return true; }
+inline bool column_form(expr::Unary<expr::op::Relu, BiasAdd> const&, ColumnOp& c) noexcept {
+  c.max_lo = true, c.lo = 0.0f;
+  return true;
+}
+inline bool column_form(expr::Binary<expr::op::Min, expr::Binary<expr::op::Max, BiasAdd, expr::Constant>, expr::Constant> const& e,
+                        ColumnOp& c) noexcept {
+  c.max_lo = c.min_hi = true, c.lo = static_cast<float>(e.a.b.value), c.hi = static_cast<float>(e.b.value);
+  return true;
+}
+template <class E>
+bool column_form(E const&, ColumnOp&) noexcept {
+  return false;
+}
+
 /// The host kernel of a map: the expression over the output's elements, reading every operand where it lives
 /// (no fetched copies). The output's elements are walked in segments along which each operand is contiguous or
 /// constant; the threads take equal shares of the elements. Each element is computed by the same instructions as
@@ -92,6 +110,19 @@ class MapHostKernel {
       st->elementwise = VarRange{rs.var, rs.start, total, rs.len, rs.step};
     for (std::size_t k = 0; k < N; ++k)
       if (mode[k] == 2) st->segment_scalars |= 1u << k;
+    // A bias (and clamp) in place over f32 channels-last rows: _1 the output's own view, _2 one vector of the
+    // output's innermost extent, constant along the other dimensions (ColumnOp: element i reads bias[i % columns]).
+    if constexpr (N == 2 && In[0] == VT::f32 && In[1] == VT::f32 && Out == VT::f32) {
+      ColumnOp c;
+      auto const& sb = st->strides[1];
+      bool const vector_bias = !shape.empty() && shape.back() > 0 &&
+                               std::all_of(sb.begin(), sb.end() - 1, [](std::int64_t v) { return v == 0; }) &&
+                               (sb.back() == 1 || shape.back() == 1);
+      if (st->elementwise && scalars == 0 && st->var[0] == o->var && st->var[1] != o->var && vector_bias && column_form(e, c)) {
+        c.bias_var = st->var[1], c.bias_start = st->start[1], c.columns = static_cast<std::int64_t>(shape.back());
+        st->column_op = c;
+      }
+    }
     s_ = std::move(st);
   }
   HostKernel kernel() const { return host_kernel_of(s_); }
@@ -114,6 +145,7 @@ class MapHostKernel {
     std::array<std::vector<std::int64_t>, N + 1> strides;
     std::array<std::size_t, N + 1> width{};
     std::optional<VarRange> elementwise;
+    std::optional<ColumnOp> column_op;  ///< where the map is one (HostKernel::column_op)
 
     std::array<std::byte*, N + 1> bind(HostBinding const& at) const {
       std::array<std::byte*, N + 1> base{};
