@@ -17,6 +17,33 @@
 
 namespace tb = tilebsp;
 
+namespace {
+/// Host paths the Engine runs inside the one before them (the profile's "(fused into the host path before)").
+std::size_t fused_paths(tb::Engine const& e) {
+  std::size_t fused = 0;
+  auto const profile = e.profile();
+  for (auto const& step : profile.programs[0])
+    if (step.kind == "host_path" && step.label.find("(fused into the host path before)") != std::string::npos) ++fused;
+  return fused;
+}
+
+/// run(threads, host, fuse) on 1, 2 and 3 threads with host paths, fused and not: every result bitwise `want`.
+template <class Run>
+void same_bits_fused_or_not(Run const& run, std::vector<std::vector<float>> const& want) {
+  for (std::size_t threads : {1, 2, 3})
+    for (bool fuse : {true, false}) {
+      CAPTURE(threads);
+      CAPTURE(fuse);
+      auto const got = run(threads, true, fuse);
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        CAPTURE(i);
+        REQUIRE(got[i].size() == want[i].size());
+        CHECK(std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)) == 0);
+      }
+    }
+}
+}  // namespace
+
 TEST_CASE("host paths write their bodies' bits, for any number of threads") {
   tb::Graph g{tb::targets::tiny(7, 32 * 1024)};
   tb::Sequence prog;
@@ -137,27 +164,13 @@ TEST_CASE("an elementwise host path after a convolution or a matmul runs inside 
     tb::Engine e{exe, {.host_threads = threads, .host_kernels = host, .fuse_host_paths = fuse}};
     for (auto const& [t, v] : inputs) e.write(t, v);
     e.run();
-    std::size_t fused = 0;
-    auto const profile = e.profile();
-    for (auto const& step : profile.programs[0])
-      if (step.kind == "host_path" && step.label.find("(fused into the host path before)") != std::string::npos) ++fused;
-    CHECK(fused == (host && fuse ? 3u : 0u));  // the pointwise convolution, the stem, the matmul
+    CHECK(fused_paths(e) == (host && fuse ? 3u : 0u));  // the pointwise convolution, the stem, the matmul
     std::vector<std::vector<float>> out;
     for (auto const& t : {y1, y2, y3, c, d}) out.push_back(e.read<float>(t));
     return out;
   };
   auto const want = run(1, false, false);
-  for (std::size_t threads : {1, 2, 3})
-    for (bool fuse : {true, false}) {
-      CAPTURE(threads);
-      CAPTURE(fuse);
-      auto const got = run(threads, true, fuse);
-      for (std::size_t i = 0; i < got.size(); ++i) {
-        CAPTURE(i);
-        REQUIRE(got[i].size() == want[i].size());
-        CHECK(std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)) == 0);
-      }
-    }
+  same_bits_fused_or_not(run, want);
 }
 
 TEST_CASE("a bias and clamp after a matmul runs as its gemm's post-op: the same bits, NaN, infinities and -0 included") {
@@ -196,11 +209,7 @@ TEST_CASE("a bias and clamp after a matmul runs as its gemm's post-op: the same 
     tb::Engine e{exe, {.host_threads = threads, .host_kernels = host, .fuse_host_paths = fuse}};
     for (auto const& [t, v] : inputs) e.write(t, v);
     e.run();
-    std::size_t fused = 0;
-    auto const profile = e.profile();
-    for (auto const& step : profile.programs[0])
-      if (step.kind == "host_path" && step.label.find("(fused into the host path before)") != std::string::npos) ++fused;
-    CHECK(fused == (host && fuse ? 3u : 0u));
+    CHECK(fused_paths(e) == (host && fuse ? 3u : 0u));
     std::vector<std::vector<float>> out;
     for (auto const& t : {c1, c2, c3}) out.push_back(e.read<float>(t));
     return out;
@@ -210,17 +219,7 @@ TEST_CASE("a bias and clamp after a matmul runs as its gemm's post-op: the same 
   for (auto const& o : want)
     for (float v : o) specials += std::isnan(v) || std::isinf(v) ? 1 : 0;
   CHECK(specials > 0);
-  for (std::size_t threads : {1, 2, 3})
-    for (bool fuse : {true, false}) {
-      CAPTURE(threads);
-      CAPTURE(fuse);
-      auto const got = run(threads, true, fuse);
-      for (std::size_t i = 0; i < got.size(); ++i) {
-        CAPTURE(i);
-        REQUIRE(got[i].size() == want[i].size());
-        CHECK(std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)) == 0);
-      }
-    }
+  same_bits_fused_or_not(run, want);
 }
 
 TEST_CASE("convolutions write the channels of one tensor (conv_with_output); their epilogues still run inside them") {
@@ -270,11 +269,7 @@ TEST_CASE("convolutions write the channels of one tensor (conv_with_output); the
     unsigned seed = 40;
     for (auto const& t : inputs) e.write(t, tbt::values<float>(t.num_elements(), false, seed++));
     e.run();
-    std::size_t fused = 0;
-    auto const profile = e.profile();
-    for (auto const& step : profile.programs[0])
-      if (step.kind == "host_path" && step.label.find("(fused into the host path before)") != std::string::npos) ++fused;
-    CHECK(fused == (host && fuse ? 6u : 0u));  // each slice's map and each own tensor's
+    CHECK(fused_paths(e) == (host && fuse ? 6u : 0u));  // each slice's map and each own tensor's
     for (std::size_t i = 0; i < layers.size(); ++i) {
       CAPTURE(i);
       auto const a = e.read<float>(slices[i]), b = e.read<float>(own[i]);

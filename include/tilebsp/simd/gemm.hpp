@@ -516,9 +516,9 @@ void gemm_blocked(std::size_t m, std::size_t n, std::size_t k, std::size_t group
           // Single-segment groups, several per block, on full panels of A read in place: the running sums in registers.
           bool const ksum_registers = Sum && direct_a && seg >= grp && kc > grp && nr == gemm_nr && c.cs == 1;
           // The post-op on the last K block, at the panel's columns.
-          PostOp panel_op = post && k0 + kc == k ? *post : PostOp{};
-          panel_op.bias += post && k0 + kc == k ? j0 : 0;
-          PostOp const* panel_post = post && k0 + kc == k ? &panel_op : nullptr;
+          PostOp panel_op{nullptr};
+          PostOp const* panel_post = nullptr;
+          if (post && k0 + kc == k) panel_op = *post, panel_op.bias += j0, panel_post = &panel_op;
           auto const run = [&]<BRead Read>() {
             if constexpr (Sum && gemm_ksum_mr > 0 && Read != BRead::masked) {
               if (ksum_registers) {

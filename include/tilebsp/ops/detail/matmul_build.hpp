@@ -234,34 +234,24 @@ class MatmulHostKernel {
         });
         packed = base;
       }
-      auto const steps = [&](std::size_t k0, std::size_t k1, auto dst) {
+      // `last`: the post-op the last step's gemm stores through (an f32 destination), at the block's columns.
+      auto const steps = [&](std::size_t k0, std::size_t k1, auto dst, simd::PostOp const* last = nullptr) {
         for_steps(k0, k1, [&](std::size_t s, std::size_t s0, std::size_t s1) {
           float const beta = s > 0 ? 1.0f : 0.0f;
-          if (packed) simd::gemm(m, n, s1 - s0, 1.0f, av(s0), simd::PackedB{packed + s0 * at.packed->ld, at.packed->ld, c0}, beta, dst);
-          else simd::gemm(m, n, s1 - s0, 1.0f, av(s0), bv(s0), beta, dst);
+          auto const product = [&](auto const&... op) {
+            if (packed) simd::gemm(m, n, s1 - s0, 1.0f, av(s0), simd::PackedB{packed + s0 * at.packed->ld, at.packed->ld, c0}, beta, dst, op...);
+            else simd::gemm(m, n, s1 - s0, 1.0f, av(s0), bv(s0), beta, dst, op...);
+          };
+          if constexpr (std::is_same_v<decltype(dst), simd::MatrixOut<float>>) {
+            if (last && s1 == k1) return product(*last);
+          }
+          product();
         });
       };
       if (!plan.reduce) {
-        if constexpr (std::is_same_v<TO, float>) {
-          if (post) {  // the last step's gemm stores through the post-op, at the block's columns
-            simd::PostOp op = *post;
-            op.bias += c0;
-            for_steps(0, q.k, [&](std::size_t s, std::size_t s0, std::size_t s1) {
-              float const beta = s > 0 ? 1.0f : 0.0f;
-              simd::MatrixOut<float> const dst = out;
-              if (s1 == q.k) {
-                if (packed) simd::gemm(m, n, s1 - s0, 1.0f, av(s0), simd::PackedB{packed + s0 * at.packed->ld, at.packed->ld, c0}, beta, dst, op);
-                else simd::gemm(m, n, s1 - s0, 1.0f, av(s0), bv(s0), beta, dst, op);
-              } else if (packed) {
-                simd::gemm(m, n, s1 - s0, 1.0f, av(s0), simd::PackedB{packed + s0 * at.packed->ld, at.packed->ld, c0}, beta, dst);
-              } else {
-                simd::gemm(m, n, s1 - s0, 1.0f, av(s0), bv(s0), beta, dst);
-              }
-            });
-            return;
-          }
-        }
-        steps(0, q.k, out);
+        simd::PostOp op{nullptr};
+        if (post) op = *post, op.bias += c0;
+        steps(0, q.k, out, post ? &op : nullptr);
         return;
       }
       bool const in_place = std::is_same_v<TO, float> && !q.accumulate && alpha == 1.0f;
