@@ -10,6 +10,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <utility>
@@ -212,6 +213,83 @@ TEST_CASE("a bias and clamp after a matmul runs as its gemm's post-op: the same 
     CHECK(fused_paths(e) == (host && fuse ? 3u : 0u));
     std::vector<std::vector<float>> out;
     for (auto const& t : {c1, c2, c3}) out.push_back(e.read<float>(t));
+    return out;
+  };
+  auto const want = run(1, false, false);
+  std::size_t specials = 0;
+  for (auto const& o : want)
+    for (float v : o) specials += std::isnan(v) || std::isinf(v) ? 1 : 0;
+  CHECK(specials > 0);
+  same_bits_fused_or_not(run, want);
+}
+
+TEST_CASE("a bias and clamp after a convolution, or a matmul of partial sums, runs as its post-op: the same bits") {
+  // The ColumnOp forms after a convolution whatever its units hold: applied as the depthwise kernels (strided,
+  // 40 channels: a part vector) and the row blocks (stride 1, 48 channels) store each result, over each unit's block
+  // after the other forms (groups of 4 channels, whose lanes are permuted), and over each block once its partial
+  // sums are summed (a convolution and a matmul whose reduction is split over tiles). NaN, infinities and -0 in
+  // the operands and biases.
+  tb::Graph g{tb::targets::tiny(7, 64 * 1024)};
+  tb::Sequence prog;
+  using namespace tb::expr;
+  auto const conv = [&](std::int64_t field, std::size_t in, std::size_t out, std::size_t groups, std::int64_t stride) {
+    tb::ConvParams p;
+    p.batch = 2;
+    p.input_field = {field, field};
+    p.kernel_shape = {3, 3};
+    p.stride = {stride, stride};
+    p.padding_lower = p.padding_upper = {1, 1};
+    p.channels(in, out, groups);
+    auto const src = tb::ops::create_conv_input(g, p);
+    auto const w = tb::ops::create_conv_weights(g, p);
+    return std::array<tb::Tensor, 3>{src, w, tb::ops::conv(g, prog, src, w, p)};
+  };
+  auto const variable = [&](tb::Shape const& shape, std::string const& name) {
+    auto t = g.add_variable<float>(shape, name);
+    tb::map_linearly(g, t);
+    return t;
+  };
+  auto const [x1, w1, y1] = conv(15, 40, 40, 40, 2);  // depthwise, strided
+  auto const b1 = variable({40}, "b1");
+  tb::ops::map_in_place<float, float>(g, prog, relu(_1 + _2), y1, b1);
+  auto const [x2, w2, y2] = conv(14, 48, 48, 48, 1);  // depthwise, row blocks
+  auto const b2 = variable({48}, "b2");
+  tb::ops::map_in_place<float, float>(g, prog, min(max(_1 + _2, 0.0f), 6.0f), y2, b2);
+  auto const [x3, w3, y3] = conv(10, 32, 32, 8, 1);  // groups of 4 channels
+  auto const b3 = variable({32}, "b3");
+  tb::ops::map_in_place<float, float>(g, prog, _1 + _2, y3, b3);
+  auto const [x4, w4, y4] = conv(6, 256, 16, 1, 1);  // weights beyond a tile: reduction split
+  auto const b4 = variable({16}, "b4");
+  tb::ops::map_in_place<float, float>(g, prog, min(max(_1 + _2, -0.5f), 0.75f), y4, b4);
+  auto const a5 = variable({6, 2048}, "a5"), w5 = variable({2048, 24}, "w5"), b5 = variable({24}, "b5");
+  auto const c5 = tb::ops::matmul(g, prog, a5, w5);  // K split over tiles
+  tb::ops::map_in_place<float, float>(g, prog, relu(_1 + _2), c5, b5);
+
+  auto const exe = tb::compile(g, {.allow_out_of_memory = true}, prog);
+  float const inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<std::pair<tb::Tensor, std::vector<float>>> inputs;
+  unsigned seed = 70;
+  // Specials everywhere but in the convolutions' weights: the host kernels skip padding taps, where the vertices
+  // multiply a zero by the weight (docs/04).
+  for (auto const& [t, specials] : std::initializer_list<std::pair<tb::Tensor, bool>>{
+           {x1, true}, {w1, false}, {b1, true}, {x2, true}, {w2, false}, {b2, true}, {x3, true}, {w3, false}, {b3, true},
+           {x4, true}, {w4, false}, {b4, true}, {a5, true}, {w5, true}, {b5, true}}) {
+    auto v = tbt::values<float>(t.num_elements(), false, seed++);
+    for (std::size_t i = seed % 7; specials && i < v.size(); i += 89) v[i] = std::array<float, 4>{nan, inf, -inf, -0.0f}[i % 4];
+    inputs.emplace_back(t, std::move(v));
+  }
+  auto const run = [&](std::size_t threads, bool host, bool fuse) {
+    tb::Engine e{exe, {.host_threads = threads, .host_kernels = host, .fuse_host_paths = fuse}};
+    for (auto const& [t, v] : inputs) e.write(t, v);
+    e.run();
+    CHECK(fused_paths(e) == (host && fuse ? 5u : 0u));
+    auto const profile = e.profile();
+    std::size_t partials = 0;
+    for (auto const& op : profile.operators)
+      for (auto const& plan : op.plans) partials += plan.find("final stage reduces") != std::string::npos ? 1 : 0;
+    CHECK(partials == 2);  // the fourth convolution's and the matmul's
+    std::vector<std::vector<float>> out;
+    for (auto const& t : {y1, y2, y3, y4, c5}) out.push_back(e.read<float>(t));
     return out;
   };
   auto const want = run(1, false, false);

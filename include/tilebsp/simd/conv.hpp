@@ -136,16 +136,51 @@ void strip_positions(ConvLoop const& L, ConvRange const& r, Operand6<TS const> c
 
 }  // namespace detail
 
+/// Applies `post` to block `r` of an f32 channels-last result, already final: bias[channel] for channel
+/// g * dst.stride[4] + c * dst.stride[5]; per row of positions, the block's channels as one run where they lie end
+/// to end, else a run per group.
+inline void conv_post_block(ConvRange const& r, Operand6<float> const& dst, PostOp const& post) noexcept {
+  std::int64_t const ow = r.hi[2] - r.lo[2], cc = r.c1 - r.c0;
+  if (r.n1 <= r.n0 || r.hi[0] <= r.lo[0] || r.hi[1] <= r.lo[1] || ow <= 0 || r.g1 <= r.g0 || cc <= 0) return;
+  bool const one_run = r.g1 - r.g0 == 1 || ((cc == 1 || dst.stride[5] == 1) && dst.stride[4] == cc);
+  for (std::int64_t n = r.n0; n < r.n1; ++n)
+    for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0)
+      for (std::int64_t o1 = r.lo[1]; o1 < r.hi[1]; ++o1)
+        for (std::int64_t g = r.g0; g < (one_run ? r.g0 + 1 : r.g1); ++g) {
+          PostOp op = post;
+          op.bias += g * dst.stride[4] + r.c0 * dst.stride[5];
+          auto const cols = static_cast<std::size_t>(one_run ? (r.g1 - r.g0) * cc : cc);
+          post_op_rows(dst.at(n, o0, o1, r.lo[2], g, r.c0), dst.stride[3], static_cast<std::size_t>(ow), cols, op);
+        }
+}
+
 /// dst(n, o, g, c) = [dst +] sum over taps t (row-major), then j in [j0, j1), of src(n, v(o, t), g, j) *
 /// w(g, t, j, c), for the block `r`; with `load`, each chain continues from the value in dst. A loop marked
 /// winograd runs winograd_forward instead (on `wino`, its weights prepared ahead, when given); a depthwise block
 /// (detail::depthwise_applies) runs detail::depthwise_forward. Register blocks over boxes read their weights
-/// from `packed` where it covers [r.j0, r.j1) (the same floats as packing them here).
+/// from `packed` where it covers [r.j0, r.j1) (the same floats as packing them here). With `post` (an f32
+/// channels-last result: conv_post_block), each result of the block gets it once final: as the depthwise kernels
+/// and row blocks store it, or over the block after the other forms.
 template <class TS, class TW, class TD>
 void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<TW const> const& w,
                   Operand6<TD> const& dst, bool load, WinoWeights const* wino = nullptr,
-                  PackedForwardWeights const* packed = nullptr) {
+                  PackedForwardWeights const* packed = nullptr, PostOp const* post = nullptr) {
   using namespace detail;
+  if constexpr (std::is_same_v<TD, float>) {
+    if (post) {
+      bool const some = L.taps() * (r.j1 - r.j0) > 0 && r.n1 > r.n0 && r.hi[2] > r.lo[2] && r.hi[0] > r.lo[0] && r.hi[1] > r.lo[1];
+      if (!L.winograd && some && depthwise_applies<TS, TW, TD>(L, r, src, dst)) return depthwise_forward(L, r, src, w, dst, load, post);
+      ForwardScratch& fs = forward_scratch();
+      auto cols = conv_columns(r.g0, r.g1, r.c0, r.c1);
+      if (!L.winograd && some && forward_form(L, cols, dst, r.hi[2] - r.lo[2]) == DirectForm::forward_rows &&
+          forward_rows_post(dst, cols)) {
+        source_columns(L, r, src, dst, cols, fs.sidx);
+        return forward_rows(L, r, src, w, dst, load, cols, {fs.sidx.data(), static_cast<std::size_t>(r.j1 - r.j0)}, post);
+      }
+      conv_forward(L, r, src, w, dst, load, wino, packed);
+      return conv_post_block(r, dst, *post);
+    }
+  }
   if (L.winograd) return winograd_forward(L, r, src, w, dst, load, wino);
   auto const& D = L.dim;
   std::int64_t const cj = r.j1 - r.j0;

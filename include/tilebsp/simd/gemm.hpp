@@ -78,6 +78,19 @@ struct PostOp {
   }
 };
 
+/// The post-op over results already stored: `rows` rows of `n` f32 values, `rs` apart, column j taking bias[j]. For
+/// a producer that cannot apply it as it stores (partial sums summed afterwards, the convolutions' many forms), on
+/// each of its blocks while the block is still in the cache: the bits of PostOp::apply, and of the map.
+inline void post_op_rows(float* c, std::ptrdiff_t rs, std::size_t rows, std::size_t n, PostOp const& op) noexcept {
+  using B = batch<float>;
+  PostOp const o = op;  // locals: the stores may alias anything behind a pointer
+  for (std::size_t r = 0; r < rows; ++r, c += rs) {
+    std::size_t j = 0;
+    for (; j + lanes <= n; j += lanes) o.apply(B::load_unaligned(c + j), B::load_unaligned(o.bias + j)).store_unaligned(c + j);
+    if (j < n) store_partial(o.apply(load_partial(c + j, n - j), load_partial(o.bias + j, n - j)), c + j, n - j);
+  }
+}
+
 /// Rows of K per cache block: gemm_kc for a gemm (group 0), whole groups for a gemm_ksum with groups of `group`
 /// columns (as many as fit in gemm_ksum_kc, at least one).
 constexpr std::size_t gemm_b_block(std::size_t group = 0) noexcept {

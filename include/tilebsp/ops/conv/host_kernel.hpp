@@ -3,6 +3,7 @@
 
 #include <tilebsp/ops/conv/vertex.hpp>
 #include <tilebsp/ops/detail/host_work.hpp>
+#include <tilebsp/simd/gemm.hpp>
 #include <tilebsp/simd/partials.hpp>
 
 #include <boost/hana/define_struct.hpp>
@@ -184,7 +185,24 @@ class ConvHostKernel {
       return sp.gc == static_cast<std::int64_t>(plan.problem.groups) && sp.cc == static_cast<std::int64_t>(plan.problem.c);
     }
 
-    void run(Bound const& at, unsigned t, unsigned threads, Epilogue const* epilogue = nullptr) const {
+    /// The bias-and-clamp span after a forward-like pass as a post-op (bound to `at`'s memory), whatever the split:
+    /// applied as row blocks store their results, or over each unit's block once it is final (simd::conv_forward).
+    /// For f32 results whose groups and channels lie end to end (channels-last), the op's columns all of them. The span's element i is then channel i % columns of the result
+    /// (HostKernel::writes equals the span's range: dense, or rows of G * C at one pitch).
+    std::optional<simd::PostOp> post_op(HostBinding const& at, ColumnOp const& op) const {
+      auto const& q = plan.problem;
+      auto const G = static_cast<std::int64_t>(q.groups), C = static_cast<std::int64_t>(q.c);
+      auto const& st = out->strides;
+      if (!std::is_same_v<TO, float> || q.kind == ConvPass::weight_update || !writes || (C > 1 && st[5] != 1) ||
+          (G > 1 && st[4] != C) || op.columns != G * C)
+        return std::nullopt;
+      simd::PostOp p{reinterpret_cast<float const*>(at(op.bias_var)) + op.bias_start};
+      p.lo = op.lo, p.hi = op.hi, p.max_lo = op.max_lo, p.min_hi = op.min_hi;
+      return p;
+    }
+
+    void run(Bound const& at, unsigned t, unsigned threads, Epilogue const* epilogue = nullptr,
+             simd::PostOp const* post = nullptr) const {
       auto const& q = plan.problem;
       bool const wu = q.kind == ConvPass::weight_update;
       auto const s6 = affine_operand6<TS const>(*src, at.src);
@@ -218,7 +236,7 @@ class ConvHostKernel {
           r.lo[0] = (x % no) * oc, r.hi[0] = std::min(D[0].out, r.lo[0] + oc);
           x /= no;
           r.n0 = x * bc, r.n1 = std::min(B, r.n0 + bc);
-          forward_unit(at, r, s6, o6, d6);
+          forward_unit(at, r, s6, o6, d6, post);
           if (epilogue) finished(*epilogue, r, d6);  // the unit's block, while it is in the cache
         } else {
           r.n0 = 0, r.n1 = static_cast<std::int64_t>(q.batch);
@@ -248,8 +266,10 @@ class ConvHostKernel {
     }
 
     /// The plan's reduction structure for one forward-like unit.
+    /// With `post`, each result once final gets it: in the last serial step's stores, or over the block after its
+    /// partials are summed.
     void forward_unit(Bound const& at, simd::ConvRange r, simd::Operand6<TS const> const& s6, simd::Operand6<TW const> const& o6,
-                      simd::Operand6<TO> const& d6) const {
+                      simd::Operand6<TO> const& d6, simd::PostOp const* post = nullptr) const {
       auto const& p = plan;
       auto const J = static_cast<std::int64_t>(p.problem.j);
       simd::WinoWeights const* wino = nullptr;
@@ -278,17 +298,24 @@ class ConvHostKernel {
         pw = {d.data + d.offset[k], static_cast<std::ptrdiff_t>(d.group_floats), s0, s1};
         return &pw;
       };
-      auto const steps = [&](std::int64_t j0, std::int64_t j1, auto const& dst) {
+      // `last`: the post-op the last step stores through (an f32 result).
+      auto const steps = [&](std::int64_t j0, std::int64_t j1, auto const& dst, simd::PostOp const* last = nullptr) {
         p.serial().each(j0, j1, [&](std::size_t s, std::int64_t s0, std::int64_t s1) {
           r.j0 = s0, r.j1 = s1;
           simd::PackedForwardWeights pw;
-          simd::conv_forward(p.problem.loop, r, s6, o6, dst, s > 0, wino, packed_for(s0, s1, pw));
+          simd::conv_forward(p.problem.loop, r, s6, o6, dst, s > 0, wino, packed_for(s0, s1, pw), s1 == j1 ? last : nullptr);
         });
       };
       if (!p.reduce) {
-        steps(0, J, d6);
+        steps(0, J, d6, post);
         return;
       }
+      simd::ConvRange const block = r;
+      auto const finish = [&] {
+        if constexpr (std::is_same_v<TO, float>) {
+          if (post) simd::conv_post_block(block, d6, *post);
+        }
+      };
       // f32 partials of one serial step each are summed in the kernel (simd::conv_forward_parts: the same bits as
       // reduce_unit below).
       if constexpr (std::is_same_v<TP, float>) {
@@ -307,7 +334,7 @@ class ConvHostKernel {
             parts.push_back({share.j0, share.j1, packed_for(share.j0, share.j1, packed[i])});
           }
           if (one_step && simd::conv_forward_parts(p.problem.loop, r, s6, o6, d6, parts, alpha, p.problem.accumulate))
-            return;
+            return finish();
         }
       }
       Index6 const origin{r.n0, r.lo[0], r.lo[1], r.lo[2], r.g0, r.c0};
@@ -318,6 +345,7 @@ class ConvHostKernel {
         steps(share.j0, share.j1, dst);
         return true;
       }, p.parts(), d6);
+      finish();
     }
 
     void gradient_unit(simd::ConvRange r, simd::Operand6<TS const> const& s6, simd::Operand6<TW const> const& o6,

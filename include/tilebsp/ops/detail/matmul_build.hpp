@@ -101,13 +101,14 @@ class MatmulHostKernel {
       return r;
     }
 
-    /// The bias-and-clamp span after the product as a post-op of its gemm calls (bound to `at`'s memory), where the
-    /// product can apply it: one plan step per output element (no partial sums), f32 results in rows of unit column
-    /// stride, one group, and the op's columns the product's. The span's element i is the result's (row, column)
-    /// in row-major order, so its bias index i % columns is the column.
+    /// The bias-and-clamp span after the product as a post-op (bound to `at`'s memory), where the product can apply
+    /// it: f32 results in rows of unit column stride, one group, and the op's columns the product's. The span's
+    /// element i is the result's (row, column) in row-major order, so its bias index i % columns is the column. A plan
+    /// of one step per output element applies it in its gemm calls' stores; one of partial sums over each block once
+    /// the block is summed (simd::post_op_rows).
     std::optional<simd::PostOp> post_op(HostBinding const& at, ColumnOp const& op) const {
       auto const& q = plan.problem;
-      if (!std::is_same_v<TO, float> || plan.reduce || q.groups != 1 || q.k == 0 || c->strides[2] != 1 ||
+      if (!std::is_same_v<TO, float> || q.groups != 1 || q.k == 0 || c->strides[2] != 1 ||
           op.columns != static_cast<std::int64_t>(q.n))
         return std::nullopt;
       simd::PostOp p{reinterpret_cast<float const*>(at(op.bias_var)) + op.bias_start};
@@ -281,10 +282,17 @@ class MatmulHostKernel {
             }
         }
       }
-      if (in_place) return;
-      for (std::size_t r = 0; r < m; ++r) {
-        if (q.accumulate) simd::scale_into<TO, true>(sum + r * n, pc + i(r) * sc[1], sc[2], n, alpha);
-        else simd::scale_into<TO, false>(sum + r * n, pc + i(r) * sc[1], sc[2], n, alpha);
+      if (!in_place)
+        for (std::size_t r = 0; r < m; ++r) {
+          if (q.accumulate) simd::scale_into<TO, true>(sum + r * n, pc + i(r) * sc[1], sc[2], n, alpha);
+          else simd::scale_into<TO, false>(sum + r * n, pc + i(r) * sc[1], sc[2], n, alpha);
+        }
+      if constexpr (std::is_same_v<TO, float>) {
+        if (post) {
+          simd::PostOp op = *post;
+          op.bias += c0;
+          simd::post_op_rows(pc, sc[1], m, n, op);
+        }
       }
     }
     static simd::detail::Scratch& scratch(int which) {

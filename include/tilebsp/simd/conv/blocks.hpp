@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tilebsp/simd/conv/box.hpp>
+#include <tilebsp/simd/gemm.hpp>
 #include <tilebsp/simd/tuning.hpp>
 
 #include <algorithm>
@@ -126,11 +127,13 @@ struct SourceSteps {
 /// `zero_last`: the first and last inputs are zeros (padding), whose steps are skipped. Results go to out + r * os
 /// (V vectors each, lanes permuted by `perm` when given); with `load`, the chains continue from the values there
 /// (lanes gathered by `inv`, the inverse of perm). A source column (XL = xl_source) reads its inputs through
-/// `sl` (see SourceSteps).
+/// `sl` (see SourceSteps). With `post` (and no perm), each result gets it before it leaves the registers, its bias
+/// at post->bias for the column's lanes.
 template <std::size_t R, std::size_t V, std::size_t XL>
 void row_block(std::size_t T, std::ptrdiff_t const* toff, std::ptrdiff_t s, float const* wp, std::ptrdiff_t const* woff,
                std::ptrdiff_t wk, float const* x, float* out, std::ptrdiff_t os, std::int32_t const* perm,
-               std::int32_t const* inv, bool load, bool zero_first, bool zero_last, SourceSteps const& sl = {}) noexcept {
+               std::int32_t const* inv, bool load, bool zero_first, bool zero_last, SourceSteps const& sl = {},
+               PostOp const* post = nullptr) noexcept {
   using B = batch<float>;
   constexpr std::size_t K = row_taps;
   B acc[R][V];
@@ -169,6 +172,17 @@ void row_block(std::size_t T, std::ptrdiff_t const* toff, std::ptrdiff_t s, floa
         for (std::size_t v = 0; v < V; ++v) acc[i - k][v] = simd::fma(xi, w[k][v], acc[i - k][v]);
       }
     }
+  }
+  if (post) {  // the bias loaded after the products, whose weights' registers are free then
+    PostOp const op = *post;
+    B bias[V];
+    TILEBSP_UNROLL
+    for (std::size_t v = 0; v < V; ++v) bias[v] = B::load_unaligned(op.bias + v * lanes);
+    TILEBSP_UNROLL
+    for (std::size_t r = 0; r < R; ++r)
+      TILEBSP_UNROLL
+      for (std::size_t v = 0; v < V; ++v) op.apply(acc[r][v], bias[v]).store_unaligned(out + static_cast<std::ptrdiff_t>(r) * os + v * lanes);
+    return;
   }
   TILEBSP_UNROLL
   for (std::size_t r = 0; r < R; ++r)

@@ -46,7 +46,7 @@ bool depthwise_applies(ConvLoop const& L, ConvRange const& r, Operand6<TS const>
 template <std::size_t P>
 void depthwise_positions(ConvDim const& d2, std::int64_t o2, float const* src, std::ptrdiff_t const* rows, std::size_t nrows,
                          std::ptrdiff_t s3, float const* wp, std::size_t gp, std::int64_t G, float* out, std::ptrdiff_t ds,
-                         bool load) {
+                         bool load, PostOp const* post) {
   auto const K = static_cast<std::size_t>(d2.taps);
   batch<float> const zero(0.0f);
   for (std::int64_t g = 0; g < G; g += static_cast<std::int64_t>(lanes)) {
@@ -73,6 +73,10 @@ void depthwise_positions(ConvDim const& d2, std::int64_t o2, float const* src, s
           acc[p] = fma(x, wv, acc[p]);
         }
       }
+    }
+    if (post) {
+      batch<float> const bias = whole ? batch<float>::load_unaligned(post->bias + g) : load_partial(post->bias + g, n);
+      for (std::size_t p = 0; p < P; ++p) acc[p] = post->apply(acc[p], bias);
     }
     for (std::size_t p = 0; p < P; ++p) {
       float* const o = out + static_cast<std::ptrdiff_t>(p) * ds + g;
@@ -111,7 +115,8 @@ template <std::size_t P, std::size_t K, std::size_t A, bool Whole, std::size_t..
 /// dilation 1): the same chains, each source vector loaded once per row (depthwise_row).
 template <std::size_t P, std::size_t K, std::size_t A>
 void depthwise_inside(ConvDim const& d2, std::int64_t o2, float const* src, std::ptrdiff_t const* rows, std::size_t nrows,
-                      std::ptrdiff_t s3, float const* wp, std::size_t gp, std::int64_t G, float* out, std::ptrdiff_t ds, bool load) {
+                      std::ptrdiff_t s3, float const* wp, std::size_t gp, std::int64_t G, float* out, std::ptrdiff_t ds, bool load,
+                      PostOp const* post) {
   std::ptrdiff_t const first = (o2 * d2.a + d2.c) * s3;  // position 0's first tap in a row
   auto const block = [&]<bool Whole>(std::int64_t g, std::size_t n) {
     batch<float> acc[P];
@@ -137,6 +142,13 @@ void depthwise_inside(ConvDim const& d2, std::int64_t o2, float const* src, std:
       depthwise_row<P, K, A, Whole>(src + rows[k] + first + g, s3, n, wv, acc, std::make_index_sequence<(P - 1) * A + K>{},
                                     std::make_index_sequence<P>{});
     }
+    if (post) {  // the bias loaded after the products, whose weights' registers are free then
+      PostOp const op = *post;
+      batch<float> bias;
+      if constexpr (Whole) bias = batch<float>::load_unaligned(op.bias + g);
+      else bias = load_partial(op.bias + g, n);
+      for (std::size_t i = 0; i < P; ++i) acc[i] = op.apply(acc[i], bias);
+    }
     for (std::size_t i = 0; i < P; ++i) {
       float* const o = out + static_cast<std::ptrdiff_t>(i) * ds + g;
       if constexpr (Whole) acc[i].store_unaligned(o);
@@ -154,7 +166,7 @@ void depthwise_inside(ConvDim const& d2, std::int64_t o2, float const* src, std:
 /// columns: the source is read in place, padding taps multiply zeros.
 template <class TS, class TW, class TD>
 void depthwise_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<TW const> const& w,
-                       Operand6<TD> const& dst, bool load) {
+                       Operand6<TD> const& dst, bool load, PostOp const* post = nullptr) {
   if constexpr (std::is_same_v<TS, float> && std::is_same_v<TW, float> && std::is_same_v<TD, float>) {
     auto const& D = L.dim;
     std::int64_t const G = r.g1 - r.g0;
@@ -169,6 +181,10 @@ void depthwise_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const>
       for (std::int64_t g = 0; g < G; ++g) o[g] = *w.at(r.g0 + g, t0, t1, t2, r.j0, r.c0);
       std::fill(o + G, o + gp, 0.0f);
     }
+    // The post-op at the block's first group (lanes over consecutive groups of one channel: channel g).
+    PostOp block_post{nullptr};
+    if (post) block_post = *post, block_post.bias += r.g0 * dst.stride[4];
+    PostOp const* const gpost = post ? &block_post : nullptr;
     std::array<std::ptrdiff_t, 64> rows{};
     // Offsets in src of (n, v0, v1, 0, g0, j0), from the origin (as Operand6::at, without forming a pointer to the
     // row's virtual start, which a window of the source need not hold).
@@ -183,7 +199,7 @@ void depthwise_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const>
     // Positions whose taps in dimension 2 all read the source, in blocks of PB (fewer at the end), for the kernels of
     // mobilenet's and efficientnet's layers; the others (next to padding, other kernels) one at a time, checked.
     using Inside = void (*)(ConvDim const&, std::int64_t, float const*, std::ptrdiff_t const*, std::size_t, std::ptrdiff_t,
-                            float const*, std::size_t, std::int64_t, float*, std::ptrdiff_t, bool);
+                            float const*, std::size_t, std::int64_t, float*, std::ptrdiff_t, bool, PostOp const*);
     constexpr std::size_t PB = lanes >= 16 ? 12 : 8;  // accumulators, beside K weights and a source vector
     std::array<Inside, 4> fast{};                      // blocks of PB, 4, 2 and 1 positions
     auto const kernels = [&]<std::size_t K, std::size_t A>() {
@@ -212,23 +228,23 @@ void depthwise_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const>
           auto const out = [&](std::int64_t o2) { return dst.at(n, o0, o1, o2, r.g0, r.c0); };
           if (!fast[0]) {  // checked blocks of 8 positions
             for (std::int64_t o2 = r.lo[2]; o2 < r.hi[2]; o2 += 8) {
-              if (r.hi[2] - o2 >= 8) depthwise_positions<8>(D[2], o2, src.data, rows.data(), nrows, s3, wp, gp, G, out(o2), ds, load);
+              if (r.hi[2] - o2 >= 8) depthwise_positions<8>(D[2], o2, src.data, rows.data(), nrows, s3, wp, gp, G, out(o2), ds, load, gpost);
               else
                 for (std::int64_t o = o2; o < r.hi[2]; ++o)
-                  depthwise_positions<1>(D[2], o, src.data, rows.data(), nrows, s3, wp, gp, G, out(o), ds, load);
+                  depthwise_positions<1>(D[2], o, src.data, rows.data(), nrows, s3, wp, gp, G, out(o), ds, load, gpost);
             }
             continue;
           }
           for (std::int64_t o2 = r.lo[2]; o2 < in0; ++o2)
-            depthwise_positions<1>(D[2], o2, src.data, rows.data(), nrows, s3, wp, gp, G, out(o2), ds, load);
+            depthwise_positions<1>(D[2], o2, src.data, rows.data(), nrows, s3, wp, gp, G, out(o2), ds, load, gpost);
           for (std::int64_t o2 = in0; o2 < in1;) {
             std::int64_t const left = in1 - o2;
             std::size_t const b = left >= static_cast<std::int64_t>(PB) ? 0 : left >= 4 ? 1 : left >= 2 ? 2 : 3;
-            fast[b](D[2], o2, src.data, rows.data(), nrows, s3, wp, gp, G, out(o2), ds, load);
+            fast[b](D[2], o2, src.data, rows.data(), nrows, s3, wp, gp, G, out(o2), ds, load, gpost);
             o2 += b == 0 ? static_cast<std::int64_t>(PB) : std::int64_t{4} >> (b - 1);
           }
           for (std::int64_t o2 = std::max(in1, in0); o2 < r.hi[2]; ++o2)
-            depthwise_positions<1>(D[2], o2, src.data, rows.data(), nrows, s3, wp, gp, G, out(o2), ds, load);
+            depthwise_positions<1>(D[2], o2, src.data, rows.data(), nrows, s3, wp, gp, G, out(o2), ds, load, gpost);
         }
   }
 }

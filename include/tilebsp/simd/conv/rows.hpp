@@ -118,13 +118,24 @@ bool source_columns(ConvLoop const& L, ConvRange const& r, Operand6<TS const> co
   }
 }
 
+/// Whether forward_rows applies a post-op to every column of `cols` as it stores: none has permuted lanes.
+template <class TD>
+bool forward_rows_post(Operand6<TD> const& dst, std::vector<ConvColumn> const& cols) {
+  std::ptrdiff_t off[2 * lanes];
+  std::size_t used = 0;
+  return std::all_of(cols.begin(), cols.end(), [&](ConvColumn const& col) { return lane_offsets(dst, col, off, used); });
+}
+
 /// conv_forward for a 3-wide kernel with stride and dilation 1 in dimension 2 (steps (t0, t1, j, t2)) whose
 /// columns all pass row_column: strip by strip, one box each (or the source read in place), output rows in blocks
 /// of row_block, results straight from the registers to dst; weights read in place where a column's lanes are
-/// contiguous f32 there, else packed.
+/// contiguous f32 there, else packed. With `post`, where no column's lanes are permuted (forward_rows_post), each
+/// result gets it as row_block stores it, bias[channel] for channel g * dst.stride[4] + c * dst.stride[5] (the
+/// channels of a channels-last result).
 template <class TS, class TW>
 void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<TW const> const& w,
-                  Operand6<float> const& dst, bool load, std::vector<ConvColumn> const& cols, SourceSteps const& sl) {
+                  Operand6<float> const& dst, bool load, std::vector<ConvColumn> const& cols, SourceSteps const& sl,
+                  PostOp const* post = nullptr) {
   auto const& D = L.dim;
   std::int64_t const cj = r.j1 - r.j0, ow = r.hi[2] - r.lo[2], nrow = r.hi[1] - r.lo[1];
   std::int64_t const T01 = D[0].taps * D[1].taps, T2 = D[2].taps;
@@ -208,6 +219,8 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
             alignas(64) std::int32_t store[lanes], gather[lanes];
             bool const permuted = !lane_offsets(dst, col, off, used) && lane_permutation(off, lanes, store);
             for (std::size_t l = 0; permuted && l < lanes; ++l) gather[l] = static_cast<std::int32_t>(off[l]);
+            PostOp col_post{nullptr};
+            if (post) col_post = *post, col_post.bias += col.g[0] * dst.stride[4] + col.c[0] * dst.stride[5];
             with_column<true>(col, [&]<std::size_t VV, std::size_t XX>() {
               constexpr std::size_t RMAX = row_rows_max(VV);
               if constexpr (RMAX > 0) {
@@ -263,7 +276,7 @@ void forward_rows(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
                     bool const z0 = D[2].source(v2) < 0, z1 = D[2].source(v2 + (i1 - i0) + 1) < 0;
                     with_row_rows<VV, XX>(static_cast<std::size_t>(i1 - i0), [&]<std::size_t RR, std::size_t V2, std::size_t X2>() {
                       row_block<RR, V2, X2>(tr, to, xs2, wt.base, wo, wt.wk, xr + i0 * xs2, d + i0 * ds, ds, permuted ? store : nullptr,
-                                            permuted ? gather : nullptr, load, z0, z1, sl);
+                                            permuted ? gather : nullptr, load, z0, z1, sl, post ? &col_post : nullptr);
                     });
                   }
                 }
