@@ -123,9 +123,7 @@ template <class TD>
 bool forward_rows_post(Operand6<TD> const& dst, std::vector<ConvColumn> const& cols) {
   std::ptrdiff_t off[2 * lanes];
   std::size_t used = 0;
-  return std::all_of(cols.begin(), cols.end(), [&](ConvColumn const& col) {
-    return lane_offsets(dst, col, off, used) && used == col.vectors * lanes;
-  });
+  return std::all_of(cols.begin(), cols.end(), [&](ConvColumn const& col) { return lane_offsets(dst, col, off, used); });
 }
 
 /// conv_forward for a 3-wide kernel with stride and dilation 1 in dimension 2 (steps (t0, t1, j, t2)) whose
