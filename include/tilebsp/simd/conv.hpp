@@ -154,44 +154,25 @@ inline void conv_post_block(ConvRange const& r, Operand6<float> const& dst, Post
         }
 }
 
-/// dst(n, o, g, c) = [dst +] sum over taps t (row-major), then j in [j0, j1), of src(n, v(o, t), g, j) *
-/// w(g, t, j, c), for the block `r`; with `load`, each chain continues from the value in dst. A loop marked
-/// winograd runs winograd_forward instead (on `wino`, its weights prepared ahead, when given); a depthwise block
-/// (detail::depthwise_applies) runs detail::depthwise_forward. Register blocks over boxes read their weights
-/// from `packed` where it covers [r.j0, r.j1) (the same floats as packing them here). With `post` (an f32
-/// channels-last result: conv_post_block), each result of the block gets it once final: as the depthwise kernels
-/// and row blocks store it, or over the block after the other forms.
+namespace detail {
+
+/// conv_forward's forms for block `r`: true where the form applied `post` as it stored each result (the depthwise
+/// kernels; row blocks whose columns' lanes are not permuted), false where it is left to the caller.
 template <class TS, class TW, class TD>
-void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<TW const> const& w,
-                  Operand6<TD> const& dst, bool load, WinoWeights const* wino = nullptr,
-                  PackedForwardWeights const* packed = nullptr, PostOp const* post = nullptr) {
-  using namespace detail;
-  if constexpr (std::is_same_v<TD, float>) {
-    if (post) {
-      bool const some = L.taps() * (r.j1 - r.j0) > 0 && r.n1 > r.n0 && r.hi[2] > r.lo[2] && r.hi[0] > r.lo[0] && r.hi[1] > r.lo[1];
-      if (!L.winograd && some && depthwise_applies<TS, TW, TD>(L, r, src, dst)) return depthwise_forward(L, r, src, w, dst, load, post);
-      ForwardScratch& fs = forward_scratch();
-      auto cols = conv_columns(r.g0, r.g1, r.c0, r.c1);
-      if (!L.winograd && some && forward_form(L, cols, dst, r.hi[2] - r.lo[2]) == DirectForm::forward_rows &&
-          forward_rows_post(dst, cols)) {
-        source_columns(L, r, src, dst, cols, fs.sidx);
-        return forward_rows(L, r, src, w, dst, load, cols, {fs.sidx.data(), static_cast<std::size_t>(r.j1 - r.j0)}, post);
-      }
-      conv_forward(L, r, src, w, dst, load, wino, packed);
-      return conv_post_block(r, dst, *post);
-    }
-  }
-  if (L.winograd) return winograd_forward(L, r, src, w, dst, load, wino);
+bool forward_forms(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<TW const> const& w,
+                   Operand6<TD> const& dst, bool load, WinoWeights const* wino, PackedForwardWeights const* packed,
+                   PostOp const* post) {
+  if (L.winograd) return winograd_forward(L, r, src, w, dst, load, wino), false;
   auto const& D = L.dim;
   std::int64_t const cj = r.j1 - r.j0;
   std::size_t const Q = static_cast<std::size_t>(L.taps() * cj);
   std::int64_t const ow = r.hi[2] - r.lo[2];
-  if (r.n1 <= r.n0 || ow <= 0 || r.hi[0] <= r.lo[0] || r.hi[1] <= r.lo[1] || Q == 0) return;
+  if (r.n1 <= r.n0 || ow <= 0 || r.hi[0] <= r.lo[0] || r.hi[1] <= r.lo[1] || Q == 0) return false;
   // The form (simd/conv/forms.hpp). A 3-wide kernel with stride and dilation 1 in dimension 2 runs its steps
   // (t0, t1, j, t2): as row blocks, or as register blocks of outer (t0, t1, j) x inner t2. Otherwise steps
   // (t0, t1, t2, j), outer (t0, t1[, t2]) x inner ([t2,] j): the taps of dimension 2 join the inner steps when
   // they are consecutive in the box (no kernel dilation there).
-  if (depthwise_applies<TS, TW, TD>(L, r, src, dst)) return depthwise_forward(L, r, src, w, dst, load);
+  if (depthwise_applies<TS, TW, TD>(L, r, src, dst)) return depthwise_forward(L, r, src, w, dst, load, post), true;
   bool const rows_k = row_kernel(L);
   auto cols = conv_columns(r.g0, r.g1, r.c0, r.c1);
   // Broadcast columns read an f32 source with unit channel stride where it lies when no tap of the block reads
@@ -203,10 +184,12 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
   if constexpr (std::is_same_v<TD, float>) {
     if (forward_form(L, cols, dst, ow) == DirectForm::forward_rows) {
       source_columns(L, r, src, dst, cols, fs.sidx);
-      return forward_rows(L, r, src, w, dst, load, cols, {fs.sidx.data(), static_cast<std::size_t>(cj)});
+      bool const in_registers = post && forward_rows_post(dst, cols);
+      forward_rows(L, r, src, w, dst, load, cols, {fs.sidx.data(), static_cast<std::size_t>(cj)}, in_registers ? post : nullptr);
+      return in_registers;
     }
   }
-  if (forward_blocks_source_in_place(L, r, src, cols)) return forward_in_place(L, r, src, w, dst, load, cols);
+  if (forward_blocks_source_in_place(L, r, src, cols)) return forward_in_place(L, r, src, w, dst, load, cols), false;
   fs.toff.resize(T);
   // Batches of columns that read the same input box (broadcast columns of one group), with their packed weights
   // within a quarter of L2 (Blocks::conv_weights): the box is built once per batch.
@@ -254,6 +237,26 @@ void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> cons
       }
     }
     c0 = c1;
+  }
+  return false;
+}
+
+}  // namespace detail
+
+/// dst(n, o, g, c) = [dst +] sum over taps t (row-major), then j in [j0, j1), of src(n, v(o, t), g, j) *
+/// w(g, t, j, c), for the block `r`; with `load`, each chain continues from the value in dst. A loop marked
+/// winograd runs winograd_forward instead (on `wino`, its weights prepared ahead, when given); a depthwise block
+/// (detail::depthwise_applies) runs detail::depthwise_forward. Register blocks over boxes read their weights
+/// from `packed` where it covers [r.j0, r.j1) (the same floats as packing them here). With `post` (an f32
+/// channels-last result: conv_post_block), each result of the block gets it once final: as the depthwise kernels
+/// and row blocks store it, or over the block after the other forms.
+template <class TS, class TW, class TD>
+void conv_forward(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<TW const> const& w,
+                  Operand6<TD> const& dst, bool load, WinoWeights const* wino = nullptr,
+                  PackedForwardWeights const* packed = nullptr, PostOp const* post = nullptr) {
+  bool const applied = detail::forward_forms(L, r, src, w, dst, load, wino, packed, post);
+  if constexpr (std::is_same_v<TD, float>) {
+    if (post && !applied) conv_post_block(r, dst, *post);
   }
 }
 

@@ -186,9 +186,10 @@ class ConvHostKernel {
     }
 
     /// The bias-and-clamp span after a forward-like pass as a post-op (bound to `at`'s memory), whatever the split:
-    /// applied as row blocks store their results, or over each unit's block once it is final (simd::conv_forward).
-    /// For f32 results whose groups and channels lie end to end (channels-last), the op's columns all of them. The span's element i is then channel i % columns of the result
-    /// (HostKernel::writes equals the span's range: dense, or rows of G * C at one pitch).
+    /// applied as the kernels store their results, or over each block once it is final (simd::conv_forward). For
+    /// f32 results whose groups and channels lie end to end (channels-last), the op's columns all of them: the
+    /// span's element i is then channel i % columns of the result (HostKernel::writes equals the span's range:
+    /// dense, or rows of G * C at one pitch).
     std::optional<simd::PostOp> post_op(HostBinding const& at, ColumnOp const& op) const {
       auto const& q = plan.problem;
       auto const G = static_cast<std::int64_t>(q.groups), C = static_cast<std::int64_t>(q.c);
@@ -265,9 +266,8 @@ class ConvHostKernel {
       runs.flush();
     }
 
-    /// The plan's reduction structure for one forward-like unit.
-    /// With `post`, each result once final gets it: in the last serial step's stores, or over the block after its
-    /// partials are summed.
+    /// The plan's reduction structure for one forward-like unit. With `post`, each result once final gets it: in the
+    /// last serial step's stores, or over the block after its partials are summed.
     void forward_unit(Bound const& at, simd::ConvRange r, simd::Operand6<TS const> const& s6, simd::Operand6<TW const> const& o6,
                       simd::Operand6<TO> const& d6, simd::PostOp const* post = nullptr) const {
       auto const& p = plan;

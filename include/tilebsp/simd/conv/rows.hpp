@@ -118,12 +118,14 @@ bool source_columns(ConvLoop const& L, ConvRange const& r, Operand6<TS const> co
   }
 }
 
-/// Whether forward_rows applies a post-op to every column of `cols` as it stores: none has permuted lanes.
+/// Whether forward_rows applies a post-op to every column of `cols` as it stores: all have whole, contiguous lanes.
 template <class TD>
 bool forward_rows_post(Operand6<TD> const& dst, std::vector<ConvColumn> const& cols) {
   std::ptrdiff_t off[2 * lanes];
   std::size_t used = 0;
-  return std::all_of(cols.begin(), cols.end(), [&](ConvColumn const& col) { return lane_offsets(dst, col, off, used); });
+  return std::all_of(cols.begin(), cols.end(), [&](ConvColumn const& col) {
+    return lane_offsets(dst, col, off, used) && used == col.vectors * lanes;
+  });
 }
 
 /// conv_forward for a 3-wide kernel with stride and dilation 1 in dimension 2 (steps (t0, t1, j, t2)) whose
