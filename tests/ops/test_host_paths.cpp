@@ -182,11 +182,12 @@ TEST_CASE("an elementwise host path after a convolution or a matmul runs inside 
   same_bits_fused_or_not(run, want);
 }
 
-TEST_CASE("a bias and clamp after a matmul runs as its gemm's post-op: the same bits, NaN, infinities and -0 included") {
-  // A map of the forms ColumnOp describes (_1 + _2, relu(_1 + _2), min(max(_1 + _2, lo), hi)) over a matmul's result
-  // is applied by the gemm as it stores each value (simd::PostOp) — also where the matmul's blocks are narrower than
-  // its rows and an epilogue would not fuse (the first, 600 columns on 24 rows), over two K blocks of the gemm (K =
-  // 700), and on a last vector of 9 columns (the third). Operands and biases hold NaN, infinities and -0.
+TEST_CASE("a bias and activation after a matmul runs as its gemm's post-op: the same bits, NaN, infinities and -0 included") {
+  // A map of the forms ColumnOp describes (relu(_1 + _2), min(max(_1 + _2, lo), hi), (_1 + _2) * sigmoid(_1 + _2))
+  // over a matmul's result is applied by the gemm as it stores each value (simd::PostOp) — also where the matmul's
+  // blocks are narrower than its rows and an epilogue would not fuse (the first, 600 columns on 24 rows), over two K
+  // blocks of the gemm (K = 700), and on a last vector of 9 columns (the third). Operands and biases hold NaN,
+  // infinities and -0.
   tb::Graph g{tb::targets::tiny(7, 256 * 1024)};
   tb::Sequence prog;
   using namespace tb::expr;
@@ -203,7 +204,7 @@ TEST_CASE("a bias and clamp after a matmul runs as its gemm's post-op: the same 
   auto const c2 = tb::ops::matmul(g, prog, a2, w2);
   tb::ops::map_in_place<float, float>(g, prog, min(max(_1 + _2, -0.5f), 0.75f), c2, b2);
   auto const c3 = tb::ops::matmul(g, prog, a3, w3);
-  tb::ops::map_in_place<float, float>(g, prog, _1 + _2, c3, b3);
+  tb::ops::map_in_place<float, float>(g, prog, (_1 + _2) * sigmoid(_1 + _2), c3, b3);  // SiLU
 
   auto const exe = tb::compile(g, {.allow_out_of_memory = true}, prog);
   float const inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
@@ -228,12 +229,12 @@ TEST_CASE("a bias and clamp after a matmul runs as its gemm's post-op: the same 
   same_bits_fused_or_not(run, want);
 }
 
-TEST_CASE("a bias and clamp after a convolution, or a matmul of partial sums, runs as its post-op: the same bits") {
+TEST_CASE("a bias and activation after a convolution, or a matmul of partial sums, runs as its post-op: the same bits") {
   // The ColumnOp forms after a convolution whatever its units hold: applied as the depthwise kernels (strided,
-  // 40 channels: a part vector) and the row blocks (stride 1, 48 channels) store each result, over each unit's
-  // block after the other forms (groups of 4 channels, whose lanes are permuted), and over each block once its
-  // partial sums are summed (a convolution and a matmul whose reduction is split over tiles). NaN, infinities and
-  // -0 in the operands and biases.
+  // 40 channels: a part vector) and the row blocks (stride 1, 48 channels, SiLU) store each result, over each unit's block
+  // after the other forms (groups of 4 channels, whose lanes are permuted), and over each block once its partial
+  // sums are summed (a convolution and a matmul whose reduction is split over tiles). NaN, infinities and -0 in
+  // the operands and biases.
   tb::Graph g{tb::targets::tiny(7, 64 * 1024)};
   tb::Sequence prog;
   using namespace tb::expr;
@@ -259,7 +260,7 @@ TEST_CASE("a bias and clamp after a convolution, or a matmul of partial sums, ru
   tb::ops::map_in_place<float, float>(g, prog, relu(_1 + _2), y1, b1);
   auto const [x2, w2, y2] = conv(14, 48, 48, 48, 1);  // depthwise, row blocks
   auto const b2 = variable({48}, "b2");
-  tb::ops::map_in_place<float, float>(g, prog, min(max(_1 + _2, 0.0f), 6.0f), y2, b2);
+  tb::ops::map_in_place<float, float>(g, prog, (_1 + _2) * sigmoid(_1 + _2), y2, b2);  // SiLU
   auto const [x3, w3, y3] = conv(10, 32, 32, 8, 1);  // groups of 4 channels
   auto const b3 = variable({32}, "b3");
   tb::ops::map_in_place<float, float>(g, prog, _1 + _2, y3, b3);

@@ -44,15 +44,16 @@ struct VarRange {
 /// start) on the calling thread.
 using Epilogue = std::function<void(std::int64_t begin, std::int64_t end)>;
 
-/// An elementwise span that is y[i] = clamp(y[i] + bias[i % columns]) over its range, in place: the bias an f32
+/// An elementwise span that is y[i] = act(y[i] + bias[i % columns]) over its range, in place: the bias an f32
 /// vector of `columns` elements at `bias_start` of variable `bias_var` (which the span does not write), then, where
-/// set, max(v, lo) and min(v, hi) as xsimd computes them (ReLU: lo = 0; ReLU6: lo = 0, hi = 6). A producer whose
+/// set, max(v, lo) and min(v, hi) as xsimd computes them (ReLU: lo = 0; ReLU6: lo = 0, hi = 6), or v * sigmoid(v)
+/// as a map computes it (`silu`: EfficientNet's activation). A producer whose
 /// result has `columns` columns may apply it to each value as it stores it, as oneDNN's bias and eltwise post-ops
 /// do, instead of calling the epilogue on the stored result: the same bits.
 struct ColumnOp {
   std::uint32_t bias_var = 0;
   std::int64_t bias_start = 0, columns = 0;
-  bool max_lo = false, min_hi = false;
+  bool max_lo = false, min_hi = false, silu = false;
   float lo = 0.0f, hi = 0.0f;
 };
 

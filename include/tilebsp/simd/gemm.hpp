@@ -60,20 +60,28 @@ struct PackedB {
   std::size_t col;  ///< the call's first column inside the packed columns (a multiple of NR)
 };
 
+/// v * sigmoid(v) by the instructions of the map `(_1 + _2) * sigmoid(_1 + _2)` (expr/eval.hpp's sigmoid,
+/// 1 / (1 + exp(-v))), inlined: a call from a kernel's store loop would spill its register block (every vector
+/// register is caller-saved).
+[[gnu::always_inline]] inline batch<float> silu(batch<float> v) noexcept {
+  return v * (batch<float>(1.0f) / (batch<float>(1.0f) + simd::exp(-v)));
+}
+
 /// What a gemm applies to each f32 result of C as it stores it, after alpha and beta (oneDNN's bias and eltwise
-/// post-ops): v = v + bias[j] for column j of the call, then, where set, v = max(v, lo) and v = min(v, hi) — the
-/// instructions of the map `min(max(_1 + _2, lo), hi)` (or `relu(_1 + _2)`, lo = 0) over the stored C, so the bits
-/// are the same as that map run after the product.
+/// post-ops): v = v + bias[j] for column j of the call, then, where set, v = max(v, lo) and v = min(v, hi), or
+/// v = v * sigmoid(v) — the instructions of the map `min(max(_1 + _2, lo), hi)` (or `relu(_1 + _2)`, lo = 0, or
+/// `(_1 + _2) * sigmoid(_1 + _2)`) over the stored C, so the bits are the same as that map run after the product.
 struct PostOp {
   float const* bias;  ///< the call's column 0
   float lo = 0.0f, hi = 0.0f;
-  bool max_lo = false, min_hi = false;
+  bool max_lo = false, min_hi = false, silu = false;
 
-  template <class B>
-  B apply(B v, B bias_v) const noexcept {
+  batch<float> apply(batch<float> v, batch<float> bias_v) const noexcept {
+    using B = batch<float>;
     v = v + bias_v;
     if (max_lo) v = xsimd::max(v, B(lo));
     if (min_hi) v = xsimd::min(v, B(hi));
+    if (silu) v = simd::silu(v);
     return v;
   }
 };

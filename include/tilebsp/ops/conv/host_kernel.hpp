@@ -198,7 +198,7 @@ class ConvHostKernel {
           (G > 1 && st[4] != C) || op.columns != G * C)
         return std::nullopt;
       simd::PostOp p{reinterpret_cast<float const*>(at(op.bias_var)) + op.bias_start};
-      p.lo = op.lo, p.hi = op.hi, p.max_lo = op.max_lo, p.min_hi = op.min_hi;
+      p.lo = op.lo, p.hi = op.hi, p.max_lo = op.max_lo, p.min_hi = op.min_hi, p.silu = op.silu;
       return p;
     }
 

@@ -26,8 +26,9 @@ namespace tilebsp::ops::detail {
 using expr::Types;
 using expr::VT;
 
-/// The forms of an expression that ColumnOp describes, with _1 the result and _2 the bias: _1 + _2, relu(_1 + _2)
-/// and min(max(_1 + _2, lo), hi) (a convolution's bias with ReLU or ReLU6). Sets the clamps; false for any other.
+/// The forms of an expression that ColumnOp describes, with _1 the result and _2 the bias: _1 + _2, relu(_1 + _2),
+/// min(max(_1 + _2, lo), hi) and (_1 + _2) * sigmoid(_1 + _2) (a convolution's bias with ReLU, ReLU6 or SiLU). Sets
+/// the activation; false for any other.
 using BiasAdd = expr::Binary<expr::op::Add, expr::Placeholder<1>, expr::Placeholder<2>>;
 inline bool column_form(BiasAdd const&, ColumnOp&) noexcept { return true; }
 inline bool column_form(expr::Unary<expr::op::Relu, BiasAdd> const&, ColumnOp& c) noexcept {
@@ -37,6 +38,10 @@ inline bool column_form(expr::Unary<expr::op::Relu, BiasAdd> const&, ColumnOp& c
 inline bool column_form(expr::Binary<expr::op::Min, expr::Binary<expr::op::Max, BiasAdd, expr::Constant>, expr::Constant> const& e,
                         ColumnOp& c) noexcept {
   c.max_lo = c.min_hi = true, c.lo = static_cast<float>(e.a.b.value), c.hi = static_cast<float>(e.b.value);
+  return true;
+}
+inline bool column_form(expr::Binary<expr::op::Mul, BiasAdd, expr::Unary<expr::op::Sigmoid, BiasAdd>> const&, ColumnOp& c) noexcept {
+  c.silu = true;
   return true;
 }
 template <class E>
