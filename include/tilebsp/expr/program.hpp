@@ -470,6 +470,12 @@ template <class = void>
     if (ins.op == Opcode::constant) fill_block(ins.type, p.constants[ins.a], reg[ins.reg], wide);
     else if (ins.op == Opcode::operand && (o.scalar >> ins.a & 1u)) fill_scalar(ins);
   }
+  // Where the root is an instruction whose result type is the output's storage type (f32, i32, u32: a store
+  // would copy its register unchanged), it writes whole blocks straight into the output: an operand that shares
+  // the output's memory is the output's own view (ops::map), read at the element it writes, before it writes it.
+  auto const& last = p.code[p.size - 1];
+  bool const direct = last.op != Opcode::operand && last.op != Opcode::constant && result_type(last) == p.out &&
+                      (p.out == VT::f32 || p.out == VT::i32 || p.out == VT::u32);
   for (std::size_t r = 0; r < rows; ++r) {
     if (r > 0) {
       for (std::size_t k = 0; k < max_operands; ++k)
@@ -482,6 +488,7 @@ template <class = void>
     auto* const row_out = static_cast<std::byte*>(out) + static_cast<std::ptrdiff_t>(r) * out_step;
     for (std::size_t s = 0; s < n; s += block) {
       std::size_t const len = std::min(block, n - s), full = (len + L - 1) / L * L;
+      auto* dst = row_out + s * width(p.out);
       for (std::size_t i = 0; i < p.size; ++i) {
         auto const& ins = p.code[i];
         if (ins.op == Opcode::constant) {
@@ -505,13 +512,17 @@ template <class = void>
             load_typed(ins.type, tail, reg[ins.reg], full);
             at[i] = reg[ins.reg];
           }
+        } else if (i + 1 == p.size && direct && len == full) {
+          // The root of a whole block into the output: its register would be copied there unchanged.
+          run_instruction(ins, at[ins.a], at[ins.b], at[ins.c], dst, full);
+          at[i] = nullptr;
         } else {
           run_instruction(ins, at[ins.a], at[ins.b], at[ins.c], reg[ins.reg], full);
           at[i] = reg[ins.reg];
         }
       }
+      if (direct && len == full) continue;
       auto const& root = p.code[p.size - 1];
-      auto* dst = row_out + s * width(p.out);
       if (len == full) {
         store_block(p.out, result_type(root), at[p.size - 1], dst, full);
       } else {
