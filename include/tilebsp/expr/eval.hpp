@@ -199,7 +199,7 @@ auto eval(Unary<Op, A> const& e, O const& o) {
     else if constexpr (std::is_same_v<Op, op::Exp>) return simd::exp(x);
     else if constexpr (std::is_same_v<Op, op::Log>) return xsimd::log(x);
     else if constexpr (std::is_same_v<Op, op::Tanh>) return xsimd::tanh(x);
-    else if constexpr (std::is_same_v<Op, op::Sigmoid>) return B(1) / (B(1) + simd::exp(-x));
+    else if constexpr (std::is_same_v<Op, op::Sigmoid>) return simd::sigmoid(x);
     else if constexpr (std::is_same_v<Op, op::Erf>) return xsimd::erf(x);
     else static_assert(sizeof(Op) == 0, "eval: unknown detail::unary operator");
   }

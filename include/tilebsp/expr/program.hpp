@@ -488,6 +488,7 @@ template <class = void>
     auto* const row_out = static_cast<std::byte*>(out) + static_cast<std::ptrdiff_t>(r) * out_step;
     for (std::size_t s = 0; s < n; s += block) {
       std::size_t const len = std::min(block, n - s), full = (len + L - 1) / L * L;
+      bool const into_out = direct && len == full;  // the root writes this block into the output
       auto* dst = row_out + s * width(p.out);
       for (std::size_t i = 0; i < p.size; ++i) {
         auto const& ins = p.code[i];
@@ -512,16 +513,14 @@ template <class = void>
             load_typed(ins.type, tail, reg[ins.reg], full);
             at[i] = reg[ins.reg];
           }
-        } else if (i + 1 == p.size && direct && len == full) {
-          // The root of a whole block into the output: its register would be copied there unchanged.
+        } else if (i + 1 == p.size && into_out) {
           run_instruction(ins, at[ins.a], at[ins.b], at[ins.c], dst, full);
-          at[i] = nullptr;
         } else {
           run_instruction(ins, at[ins.a], at[ins.b], at[ins.c], reg[ins.reg], full);
           at[i] = reg[ins.reg];
         }
       }
-      if (direct && len == full) continue;
+      if (into_out) continue;
       auto const& root = p.code[p.size - 1];
       if (len == full) {
         store_block(p.out, result_type(root), at[p.size - 1], dst, full);

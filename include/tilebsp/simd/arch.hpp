@@ -43,6 +43,13 @@ inline batch<float> fma(batch<float> const& x, batch<float> const& y, batch<floa
 /// e^x lane by lane, within 2 ulp (simd/isa/: one vscalefps for the power of two on AVX-512).
 inline batch<float> exp(batch<float> const& x) noexcept { return isa::exp<arch>(x, arch{}); }
 
+/// 1 / (1 + e^-x) lane by lane: the expressions' sigmoid (expr/eval.hpp) and the SiLU post-op (simd::silu), one
+/// formula so that the two keep the same bits. Inlined: a call from a kernel's store loop would spill its register
+/// block (every vector register is caller-saved).
+[[gnu::always_inline]] inline batch<float> sigmoid(batch<float> const& x) noexcept {
+  return batch<float>(1.0f) / (batch<float>(1.0f) + exp(-x));
+}
+
 /// acc += a * b with all three in vector registers where the target has a form that guarantees it (AVX-512: GCC
 /// 12 otherwise keeps b in memory in large register blocks); elsewhere simd::fma.
 [[gnu::always_inline]] inline void fma_in_registers(batch<float>& acc, batch<float> const& a,

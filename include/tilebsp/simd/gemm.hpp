@@ -60,12 +60,9 @@ struct PackedB {
   std::size_t col;  ///< the call's first column inside the packed columns (a multiple of NR)
 };
 
-/// v * sigmoid(v) by the instructions of the map `(_1 + _2) * sigmoid(_1 + _2)` (expr/eval.hpp's sigmoid,
-/// 1 / (1 + exp(-v))), inlined: a call from a kernel's store loop would spill its register block (every vector
-/// register is caller-saved).
-[[gnu::always_inline]] inline batch<float> silu(batch<float> v) noexcept {
-  return v * (batch<float>(1.0f) / (batch<float>(1.0f) + simd::exp(-v)));
-}
+/// v * sigmoid(v) by the instructions of the map `(_1 + _2) * sigmoid(_1 + _2)` (simd::sigmoid, as expr/eval.hpp
+/// computes it), inlined as sigmoid is.
+[[gnu::always_inline]] inline batch<float> silu(batch<float> v) noexcept { return v * simd::sigmoid(v); }
 
 /// What a gemm applies to each f32 result of C as it stores it, after alpha and beta (oneDNN's bias and eltwise
 /// post-ops): v = v + bias[j] for column j of the call, then, where set, v = max(v, lo) and v = min(v, hi), or
