@@ -369,3 +369,54 @@ TEST_CASE("convolutions write the channels of one tensor (conv_with_output); the
       CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
     }
 }
+
+TEST_CASE("weight gradients of many partials sum them in the kernel: the vertices' bits, for any number of threads") {
+  // The host path of a weight update whose plan reduces partials over images and rows sums each partial into the
+  // result as the kernel finishes it (simd::conv_weight_gradient_parts); the vertices write each partial and a
+  // reduction sums them. Grouped layers of 4, 16 and 32 channels per group (a vector holding several groups, one,
+  // and half of one with AVX-512), on the ResNeXt planner's IPU, and with the serial steps of a smaller tile memory.
+  struct Layer {
+    std::int64_t field, channels;
+    std::size_t groups;
+    tb::Target target;
+    bool steps;  // the plan has serial steps over rows too
+  };
+  for (Layer const& l : {Layer{28, 128, 32, tb::targets::ipu_mk2(1), false}, Layer{14, 256, 16, tb::targets::ipu_mk2(1), false},
+                         Layer{12, 128, 4, tb::targets::ipu_mk2(1), false}, Layer{16, 32, 2, tb::targets::tiny(16, 48 * 1024), true},
+                         Layer{10, 64, 8, tb::targets::tiny(16, 24 * 1024), true}}) {
+    CAPTURE(l.field);
+    CAPTURE(l.channels);
+    tb::ConvParams p;
+    p.batch = 3;
+    p.input_field = {l.field, l.field};
+    p.kernel_shape = {3, 3};
+    p.padding_lower = p.padding_upper = {1, 1};
+    p.channels(l.channels, l.channels, l.groups);
+    tb::Graph g{l.target};
+    tb::Sequence prog;
+    tb::ConvOptions const o{.available_memory_proportion = 0.3};
+    auto const plan = tb::ops::plan_conv(g, p, tb::ConvPass::weight_update, tb::ElementType::f32, o);
+    CHECK(plan.parts() > 1);
+    CHECK((plan.steps > 1) == l.steps);
+    auto const x = tb::ops::create_conv_input(g, p);
+    auto const dy = g.add_variable<float>(p.output_shape(), "dy");
+    tb::map_linearly(g, dy);
+    auto const dw = tb::ops::conv_weight_gradients(g, prog, dy, x, p, o);
+    auto const exe = tb::compile(g, {.allow_out_of_memory = true}, prog);
+    auto const xv = tbt::values<float>(x.num_elements(), false, 5), yv = tbt::values<float>(dy.num_elements(), false, 6);
+    auto const run = [&](std::size_t threads, bool host) {
+      tb::Engine e{exe, {.host_threads = threads, .host_kernels = host}};
+      e.write(x, xv);
+      e.write(dy, yv);
+      e.run();
+      return e.read<float>(dw);
+    };
+    auto const want = run(1, false);
+    for (std::size_t threads : {1, 2, 3}) {
+      CAPTURE(threads);
+      auto const got = run(threads, true);
+      REQUIRE(got.size() == want.size());
+      CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+    }
+  }
+}

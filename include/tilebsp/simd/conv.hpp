@@ -375,12 +375,46 @@ bool conv_forward_parts(ConvLoop const& L, ConvRange const& r, Operand6<TS const
   return true;
 }
 
+/// One serial step of one partial of a weight gradient (conv_weight_gradient_parts): the images [n0, n1) and the
+/// output positions [lo, hi) of `range`, continuing the chains of the steps of the same partial before it.
+struct GradientStep {
+  std::size_t part = 0;
+  ConvRange range;
+};
+
+namespace detail {
+template <class TS, class TY, class TD>
+void weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<TY const> const& dy,
+                     Operand6<TD> const& dst, bool load, std::vector<GradientStep> const* steps);
+}  // namespace detail
+
 /// dst(g, t, j, c) = [dst +] sum over positions (n, o) of block `r` in row-major order of src(n, v(o, t), g, j) *
 /// dy(n, o, g, c), for every tap t and j in [j0, j1); with `load`, each chain continues from the value in dst.
 template <class TS, class TY, class TD>
 void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src,
                           Operand6<TY const> const& dy, Operand6<TD> const& dst, bool load) {
-  using namespace detail;
+  detail::weight_gradient(L, r, src, dy, dst, load, nullptr);
+}
+
+/// The partials of a weight gradient summed in order, as the final reduction sums them: `steps` in order, each
+/// partial's chains as conv_weight_gradient makes them over its steps (from zero), sum = p0, then sum += p1, ...,
+/// into `sum` (f32). The groups, channels and reduction channels are r's. Returns false, doing nothing, where the
+/// accumulators cannot live in `sum` itself (its layout is not the kernels'): the caller sums the partials then.
+template <class TS, class TY>
+bool conv_weight_gradient_parts(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src,
+                                Operand6<TY const> const& dy, Operand6<float> const& sum,
+                                std::vector<GradientStep> const& steps) {
+  for (auto const& col : detail::conv_columns(r.g0, r.g1, r.c0, r.c1))
+    if (!detail::gradient_column(L, r, src, sum, col).in_place) return false;
+  detail::weight_gradient(L, r, src, dy, sum, false, &steps);
+  return true;
+}
+
+namespace detail {
+/// conv_weight_gradient, or with `steps` conv_weight_gradient_parts (then the accumulators lie in dst).
+template <class TS, class TY, class TD>
+void weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS const> const& src, Operand6<TY const> const& dy,
+                     Operand6<TD> const& dst, bool load, std::vector<GradientStep> const* steps) {
   auto const& D = L.dim;
   std::int64_t const cj = r.j1 - r.j0;
   std::size_t const Q = static_cast<std::size_t>(L.taps() * cj);
@@ -415,6 +449,9 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
       if (in_place) acc = d0;
     }
     if (!acc) acc = conv_scratch(0).get(Q * VL);
+    // With steps, the first partial's chains run in the sum itself (d0), each later one's in a buffer added to it.
+    float* const sum = acc;
+    float* const later = steps ? conv_scratch(0).get(Q * VL) : nullptr;
     // An interleaved column reads a position's output gradients with one load and one permutation.
     alignas(64) std::int32_t yidx[lanes], unused[lanes];
     bool const yperm = !ycontig && std::is_same_v<TY, float> && VL == lanes && lane_permutation(yoff, VL, unused);
@@ -423,16 +460,26 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     // accumulators start from zero: row blocks start each from zero in registers the first time a kernel runs it,
     // and those no kernel ran are zeroed at the end; the register blocks zero them all.
     std::int64_t const chunks_j = (cj + nj - 1) / nj;
-    if (row_blocks) gs.touched.assign(static_cast<std::size_t>(D[0].taps * D[1].taps * chunks_j), load ? 1 : 0);
     auto const started = [&](std::int64_t t01, std::int64_t j) -> unsigned char& {
       return gs.touched[static_cast<std::size_t>(t01 * chunks_j + j / nj)];
     };
-    if (!load) {
-      if (!row_blocks) std::memset(acc, 0, Q * VL * sizeof(float));
-    } else if (!in_place) {  // initial values from dst
+    // Chains that start from zero (a partial's) or from the values in acc (`load`).
+    auto const begin = [&](bool from_acc) {
+      if (row_blocks) gs.touched.assign(static_cast<std::size_t>(D[0].taps * D[1].taps * chunks_j), from_acc ? 1 : 0);
+      else if (!from_acc) std::memset(acc, 0, Q * VL * sizeof(float));
+    };
+    auto const zero_unstarted = [&] {  // the row blocks no kernel started
+      if (row_blocks)
+        for (std::int64_t t01 = 0; t01 < D[0].taps * D[1].taps; ++t01)
+          for (std::int64_t j = 0; j < cj; j += nj)
+            if (!started(t01, j))
+              for (std::int64_t k = 0; k < 3; ++k)
+                std::memset(acc + (t01 * 3 * cj + k * cj + j) * static_cast<std::int64_t>(VL), 0,
+                            static_cast<std::size_t>(std::min(nj, cj - j)) * VL * sizeof(float));
+    };
+    begin(load);
+    if (load && !in_place)  // initial values from dst
       for (std::size_t q = 0; q < Q; ++q) load_lanes(acc + q * VL, d0 + drow[q], doff, VL);
-    }
-    bool const work = r.n1 > r.n0 && ow > 0 && r.hi[0] > r.lo[0] && r.hi[1] > r.lo[1];
     std::array<std::int64_t, 3> const ext{(D[0].taps - 1) * D[0].b + 1, 0, (ow - 1) * D[2].a + (D[2].taps - 1) * D[2].b + 1};
     std::int64_t const strip = strip_rows(L, ext, static_cast<std::size_t>(cj) * XL);
     bool const direct = gc.source_in_place, prefetch_rows = gc.prefetch_rows;
@@ -441,99 +488,116 @@ void conv_weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS con
     std::int64_t const box_row = ext[2] * cj * static_cast<std::int64_t>(XL) * 4;
     std::int64_t const chunk = std::clamp<std::int64_t>(static_cast<std::int64_t>(blocks().l1) / std::max<std::int64_t>(1, box_row) - (D[1].taps - 1) * D[1].b,
                                                         1, std::max<std::int64_t>(1, 128 / ow));
-    float* yrow = work ? conv_scratch(1).get(static_cast<std::size_t>(std::min(strip, chunk) * ow) * VL) : nullptr;
-    for (std::int64_t n = r.n0; work && n < r.n1; ++n)
-      for (std::int64_t o0 = r.lo[0]; o0 < r.hi[0]; ++o0)
-        for (std::int64_t s = r.lo[1]; s < r.hi[1]; s += strip) {
-          std::int64_t const s1 = std::min(r.hi[1], s + strip);
-          StripBox box{};
-          if constexpr (std::is_same_v<TS, float>) {
-            if (direct)
-              box = {src.at(n, o0 * D[0].a + D[0].c, s * D[1].a + D[1].c, D[2].c, col.g[0], r.j0), src.stride[1], src.stride[2],
-                     src.stride[3]};
-          }
-          if (!direct) box = build_strip(L, src, col, n, o0, s, s1, r.lo[2], ow, r.j0, r.j1, row_blocks ? nullptr : qoff.data());
-          auto const [x, xs0, xs1, xs2] = box;
-          for (std::int64_t c0 = s; c0 < s1; c0 += chunk) {
-            std::int64_t const c1 = std::min(s1, c0 + chunk);
-            auto const P = static_cast<std::size_t>((c1 - c0) * ow);
-            if (!row_blocks) poff.resize(P);
-            float* yo = yrow;
-            for (std::int64_t o1 = c0, i = 0; o1 < c1; ++o1) {
-              TY const* yp = dy.at(n, o0, o1, r.lo[2], col.g[0], col.c[0]);
-              for (std::int64_t p = 0; p < ow; ++p, ++i, yp += dy.stride[3], yo += VL) {
-                if (!row_blocks) poff[static_cast<std::size_t>(i)] = (o1 - s) * D[1].a * xs1 + p * D[2].a * xs2;
-                if constexpr (std::is_same_v<TY, float>) {
-                  if (yperm) {
-                    permute_lanes(batch<float>::load_unaligned(yp), yidx).store_aligned(yo);
-                    continue;
-                  }
-                  if (ycontig && yused == VL) {
-                    copy_floats(yo, yp, VL);
-                    continue;
-                  }
-                }
-                load_lanes(yo, yp, yoff, VL);
-              }
+    float* yrow = ow > 0 ? conv_scratch(1).get(static_cast<std::size_t>(std::min(strip, chunk) * ow) * VL) : nullptr;
+    // The positions of one step (r's own, or one of `steps`) into the chains in acc.
+    auto const run = [&](ConvRange const& rs) {
+      bool const work = rs.n1 > rs.n0 && ow > 0 && rs.hi[0] > rs.lo[0] && rs.hi[1] > rs.lo[1];
+      for (std::int64_t n = rs.n0; work && n < rs.n1; ++n)
+        for (std::int64_t o0 = rs.lo[0]; o0 < rs.hi[0]; ++o0)
+          for (std::int64_t s = rs.lo[1]; s < rs.hi[1]; s += strip) {
+            std::int64_t const s1 = std::min(rs.hi[1], s + strip);
+            StripBox box{};
+            if constexpr (std::is_same_v<TS, float>) {
+              if (direct)
+                box = {src.at(n, o0 * D[0].a + D[0].c, s * D[1].a + D[1].c, D[2].c, col.g[0], r.j0), src.stride[1], src.stride[2],
+                       src.stride[3]};
             }
-            with_column(col, [&]<std::size_t VV, std::size_t XX>() {
-              // Rows of inputs that are padding or dilation holes, and a row's first and last input when padding,
-              // are skipped (as in forward_rows: the sums do not change).
-              if (row_blocks) {
-                bool const z0 = D[2].source(D[2].c) < 0, z1 = D[2].source(D[2].c + ow + 1) < 0;
-                for (std::int64_t t01 = 0; t01 < D[0].taps * D[1].taps; ++t01) {
-                  std::int64_t const t0 = t01 / D[1].taps, t1 = t01 % D[1].taps;
-                  if (!D[0].reads(o0, t0)) continue;
-                  auto const valid = [&](std::int64_t o1) { return D[1].reads(o1, t1); };
-                  for (std::int64_t a = c0; a < c1;) {  // runs [a, b) of rows with inputs
-                    if (!valid(a)) {
-                      ++a;
+            if (!direct) box = build_strip(L, src, col, n, o0, s, s1, r.lo[2], ow, r.j0, r.j1, row_blocks ? nullptr : qoff.data());
+            auto const [x, xs0, xs1, xs2] = box;
+            for (std::int64_t c0 = s; c0 < s1; c0 += chunk) {
+              std::int64_t const c1 = std::min(s1, c0 + chunk);
+              auto const P = static_cast<std::size_t>((c1 - c0) * ow);
+              if (!row_blocks) poff.resize(P);
+              float* yo = yrow;
+              for (std::int64_t o1 = c0, i = 0; o1 < c1; ++o1) {
+                TY const* yp = dy.at(n, o0, o1, r.lo[2], col.g[0], col.c[0]);
+                for (std::int64_t p = 0; p < ow; ++p, ++i, yp += dy.stride[3], yo += VL) {
+                  if (!row_blocks) poff[static_cast<std::size_t>(i)] = (o1 - s) * D[1].a * xs1 + p * D[2].a * xs2;
+                  if constexpr (std::is_same_v<TY, float>) {
+                    if (yperm) {
+                      permute_lanes(batch<float>::load_unaligned(yp), yidx).store_aligned(yo);
                       continue;
                     }
-                    std::int64_t b = a + 1;
-                    while (b < c1 && valid(b)) ++b;
-                    for (std::int64_t j = 0; j < cj; j += nj) {
-                      std::size_t const q0 = static_cast<std::size_t>(t01 * 3 * cj + j);
-                      unsigned char& begun = started(t01, j);
-                      // A column's vectors in kernels of KV vectors each (all of them, or one at a time where the
-                      // registers hold more reduction channels of one vector).
-                      constexpr std::size_t KV = grad_kernel_vectors(VV);
-                      for (std::size_t h = 0; h < VV; h += KV)
-                        with_grad_channels<KV, XX>(static_cast<std::size_t>(std::min(nj, cj - j)), [&]<std::size_t RJ, std::size_t V2, std::size_t X2>() {
-                          gradient_row_block<RJ, V2, X2, VV>(static_cast<std::size_t>(b - a), static_cast<std::size_t>(ow),
-                                                             yrow + (a - c0) * ow * static_cast<std::int64_t>(VL) + h * lanes,
-                                                             x + t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + j * static_cast<std::ptrdiff_t>(XX) +
-                                                                 (a - s) * D[1].a * xs1,
-                                                             D[1].a * xs1, xs2, acc + q0 * VL + h * lanes,
-                                                             static_cast<std::ptrdiff_t>(cj * VL), z0, z1, !begun, prefetch_rows);
-                        });
-                      begun = 1;
+                    if (ycontig && yused == VL) {
+                      copy_floats(yo, yp, VL);
+                      continue;
                     }
-                    a = b;
                   }
+                  load_lanes(yo, yp, yoff, VL);
                 }
-                return;
               }
-              constexpr std::size_t RB = block_rows(VV);
-              for (std::size_t q0 = 0; q0 < Q; q0 += RB) {
-                std::size_t const rows = std::min(RB, Q - q0);
-                with_rows<VV, XX>(rows, [&]<std::size_t RR, std::size_t V2, std::size_t X2>() {
-                  gradient_block<RR, V2, X2>(P, yrow, x, poff.data(), qoff.data() + q0, acc + q0 * VL);
-                });
-              }
-            });
+              with_column(col, [&]<std::size_t VV, std::size_t XX>() {
+                // Rows of inputs that are padding or dilation holes, and a row's first and last input when padding,
+                // are skipped (as in forward_rows: the sums do not change).
+                if (row_blocks) {
+                  bool const z0 = D[2].source(D[2].c) < 0, z1 = D[2].source(D[2].c + ow + 1) < 0;
+                  for (std::int64_t t01 = 0; t01 < D[0].taps * D[1].taps; ++t01) {
+                    std::int64_t const t0 = t01 / D[1].taps, t1 = t01 % D[1].taps;
+                    if (!D[0].reads(o0, t0)) continue;
+                    auto const valid = [&](std::int64_t o1) { return D[1].reads(o1, t1); };
+                    for (std::int64_t a = c0; a < c1;) {  // runs [a, b) of rows with inputs
+                      if (!valid(a)) {
+                        ++a;
+                        continue;
+                      }
+                      std::int64_t b = a + 1;
+                      while (b < c1 && valid(b)) ++b;
+                      for (std::int64_t j = 0; j < cj; j += nj) {
+                        std::size_t const q0 = static_cast<std::size_t>(t01 * 3 * cj + j);
+                        unsigned char& begun = started(t01, j);
+                        // A column's vectors in kernels of KV vectors each (all of them, or one at a time where the
+                        // registers hold more reduction channels of one vector).
+                        constexpr std::size_t KV = grad_kernel_vectors(VV);
+                        for (std::size_t h = 0; h < VV; h += KV)
+                          with_grad_channels<KV, XX>(static_cast<std::size_t>(std::min(nj, cj - j)), [&]<std::size_t RJ, std::size_t V2, std::size_t X2>() {
+                            gradient_row_block<RJ, V2, X2, VV>(static_cast<std::size_t>(b - a), static_cast<std::size_t>(ow),
+                                                               yrow + (a - c0) * ow * static_cast<std::int64_t>(VL) + h * lanes,
+                                                               x + t0 * D[0].b * xs0 + t1 * D[1].b * xs1 + j * static_cast<std::ptrdiff_t>(XX) +
+                                                                   (a - s) * D[1].a * xs1,
+                                                               D[1].a * xs1, xs2, acc + q0 * VL + h * lanes,
+                                                               static_cast<std::ptrdiff_t>(cj * VL), z0, z1, !begun, prefetch_rows);
+                          });
+                        begun = 1;
+                      }
+                      a = b;
+                    }
+                  }
+                  return;
+                }
+                constexpr std::size_t RB = block_rows(VV);
+                for (std::size_t q0 = 0; q0 < Q; q0 += RB) {
+                  std::size_t const rows = std::min(RB, Q - q0);
+                  with_rows<VV, XX>(rows, [&]<std::size_t RR, std::size_t V2, std::size_t X2>() {
+                    gradient_block<RR, V2, X2>(P, yrow, x, poff.data(), qoff.data() + q0, acc + q0 * VL);
+                  });
+                }
+              });
+            }
           }
+    };
+    if (!steps) {
+      run(r);
+      zero_unstarted();
+    } else {
+      for (std::size_t i = 0; i < steps->size(); ++i) {
+        GradientStep const& st = (*steps)[i];
+        if (i > 0 && st.part != (*steps)[i - 1].part) {
+          acc = later;
+          begin(false);
         }
-    if (row_blocks)  // the blocks no kernel started
-      for (std::int64_t t01 = 0; t01 < D[0].taps * D[1].taps; ++t01)
-        for (std::int64_t j = 0; j < cj; j += nj)
-          if (!started(t01, j))
-            for (std::int64_t k = 0; k < 3; ++k)
-              std::memset(acc + (t01 * 3 * cj + k * cj + j) * static_cast<std::int64_t>(VL), 0,
-                          static_cast<std::size_t>(std::min(nj, cj - j)) * VL * sizeof(float));
+        run(st.range);
+        if (i + 1 < steps->size() && (*steps)[i + 1].part == st.part) continue;
+        zero_unstarted();  // the partial is complete
+        if (acc != sum)
+          for (std::size_t e = 0; e < Q * VL; e += lanes)
+            (batch<float>::load_unaligned(sum + e) + batch<float>::load_unaligned(acc + e)).store_unaligned(sum + e);
+      }
+      if (steps->empty()) std::memset(sum, 0, Q * VL * sizeof(float));
+    }
     if (!in_place)
       for (std::size_t q = 0; q < Q; ++q) store_lanes(d0 + drow[q], acc + q * VL, doff, VL, gc.dcontig, gc.dused);
   }
 }
+}  // namespace detail
 
 }  // namespace tilebsp::simd

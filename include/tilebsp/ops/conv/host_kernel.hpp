@@ -368,12 +368,28 @@ class ConvHostKernel {
       auto const& D = q.loop.dim;
       Index6 const origin{r.g0, 0, 0, 0, r.j0, r.c0};
       Index6 const shape{r.g1 - r.g0, D[0].taps, D[1].taps, D[2].taps, r.j1 - r.j0, r.c1 - r.c0};
+      auto const exists = [&](simd::ConvRange const& share) { return share.n0 < share.n1 && share.lo[rd] < share.hi[rd]; };
+      // f32 partials: the kernel sums them as it makes them (simd::conv_weight_gradient_parts: the same bits as the
+      // loop below), each column's accumulators in L1 from the first part to the last.
+      auto const whole = [&](simd::Operand6<float> const& sum) {
+        if constexpr (!std::is_same_v<TP, float>) return false;
+        thread_local std::vector<simd::GradientStep> list;
+        list.clear();
+        for (std::size_t i = 0; i < p.parts(); ++i)
+          if (simd::ConvRange const share = p.part(i); exists(share))
+            p.serial().each(share.lo[rd], share.hi[rd], [&](std::size_t, std::int64_t s0, std::int64_t s1) {
+              simd::GradientStep st{i, r};
+              st.range.n0 = share.n0, st.range.n1 = share.n1, st.range.lo[rd] = s0, st.range.hi[rd] = s1;
+              list.push_back(st);
+            });
+        return simd::conv_weight_gradient_parts(q.loop, r, s6, o6, sum, list);
+      };
       reduce_unit(origin, shape, [&](std::size_t part, auto const& dst) {
         simd::ConvRange const share = p.part(part);
-        if (share.n0 >= share.n1 || share.lo[rd] >= share.hi[rd]) return false;
+        if (!exists(share)) return false;
         steps(share.n0, share.n1, share.lo[rd], share.hi[rd], dst);
         return true;
-      }, p.parts(), d6, true);
+      }, p.parts(), d6, true, whole);
     }
 
     /// Computes `parts` partials of a unit-shaped block (part(i, dst) writes partial i, of type TP, into dst and
@@ -383,9 +399,11 @@ class ConvHostKernel {
     /// With `interleave` (weight gradients) and a unit of lanes / C groups of C channels, the partials are laid
     /// out as the kernel's accumulators — group fastest, then channel, then (taps, j) rows a vector apart — so
     /// that conv_weight_gradient accumulates in them in place; otherwise they are row-major.
-    template <class Part>
+    /// `whole`, where given, is tried first: whole(sum) makes the summed block in `sum` (laid out as the partials)
+    /// and returns true, or returns false having done nothing.
+    template <class Part, class Whole = std::nullptr_t>
     void reduce_unit(Index6 const& origin, Index6 const& shape, Part&& part, std::size_t parts,
-                     simd::Operand6<TO> const& d6, bool interleave = false) const {
+                     simd::Operand6<TO> const& d6, bool interleave = false, Whole&& whole = nullptr) const {
       std::size_t const inner = static_cast<std::size_t>(shape[5]);
       std::size_t const elems = static_cast<std::size_t>(shape[0] * shape[1] * shape[2] * shape[3] * shape[4] * shape[5]);
       float* sum = simd::detail::conv_scratch(3).get(elems);
@@ -393,14 +411,20 @@ class ConvHostKernel {
       // one-partial plan, like the 7² weight update's, then needs no buffer at all).
       constexpr bool first_in_sum = std::is_same_v<TP, float>;
       thread_local std::vector<TP> buf;
-      if (!first_in_sum || parts > 1) buf.assign(elems, TP(0.0f));
-      auto op = Block6{origin, shape}.operand(buf.data());
+      auto op = Block6{origin, shape}.operand(static_cast<TP*>(nullptr));
       auto const L = static_cast<std::int64_t>(simd::lanes);
       if (interleave && shape[0] > 1 && shape[0] * shape[5] == L) {
         op.stride[0] = 1, op.stride[5] = shape[0], op.stride[4] = L;  // group, channel, j
         for (std::size_t d = 3; d >= 1; --d) op.stride[d] = op.stride[d + 1] * shape[d + 1];  // taps
       }
       bool first = true;
+      if constexpr (!std::is_same_v<std::decay_t<Whole>, std::nullptr_t>) {
+        simd::Operand6<float> const into_sum{sum, op.stride, op.origin};
+        first = !whole(into_sum);
+        if (!first) parts = 0;
+      }
+      if (parts > 0 && (!first_in_sum || parts > 1)) buf.assign(elems, TP(0.0f));
+      op.data = buf.data();
       for (std::size_t i = 0; i < parts; ++i) {
         if constexpr (first_in_sum) {
           if (first) {
