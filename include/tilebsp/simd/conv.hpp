@@ -588,9 +588,7 @@ void weight_gradient(ConvLoop const& L, ConvRange const& r, Operand6<TS const> c
         run(st.range);
         if (i + 1 < steps->size() && (*steps)[i + 1].part == st.part) continue;
         zero_unstarted();  // the partial is complete
-        if (acc != sum)
-          for (std::size_t e = 0; e < Q * VL; e += lanes)
-            (batch<float>::load_unaligned(sum + e) + batch<float>::load_unaligned(acc + e)).store_unaligned(sum + e);
+        if (acc != sum) add_partial(sum, acc, Q * VL);
       }
       if (steps->empty()) std::memset(sum, 0, Q * VL * sizeof(float));
     }

@@ -33,6 +33,18 @@ void sum_partials(TP const* src, std::ptrdiff_t part_stride, std::ptrdiff_t stri
   }
 }
 
+/// The next partial of a reduction added to its running sum, in f32: sum[e] += part[e] for e < n (the host
+/// kernels' partials, summed in part order as sum_partials sums them).
+template <class TP>
+void add_partial(float* sum, TP const* part, std::size_t n) noexcept {
+  std::size_t e = 0;
+  if constexpr (std::is_same_v<TP, float>) {
+    using B = batch<float>;
+    for (; e + lanes <= n; e += lanes) (B::load_unaligned(sum + e) + B::load_unaligned(part + e)).store_unaligned(sum + e);
+  }
+  for (; e < n; ++e) sum[e] += static_cast<float>(part[e]);
+}
+
 /// The last step of a reduction: out = alpha * s, or out + alpha * s (one fused multiply-add) when accumulating,
 /// for n elements of out at `stride`.
 template <class TO, bool Acc>

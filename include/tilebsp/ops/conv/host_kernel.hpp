@@ -438,7 +438,7 @@ class ConvHostKernel {
         if (first)
           for (std::size_t e = 0; e < elems; ++e) sum[e] = static_cast<float>(buf[e]);
         else
-          for (std::size_t e = 0; e < elems; ++e) sum[e] += static_cast<float>(buf[e]);
+          simd::add_partial(sum, buf.data(), elems);
         first = false;
       }
       if (first) std::fill(sum, sum + elems, 0.0f);  // no piece exists: the sum is empty
