@@ -158,6 +158,13 @@ void Importer::hold(Tensor const& t, std::ptrdiff_t by) {
   }
 }
 
+bool Importer::sole_holder(Value const& v) const {
+  auto const a = v.tensor.affine();
+  if (!a) return false;
+  auto const held = holders.find({v.tensor.graph_id(), a->var});
+  return held == holders.end() || held->second <= 1;
+}
+
 void Importer::written_into(Value const& v, Tensor const& r) {
   if (auto const own = v.tensor.affine(); own && own->var == r.affine()->var) hold(v.tensor, -1);
 }
@@ -265,12 +272,12 @@ Tensor Importer::tensor(Value const& v) {
   return r;
 }
 
-bool Importer::last_reader(std::string const& value) const {
-  if (stages) return sole_consumer(value) == node;
+bool Importer::last_reader(std::string const& value, Node const* reader) const {
+  if (stages) return sole_consumer(value) == reader;
   auto it = consumers.find(value);
   if (graph_outputs.contains(value) || it == consumers.end()) return false;
   return std::all_of(it->second.begin(), it->second.end(), [&](Node const* c) {
-    return c == node || (!on_host.contains(c) && (built.contains(c) || fused.contains(c)));
+    return c == reader || (!on_host.contains(c) && (built.contains(c) || fused.contains(c)));
   });
 }
 

@@ -100,11 +100,17 @@ class Importer {
   /// Whether the node being built is the last to read `value`: every other node that reads it is built (or fused
   /// into one that is), none runs on the host, and it is not a graph output. In a pipelined import, only where the
   /// node is its sole reader (a value may be sent to a later stage after this stage's nodes run).
-  bool last_reader(std::string const& value) const;
+  bool last_reader(std::string const& value) const { return last_reader(value, node); }
+  /// The same for `reader`, a node fused into the one being built (a residual Add).
+  bool last_reader(std::string const& value, Node const* reader) const;
   /// How many values hold each graph variable (graph id, variable): set() counts a value's variables, the model's
   /// inputs count twice (never written). A map writes in place only into a variable that no other value holds.
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::size_t> holders;
   void hold(Tensor const& t, std::ptrdiff_t by);
+  /// Whether no value but `v` holds v's variable (v a view of one variable).
+  bool sole_holder(Value const& v) const;
+  /// A node wrote its result `r` into value `v`'s variable: `v` no longer holds it (the result's value will).
+  void written_into(Value const& v, Tensor const& r);
   /// Concatenations that extend one another share a buffer (ops_tensor.cpp, chained): the buffer in its physical
   /// order, the inputs joined into it so far (their value names, in order), the axis and layout they were joined
   /// along and how far along the axis the buffer is filled.
@@ -244,8 +250,6 @@ class Importer {
   std::optional<std::size_t> reusable_operand(expr::VT result, std::vector<Value const*> const& operands,
                                               std::vector<Tensor> const& physical, Dims const& out) const;
   static expr::Types types_of(std::vector<Tensor> const& physical);
-  /// A map wrote its result `r` into operand `v`'s variable: `v` no longer holds it (the result's value will).
-  void written_into(Value const& v, Tensor const& r);
   Tensor physical(Value const& v, Dims const& out, std::vector<std::size_t> const& layout);
 };
 

@@ -136,13 +136,22 @@ void residual_epilogue(Importer& imp, Tensor const& y, Epilogue const& e, Tensor
   else run(_1 + _2);
 }
 
+/// A residual operand of a convolution's result (fuse_residual): the value, and whether the convolution may write
+/// the sum into it (Importer::last_reader, Importer::sole_holder).
+struct Residual {
+  Value const* value = nullptr;
+  bool writable = false;
+};
+
 /// The convolution of logical (channels-first) `x` with tilebsp weights [G, k..., Ci, Co] and a per-channel
-/// bias (empty: none), then `act`, adding `residual` (a value of the result's shape, null: none) before it.
+/// bias (empty: none), then `act`, adding `residual` (a value of the result's shape, if any) before the bias.
 /// Returns the channels-first view of the channels-last result, which lies in `into` (Importer::join_slot) where
-/// that is given and of the result's type.
+/// that is given and of the result's type, or in the residual's variable where that is writable and not one the
+/// convolution reads: the convolution then adds its sum to the residual's values in place (ops::conv_accumulate),
+/// reading and writing their lines once, as ONNX Runtime's fused Conv + Add does.
 Value convolve(Importer& imp, Value const& x, Window const& w, std::int64_t groups, std::int64_t out_channels,
                std::vector<float> const& weights, std::vector<float> bias, Epilogue const& act, std::string const& name,
-               Value const* residual = nullptr, std::optional<Tensor> const& into = std::nullopt) {
+               Residual const& residual = {}, std::optional<Tensor> const& into = std::nullopt) {
   std::size_t const rank = x.shape.size();
   Dims const field(x.shape.begin() + 2, x.shape.end());
   ConvParams p;
@@ -160,8 +169,21 @@ Value convolve(Importer& imp, Value const& x, Window const& w, std::int64_t grou
   wshape.push_back(p.output_channels);
   Tensor const wt = host_tensor(imp, wshape, weights);
   Tensor const in = imp.tensor(x).dimshuffle(to_last(rank));
+  std::optional<Tensor> sum;  // the residual, channels last, when the convolution accumulates into it
+  if (residual.value && residual.writable && !into) {
+    Tensor const r = imp.tensor(*residual.value).dimshuffle(to_last(rank));
+    auto const var = r.affine()->var;  // one dense variable (fuse_residual)
+    auto const runs = in.element_runs();
+    if (r.element_type() == imp.conv_options().output_type.value_or(in.element_type()) && runs &&
+        std::none_of(runs->runs.begin(), runs->runs.end(), [&](auto const& run) { return run.var == var; }))
+      sum = r;
+  }
   Tensor y;
-  if (into && into->element_type() == in.element_type()) {
+  if (sum) {
+    y = *sum;
+    ops::conv_accumulate(imp.g, imp.prog, in, wt, y, p, imp.conv_options(), name);
+    imp.written_into(*residual.value, y);
+  } else if (into && into->element_type() == in.element_type()) {
     y = *into;
     ops::conv_with_output(imp.g, imp.prog, in, wt, y, p, imp.conv_options(), name);
   } else {
@@ -175,8 +197,8 @@ Value convolve(Importer& imp, Value const& x, Window const& w, std::int64_t grou
     auto const channels = static_cast<std::int64_t>(bias.size());
     b = host_tensor(imp, {channels}, std::move(bias));
   }
-  if (residual) {
-    residual_epilogue(imp, y, act, imp.tensor(*residual).dimshuffle(to_last(rank)), b);
+  if (residual.value && !sum) {
+    residual_epilogue(imp, y, act, imp.tensor(*residual.value).dimshuffle(to_last(rank)), b);
   } else if (b) {
     if (half_type) epilogue<half>(imp, y, act, *b);
     else epilogue<float>(imp, y, act, *b);
@@ -281,21 +303,23 @@ Epilogue fuse_activation(Importer& imp, std::string& value, std::size_t rank) {
 /// tiles), when its other operand is a tensor of that shape already computed, in this pipeline stage, lying
 /// channels last as well (ResNet's identity, or the projection its ONNX order computes first): marked fused, with
 /// `value` renamed to the Add's result, and that operand returned. The convolution's epilogue then adds it on the
-/// way (bias, residual and activation in one pass over the result, as ONNX Runtime fuses them). Null: none.
-Value const* fuse_residual(Importer& imp, std::string& value, Dims const& shape, ElementType type) {
+/// way: into the operand itself where the Add is its last reader and no other value holds it (Residual::writable),
+/// else with the bias and activation in one pass over the result. None: Residual::value null.
+Residual fuse_residual(Importer& imp, std::string& value, Dims const& shape, ElementType type) {
   Node const* add = imp.sole_consumer(value);
   if (!add || add->op_type != "Add" || add->inputs.size() != 2 || add->outputs.size() != 1 || add->inputs[0] == add->inputs[1] ||
       !add->attributes.empty())
-    return nullptr;
-  Value const* other = imp.lookup(add->inputs[0] == value ? add->inputs[1] : add->inputs[0]);
+    return {};
+  std::string const& name = add->inputs[0] == value ? add->inputs[1] : add->inputs[0];
+  Value const* other = imp.lookup(name);
   if (!other || other->constant || other->host_read || !other->zero_lower.empty() || other->shape != shape ||
       other->stage != imp.stage || !other->tensor.valid() || other->tensor.element_type() != type)
-    return nullptr;
+    return {};
   auto const flat = imp.tensor(*other).dimshuffle(to_last(shape.size())).flatten().affine();
-  if (!flat || flat->strides.size() != 1 || flat->strides[0] != 1) return nullptr;
+  if (!flat || flat->strides.size() != 1 || flat->strides[0] != 1) return {};
   imp.fused.insert(add);
   value = add->outputs[0];
-  return other;
+  return {other, imp.last_reader(name, add) && imp.sole_holder(*other)};
 }
 
 /// A value whose zeros a Pad left to this node (Value::zero_lower): the unpadded value, the zeros added to `w`'s
@@ -372,7 +396,7 @@ void conv(Importer& imp, Node const& n) {
   Value const src = unpadded(x, padded);
   Dims out_shape{x.shape[0], M};
   for (std::size_t d = 0; d + 2 < rank; ++d) out_shape.push_back(out_size(padded, Dims(src.shape.begin() + 2, src.shape.end()), d));
-  Value const* residual = fuse_residual(imp, out_name, out_shape, imp.float_type());
+  Residual const residual = fuse_residual(imp, out_name, out_shape, imp.float_type());
   Epilogue const act = fuse_activation(imp, out_name, out_shape.size());
   std::optional<Tensor> const into = imp.join_slot(out_name, out_shape, imp.tensor(src).element_type());
   Value y = convolve(imp, src, padded, G, M, wt, std::move(bias), act, n.name, residual, into);

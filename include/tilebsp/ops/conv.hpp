@@ -53,6 +53,14 @@ template <class T, class = detail::only<T, Tensor>>
 void conv_with_output(Graph& g, Sequence& prog, T const& in, T const& weights, T const& out, ConvParams const& params,
                       ConvOptions const& options = {}, std::string const& name = "conv");
 
+/// acc += the convolution of `in` with `weights`: a residual block's sum in the convolution itself, where the
+/// accumulator's values are read and written once (oneDNN's sum post-op; PopLibs' matMulAcc for a convolution).
+/// The plan's partials are summed as conv sums them and the sum is added to acc (params.output_shape(), of the
+/// result's type) once, in the result's type. acc keeps its mapping. Throws what conv_with_output throws, acc in place of `out`.
+template <class T, class = detail::only<T, Tensor>>
+void conv_accumulate(Graph& g, Sequence& prog, T const& in, T const& weights, T const& acc, ConvParams const& params,
+                     ConvOptions const& options = {}, std::string const& name = "conv");
+
 /// Input gradients of the convolution: from `grad_out` ([N, out_field..., G * C_out]) and the forward weights,
 /// returns [N, field..., G * C_in] — a forward-like pass over the flipped, transposed weights with the input
 /// dilated by the stride. Same errors as conv.
@@ -85,6 +93,8 @@ void add_bias(Graph& g, Sequence& prog, T const& acts, T const& bias);
                    std::string const&))                                                                            \
   X(void, conv_with_output, (Graph&, Sequence&, Tensor const&, Tensor const&, Tensor const&, ConvParams const&,    \
                              ConvOptions const&, std::string const&))                                              \
+  X(void, conv_accumulate, (Graph&, Sequence&, Tensor const&, Tensor const&, Tensor const&, ConvParams const&,     \
+                            ConvOptions const&, std::string const&))                                               \
   X(Tensor, conv_backward_input, (Graph&, Sequence&, Tensor const&, Tensor const&, ConvParams const&,              \
                                   ConvOptions const&, std::string const&))                                         \
   X(Tensor, conv_weight_gradients, (Graph&, Sequence&, Tensor const&, Tensor const&, ConvParams const&,            \

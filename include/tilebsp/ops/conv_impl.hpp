@@ -341,7 +341,7 @@ void forward_into(Graph& g, Sequence& prog, ConvProblem const& q, T const& in, T
   if (q.implementation == ConvImplementation::pointwise_matmul) {
     Tensor const w3 = weights.reshape({G, q.j, q.c});
     Tensor const a = subsampled_input(g, prog, in, params, name);
-    pointwise(g, prog, as_matrices(a, G), w3, as_matrices(out, G), map_out, false, 1.0f, options, name);
+    pointwise(g, prog, as_matrices(a, G), w3, as_matrices(out, G), map_out, q.accumulate, 1.0f, options, name);
     return;
   }
   ConvViews const v{activations6(in, r, G), weights6(weights, r), activations6(out, r, G)};
@@ -349,6 +349,21 @@ void forward_into(Graph& g, Sequence& prog, ConvProblem const& q, T const& in, T
 }
 /// Whether tensors a and b have a variable in common (map's tests: elsewhere, or the same view).
 inline bool share_variable(Tensor const& a, Tensor const& b) { return overlaps_elsewhere(a, b) || same_view(a, b); }
+/// Validates a forward pass's given output `out` (conv_with_output, conv_accumulate): its shape, its type and no
+/// variable shared with an operand.
+inline void check_forward_output(char const* op, Graph const& g, ConvProblem const& q, Tensor const& in,
+                                 Tensor const& weights, Tensor const& out, ConvParams const& params) {
+  g.check_tensor(op, out);
+  if (out.shape() != params.output_shape())
+    throw shape_error(std::string(op) + ": the output is " + to_string(out.shape()) + " but the parameters need " +
+                      to_string(params.output_shape()));
+  if (out.element_type() != q.output)
+    throw type_error(std::string(op) + ": the output is " + std::string(name_of(out.element_type())) +
+                     " but the result is " + std::string(name_of(q.output)));
+  if (share_variable(out, in) || share_variable(out, weights))
+    throw write_conflict_error(std::string(op) + ": the output shares a variable with the " +
+                               (share_variable(out, in) ? "inputs" : "weights"));
+}
 }  // namespace detail
 
 template <class T, class>
@@ -367,20 +382,22 @@ void conv_with_output(Graph& g, Sequence& prog, T const& in, T const& weights, T
   char const* op = "conv_with_output";
   OperatorScope const scope(g, op, name, simd::isa_name());
   ConvProblem const q = detail::forward_problem(op, g, in, weights, params, options);
-  g.check_tensor(op, out);
-  if (out.shape() != params.output_shape())
-    throw shape_error(std::string(op) + ": the output is " + to_string(out.shape()) + " but the parameters need " +
-                      to_string(params.output_shape()));
-  if (out.element_type() != q.output)
-    throw type_error(std::string(op) + ": the output is " + std::string(name_of(out.element_type())) +
-                     " but the result is " + std::string(name_of(q.output)));
-  if (detail::share_variable(out, in) || detail::share_variable(out, weights))
-    throw write_conflict_error(std::string(op) + ": the output shares a variable with the " +
-                               (detail::share_variable(out, in) ? "inputs" : "weights"));
+  detail::check_forward_output(op, g, q, in, weights, out, params);
   auto const none = [](std::int64_t, std::int64_t, std::uint32_t) {};
   auto const elements = static_cast<std::int64_t>(out.num_elements());
   bool const unmapped = core::detail::for_each_mapped(g.impl(), out, none) == elements;
   detail::forward_into(g, prog, q, in, weights, out, params, options, unmapped, name);
+}
+
+template <class T, class>
+void conv_accumulate(Graph& g, Sequence& prog, T const& in, T const& weights, T const& acc, ConvParams const& params,
+                     ConvOptions const& options, std::string const& name) {
+  char const* op = "conv_accumulate";
+  OperatorScope const scope(g, op, name, simd::isa_name());
+  ConvProblem q = detail::forward_problem(op, g, in, weights, params, options);
+  detail::check_forward_output(op, g, q, in, weights, acc, params);
+  q.accumulate = true;
+  detail::forward_into(g, prog, q, in, weights, acc, params, options, false, name);
 }
 
 template <class T, class>

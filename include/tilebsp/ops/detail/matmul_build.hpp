@@ -256,6 +256,15 @@ class MatmulHostKernel {
         return;
       }
       bool const in_place = std::is_same_v<TO, float> && !q.accumulate && alpha == 1.0f;
+      if (!in_place) {
+        // The sums go to scratch and then into C (added to it, scaled or converted): rows in parts whose scratch
+        // stays in L2, so that C's lines are read and written once (a row's values do not depend on the part).
+        std::size_t const part = std::max(simd::gemm_mr, simd::blocks().epilogue / (n * sizeof(float)) / simd::gemm_mr * simd::gemm_mr);
+        if (m > part) {
+          for (std::size_t p0 = r0; p0 < r1; p0 += part) block(at, g, p0, std::min(r1, p0 + part), c0, c1, post);
+          return;
+        }
+      }
       float* sum = nullptr;
       simd::MatrixOut<float> sv{};
       if constexpr (std::is_same_v<TO, float>) {
