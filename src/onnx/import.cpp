@@ -558,29 +558,30 @@ void Importer::run_on_host(OpFn fn) {
 
 void Importer::receive_inputs() {
   received_inputs_.clear();
-  if (!stages) return;
-  for (auto const& name : node->inputs) {
-    auto it = name.empty() ? values.end() : values.find(name);
-    if (it == values.end() || it->second.constant || it->second.stage == stage) continue;
-    Value const& v = it->second;
-    if (v.stage > stage)
-      throw option_error(where() + "the node is in pipeline stage " + std::to_string(stage) + " but its input '" + name +
-                         "' is computed in the later stage " + std::to_string(v.stage) +
-                         "; a stage can only read what earlier stages computed");
-    auto key = std::make_pair(name, stage);
-    auto done = receptions_.find(key);
-    if (done == receptions_.end()) {
-      // Received in its physical order, laid out tile for tile as on the stage that computed it.
-      Tensor const src = physical_of(v);
-      Tensor dst = receive_buffer(g, src, "onnx/stage" + std::to_string(stage) + "/" + name);
-      (*stages)[stage].receives.push_back(tilebsp::receive(src, dst, v.stage));
-      Value r = v;
-      r.tensor = v.layout.empty() ? dst : dst.dimshuffle(v.layout);
-      r.stage = stage;
-      done = receptions_.emplace(key, std::move(r)).first;
-    }
-    received_inputs_[name] = done->second;
+  for (auto const& name : node->inputs) receive(name);
+}
+
+Value const* Importer::receive(std::string const& name) {
+  auto it = !stages || name.empty() ? values.end() : values.find(name);
+  if (it == values.end() || it->second.constant || it->second.stage == stage) return nullptr;
+  Value const& v = it->second;
+  if (v.stage > stage)
+    throw option_error(where() + "the node is in pipeline stage " + std::to_string(stage) + " but its input '" + name +
+                       "' is computed in the later stage " + std::to_string(v.stage) +
+                       "; a stage can only read what earlier stages computed");
+  auto key = std::make_pair(name, stage);
+  auto done = receptions_.find(key);
+  if (done == receptions_.end()) {
+    // Received in its physical order, laid out tile for tile as on the stage that computed it.
+    Tensor const src = physical_of(v);
+    Tensor dst = receive_buffer(g, src, "onnx/stage" + std::to_string(stage) + "/" + name);
+    (*stages)[stage].receives.push_back(tilebsp::receive(src, dst, v.stage));
+    Value r = v;
+    r.tensor = v.layout.empty() ? dst : dst.dimshuffle(v.layout);
+    r.stage = stage;
+    done = receptions_.emplace(key, std::move(r)).first;
   }
+  return &(received_inputs_[name] = done->second);
 }
 
 expr::Types Importer::types_of(std::vector<Tensor> const& physical) {

@@ -200,6 +200,10 @@ class Importer {
   /// Pipelined: the node's graph inputs computed by earlier stages, received into its stage (once per value and
   /// stage) through pipeline transfers. Throws option_error for an input computed by a later stage.
   void receive_inputs();
+  /// Pipelined: value `name`, computed by an earlier stage, received into the node's stage as receive_inputs
+  /// receives the node's own inputs (a fused node's input: a residual Add's). Its value in this stage, or null where
+  /// it is not such a value.
+  Value const* receive(std::string const& name);
 
   /// An elementwise map of `code` over the operands (NumPy broadcasting): in the layout of the largest operand
   /// that has one, so that maps after convolutions run over channels-last data in order. Interpreted (ops::map of

@@ -121,21 +121,6 @@ void epilogue(Importer& imp, Tensor const& y, Epilogue const& e, B const&... bia
   else if (e.kind != Epilogue::Kind::none) run(_1);
 }
 
-/// y = act(y + bias + residual) (bias optional) in place: one pass over the result for a residual block's end. An
-/// interpreted map: the residual's few forms (per activation, with or without a bias) are not worth kernels of
-/// their own, and the pass is bound by memory.
-void residual_epilogue(Importer& imp, Tensor const& y, Epilogue const& e, Tensor const& residual, std::optional<Tensor> const& bias) {
-  auto const run = [&](auto const& v) {
-    activated(e, v, [&](auto const& a) {
-      std::vector<Tensor> operands{y, residual};
-      if (bias) operands.push_back(*bias);
-      ops::map_interpreted_with_output(imp.g, imp.prog, expr::Code{a}, y, operands);
-    });
-  };
-  if (bias) run(_1 + _3 + _2);  // the bias first, as the bias map and then the Add would round
-  else run(_1 + _2);
-}
-
 /// A residual operand of a convolution's result (fuse_residual): the value, and whether the convolution may write
 /// the sum into it (Importer::last_reader, Importer::sole_holder).
 struct Residual {
@@ -144,11 +129,12 @@ struct Residual {
 };
 
 /// The convolution of logical (channels-first) `x` with tilebsp weights [G, k..., Ci, Co] and a per-channel
-/// bias (empty: none), then `act`, adding `residual` (a value of the result's shape, if any) before the bias.
+/// bias (empty: none), then `act`, adding `residual` (a value of the result's shape, if any) before the bias: the
+/// convolution adds its sum to the residual's values (ops::conv_accumulate), in place where the residual is
+/// writable and not a variable the convolution reads (ONNX Runtime's fused Conv + Add: the residual's lines read
+/// and written once), else in a copy of them. Either way the same bits: act((residual + conv) + bias).
 /// Returns the channels-first view of the channels-last result, which lies in `into` (Importer::join_slot) where
-/// that is given and of the result's type, or in the residual's variable where that is writable and not one the
-/// convolution reads: the convolution then adds its sum to the residual's values in place (ops::conv_accumulate),
-/// reading and writing their lines once, as ONNX Runtime's fused Conv + Add does.
+/// that is given and of the result's type, or in the residual's variable.
 Value convolve(Importer& imp, Value const& x, Window const& w, std::int64_t groups, std::int64_t out_channels,
                std::vector<float> const& weights, std::vector<float> bias, Epilogue const& act, std::string const& name,
                Residual const& residual = {}, std::optional<Tensor> const& into = std::nullopt) {
@@ -169,21 +155,22 @@ Value convolve(Importer& imp, Value const& x, Window const& w, std::int64_t grou
   wshape.push_back(p.output_channels);
   Tensor const wt = host_tensor(imp, wshape, weights);
   Tensor const in = imp.tensor(x).dimshuffle(to_last(rank));
-  std::optional<Tensor> sum;  // the residual, channels last, when the convolution accumulates into it
-  if (residual.value && residual.writable && !into) {
+  bool const slot = into && into->element_type() == in.element_type();
+  Tensor y;
+  if (residual.value) {
     Tensor const r = imp.tensor(*residual.value).dimshuffle(to_last(rank));
     auto const var = r.affine()->var;  // one dense variable (fuse_residual)
     auto const runs = in.element_runs();
-    if (r.element_type() == imp.conv_options().output_type.value_or(in.element_type()) && runs &&
-        std::none_of(runs->runs.begin(), runs->runs.end(), [&](auto const& run) { return run.var == var; }))
-      sum = r;
-  }
-  Tensor y;
-  if (sum) {
-    y = *sum;
+    bool const read = !runs || std::any_of(runs->runs.begin(), runs->runs.end(), [&](auto const& run) { return run.var == var; });
+    if (residual.writable && !slot && !read) {
+      y = r;
+      imp.written_into(*residual.value, y);
+    } else {
+      y = slot ? *into : imp.g.add_variable(r.element_type(), p.output_shape(), name);
+      imp.prog.add(copy(r, y));
+    }
     ops::conv_accumulate(imp.g, imp.prog, in, wt, y, p, imp.conv_options(), name);
-    imp.written_into(*residual.value, y);
-  } else if (into && into->element_type() == in.element_type()) {
+  } else if (slot) {
     y = *into;
     ops::conv_with_output(imp.g, imp.prog, in, wt, y, p, imp.conv_options(), name);
   } else {
@@ -197,9 +184,7 @@ Value convolve(Importer& imp, Value const& x, Window const& w, std::int64_t grou
     auto const channels = static_cast<std::int64_t>(bias.size());
     b = host_tensor(imp, {channels}, std::move(bias));
   }
-  if (residual.value && !sum) {
-    residual_epilogue(imp, y, act, imp.tensor(*residual.value).dimshuffle(to_last(rank)), b);
-  } else if (b) {
+  if (b) {
     if (half_type) epilogue<half>(imp, y, act, *b);
     else epilogue<float>(imp, y, act, *b);
   } else {
@@ -300,8 +285,9 @@ Epilogue fuse_activation(Importer& imp, std::string& value, std::size_t rank) {
 }
 
 /// The residual Add that alone reads a convolution's result `value` (of logical shape `shape`, channels last on the
-/// tiles), when its other operand is a tensor of that shape already computed, in this pipeline stage, lying
-/// channels last as well (ResNet's identity, or the projection its ONNX order computes first): marked fused, with
+/// tiles), when its other operand is a tensor of that shape already computed (in this pipeline stage or received
+/// from an earlier one), lying channels last as well (ResNet's identity, or the projection its ONNX order computes
+/// first): marked fused, with
 /// `value` renamed to the Add's result, and that operand returned. The convolution's epilogue then adds it on the
 /// way: into the operand itself where the Add is its last reader and no other value holds it (Residual::writable),
 /// else with the bias and activation in one pass over the result. None: Residual::value null.
@@ -313,12 +299,15 @@ Residual fuse_residual(Importer& imp, std::string& value, Dims const& shape, Ele
   std::string const& name = add->inputs[0] == value ? add->inputs[1] : add->inputs[0];
   Value const* other = imp.lookup(name);
   if (!other || other->constant || other->host_read || !other->zero_lower.empty() || other->shape != shape ||
-      other->stage != imp.stage || !other->tensor.valid() || other->tensor.element_type() != type)
+      other->stage > imp.stage || !other->tensor.valid() || other->tensor.element_type() != type)
     return {};
   auto const flat = imp.tensor(*other).dimshuffle(to_last(shape.size())).flatten().affine();
   if (!flat || flat->strides.size() != 1 || flat->strides[0] != 1) return {};
+  // Computed by an earlier pipeline stage: received into this one, never written (the reception is shared).
+  Value const* received = imp.receive(name);
   imp.fused.insert(add);
   value = add->outputs[0];
+  if (received) return {received, false};
   return {other, imp.last_reader(name, add) && imp.sole_holder(*other)};
 }
 

@@ -614,6 +614,18 @@ TEST_CASE("conv: errors") {
   CHECK_THROWS_WITH_AS(tb::ops::conv_with_output(g, prog, x, wrong, dy, p),
                        "conv_with_output: weights are [2, 3, 3, 4, 5] but the parameters need [2, 3, 3, 4, 4]",
                        tb::shape_error);
+  // conv_accumulate: the same checks of its accumulator.
+  CHECK_THROWS_WITH_AS(tb::ops::conv_accumulate(g, prog, x, w, joined.slice(0, 7, 3), p),
+                       "conv_accumulate: the output is [1, 6, 6, 7] but the parameters need [1, 6, 6, 8]",
+                       tb::shape_error);
+  CHECK_THROWS_WITH_AS(tb::ops::conv_accumulate(g, prog, x, w, g.add_variable<tb::half>(p.output_shape(), "ah"), p),
+                       "conv_accumulate: the output is f16 but the result is f32", tb::type_error);
+  CHECK_THROWS_WITH_AS(tb::ops::conv_accumulate(g, prog, both.slice(0, 8, 3), w, both.slice(8, 16, 3), p),
+                       "conv_accumulate: the output shares a variable with the inputs", tb::write_conflict_error);
+  CHECK_THROWS_WITH_AS(tb::ops::conv_accumulate(g, prog, x, wrong, dy, p),
+                       "conv_accumulate: weights are [2, 3, 3, 4, 5] but the parameters need [2, 3, 3, 4, 4]",
+                       tb::shape_error);
+  CHECK(prog.size() == 0);  // nothing added by the refused calls
 }
 
 TEST_CASE("plan_conv: temporary memory within availableMemoryProportion, monotone in it") {

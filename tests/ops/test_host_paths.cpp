@@ -370,6 +370,77 @@ TEST_CASE("convolutions write the channels of one tensor (conv_with_output); the
     }
 }
 
+TEST_CASE("conv_accumulate adds a convolution to its accumulator in place: the vertices' bits, for any number of threads") {
+  // acc += conv(x, w), then acc = relu(acc + b) in place (a residual block's end): a pointwise layer of 256 columns
+  // and 4,608 rows (a matmul whose sums go through scratch in parts of rows), a strided pointwise one, a 3x3 one
+  // with partials over tiles (small temporary memory) and a grouped 3x3 one. Bitwise the same with host paths on or
+  // off, fused or not, on 1 to 3 threads; within rounding of acc + conv(x, w) computed by ops::conv.
+  tb::Graph g{tb::targets::tiny(7, 4 << 20)};
+  tb::Sequence prog;
+  using namespace tb::expr;
+  struct Layer {
+    std::size_t in, out, groups;
+    std::int64_t field, k, stride;
+    double amp;
+  };
+  std::vector<Layer> const layers{{8, 256, 1, 48, 1, 1, 0.6}, {12, 16, 1, 10, 1, 2, 0.6}, {96, 16, 1, 8, 3, 1, 0.002},
+                                  {32, 32, 4, 9, 3, 1, 0.6}};
+  std::vector<tb::Tensor> inputs, accs, plain;
+  for (auto const& l : layers) {
+    tb::ConvParams p;
+    p.batch = 2;
+    p.input_field = {l.field, l.field};
+    p.kernel_shape = {l.k, l.k};
+    p.stride = {l.stride, l.stride};
+    p.padding_lower = p.padding_upper = {l.k / 2, l.k / 2};
+    p.channels(l.in, l.out, l.groups);
+    tb::ConvOptions const o{.available_memory_proportion = l.amp};
+    if (l.amp < 0.01) {
+      auto const cp = tb::ops::plan_conv(g, p, tb::ConvPass::forward, tb::ElementType::f32, o);
+      CHECK(cp.parts() > 1);
+    }
+    auto const x = tb::ops::create_conv_input(g, p, tb::ElementType::f32, o), w = tb::ops::create_conv_weights(g, p);
+    auto acc = g.add_variable<float>(p.output_shape(), "acc");
+    tb::map_linearly(g, acc);
+    auto b = g.add_variable<float>({l.out}, "b");
+    tb::map_linearly(g, b);
+    plain.push_back(tb::ops::conv(g, prog, x, w, p, o));
+    tb::ops::conv_accumulate(g, prog, x, w, acc, p, o);
+    tb::ops::map_in_place<float, float>(g, prog, relu(_1 + _2), acc, b);
+    for (auto const& t : {x, w, b, acc}) inputs.push_back(t);
+    accs.push_back(acc);
+  }
+  auto const exe = tb::compile(g, {.allow_out_of_memory = true}, prog);
+  std::vector<std::vector<float>> given;
+  unsigned seed = 60;
+  for (auto const& t : inputs) given.push_back(tbt::values<float>(t.num_elements(), false, seed++));
+  auto const run = [&](std::size_t threads, bool host, bool fuse) {
+    tb::Engine e{exe, {.host_threads = threads, .host_kernels = host, .fuse_host_paths = fuse}};
+    for (std::size_t i = 0; i < inputs.size(); ++i) e.write(inputs[i], given[i]);
+    e.run();
+    CHECK(fused_paths(e) == (host && fuse ? layers.size() : 0u));  // each bias map, in its convolution
+    std::vector<std::vector<float>> out;
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      CAPTURE(i);
+      out.push_back(e.read<float>(accs[i]));
+      // relu(acc + conv + b), the conv by ops::conv: its plan sums other partials, so within rounding.
+      auto const y = e.read<float>(plain[i]);
+      auto const& a0 = given[4 * i + 3];
+      auto const& bias = given[4 * i + 2];
+      REQUIRE(y.size() == out.back().size());
+      std::size_t off = 0;
+      for (std::size_t k = 0; k < y.size(); ++k) {
+        float const want = std::max(a0[k] + y[k] + bias[k % bias.size()], 0.0f);
+        off += std::abs(out.back()[k] - want) > 1e-4f * (1.0f + std::abs(want));
+      }
+      CHECK(off == 0);
+    }
+    return out;
+  };
+  auto const want = run(1, false, false);
+  same_bits_fused_or_not(run, want);
+}
+
 TEST_CASE("weight gradients of many partials sum them in the kernel: the vertices' bits, for any number of threads") {
   // The host path of a weight update whose plan reduces partials over images and rows sums each partial into the
   // result as the kernel finishes it (simd::conv_weight_gradient_parts); the vertices write each partial and a

@@ -177,19 +177,37 @@ inline Tensor as_matrices(Tensor const& t, std::size_t groups) {
   return t.reshape({m, groups, ch / groups}).dimshuffle({1, 0, 2});
 }
 
-/// Builds a pointwise pass as a matmul a3 x b3 into c3 (c3 += alpha * a3 x b3 when accumulating). A template, as
-/// the operators are, so that only a caller instantiates the matmul kernels.
+/// `p`, a plan of the pass that writes its result, for the pass that adds it to the output (when `accumulate`): the
+/// same splits and steps, so that its sums are bitwise the plain pass's (conv_accumulate's acc + conv), and a
+/// reduction that adds them. A weight update plans its accumulation itself (its problem's `accumulate`).
+template <class Plan>
+Plan accumulating(Target const& t, Plan p, bool accumulate) {
+  if (!accumulate) return p;
+  p.problem.accumulate = true;
+  p.reduce = true;
+  tilebsp::plan::detail::evaluate(p, t);
+  return p;
+}
+/// q without its accumulation (accumulating's plain pass).
+inline ConvProblem plain(ConvProblem q) {
+  q.accumulate = false;
+  return q;
+}
+
+/// Builds a pointwise pass as a matmul a3 x b3 into c3 (c3 += alpha * a3 x b3 when accumulating; planned as the
+/// product and then accumulating where `like_product`). A template, as the operators are, so that only a caller
+/// instantiates the matmul kernels.
 template <std::same_as<Tensor> T>
 void pointwise(Graph& g, Sequence& prog, T const& a3, T const& b3, T const& c3, bool map_out, bool accumulate, float alpha,
-               ConvOptions const& o, std::string const& name) {
+               ConvOptions const& o, std::string const& name, bool like_product = false) {
   MatmulProblem q;
   q.groups = a3.dim(0), q.m = a3.dim(1), q.k = a3.dim(2), q.n = b3.dim(2);
   q.input = a3.element_type();
   q.partials = o.partials;
   q.output = c3.element_type();
-  q.accumulate = accumulate;
+  q.accumulate = accumulate && !like_product;
   if (q.groups * q.m * q.n == 0) return;
-  MatmulPlan const p = plan_matmul(view_target(g), q, o.matmul());
+  MatmulPlan const p = accumulating(view_target(g), plan_matmul(view_target(g), q, o.matmul()), accumulate && like_product);
   if (map_out) map_result(g, p, c3);
   dispatch_types(q, [&]<class TA, class TP, class TO>() { build<TA, TP, TO>(g, prog, p, a3, b3, c3, alpha, name); });
 }
@@ -234,7 +252,9 @@ namespace detail {
 template <std::same_as<Tensor> T>
 void build_planned(Graph& g, Sequence& prog, ConvProblem const& q, ConvOptions const& options, ConvViews const& v,
                    T const& dst, float alpha, bool map_result, std::string const& name) {
-  ConvPlan const p = plan_conv(view_target(g), q, options);
+  ConvPlan const p = q.kind == ConvPass::forward && q.accumulate
+                         ? accumulating(view_target(g), plan_conv(view_target(g), plain(q), options), true)
+                         : plan_conv(view_target(g), q, options);
   if (map_result) map_conv_result(g, p, v.out);
   dispatch_conv_types(q, [&]<class TS, class TW, class TP, class TO>() {
     build_conv<TS, TW, TP, TO>(g, prog, p, v, dst, alpha, name);
@@ -341,7 +361,7 @@ void forward_into(Graph& g, Sequence& prog, ConvProblem const& q, T const& in, T
   if (q.implementation == ConvImplementation::pointwise_matmul) {
     Tensor const w3 = weights.reshape({G, q.j, q.c});
     Tensor const a = subsampled_input(g, prog, in, params, name);
-    pointwise(g, prog, as_matrices(a, G), w3, as_matrices(out, G), map_out, q.accumulate, 1.0f, options, name);
+    pointwise(g, prog, as_matrices(a, G), w3, as_matrices(out, G), map_out, q.accumulate, 1.0f, options, name, true);
     return;
   }
   ConvViews const v{activations6(in, r, G), weights6(weights, r), activations6(out, r, G)};
@@ -349,6 +369,11 @@ void forward_into(Graph& g, Sequence& prog, ConvProblem const& q, T const& in, T
 }
 /// Whether tensors a and b have a variable in common (map's tests: elsewhere, or the same view).
 inline bool share_variable(Tensor const& a, Tensor const& b) { return overlaps_elsewhere(a, b) || same_view(a, b); }
+/// Whether no element of `t` is mapped to a tile (a given output that the operator then maps per plan).
+inline bool unmapped(Graph const& g, Tensor const& t) {
+  auto const none = [](std::int64_t, std::int64_t, std::uint32_t) {};
+  return core::detail::for_each_mapped(g.impl(), t, none) == static_cast<std::int64_t>(t.num_elements());
+}
 /// Validates a forward pass's given output `out` (conv_with_output, conv_accumulate): its shape, its type and no
 /// variable shared with an operand.
 inline void check_forward_output(char const* op, Graph const& g, ConvProblem const& q, Tensor const& in,
@@ -383,10 +408,7 @@ void conv_with_output(Graph& g, Sequence& prog, T const& in, T const& weights, T
   OperatorScope const scope(g, op, name, simd::isa_name());
   ConvProblem const q = detail::forward_problem(op, g, in, weights, params, options);
   detail::check_forward_output(op, g, q, in, weights, out, params);
-  auto const none = [](std::int64_t, std::int64_t, std::uint32_t) {};
-  auto const elements = static_cast<std::int64_t>(out.num_elements());
-  bool const unmapped = core::detail::for_each_mapped(g.impl(), out, none) == elements;
-  detail::forward_into(g, prog, q, in, weights, out, params, options, unmapped, name);
+  detail::forward_into(g, prog, q, in, weights, out, params, options, detail::unmapped(g, out), name);
 }
 
 template <class T, class>
@@ -397,7 +419,7 @@ void conv_accumulate(Graph& g, Sequence& prog, T const& in, T const& weights, T 
   ConvProblem q = detail::forward_problem(op, g, in, weights, params, options);
   detail::check_forward_output(op, g, q, in, weights, acc, params);
   q.accumulate = true;
-  detail::forward_into(g, prog, q, in, weights, acc, params, options, false, name);
+  detail::forward_into(g, prog, q, in, weights, acc, params, options, detail::unmapped(g, acc), name);
 }
 
 template <class T, class>
