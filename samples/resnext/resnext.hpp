@@ -384,8 +384,8 @@ template <class T, class>
 using as = T;
 
 /// Builds one inference step of the network: stem conv + BN + ReLU, max pool, the bottleneck blocks, global mean,
-/// fully connected. Batch norms are folded into the convolutions; each bias, residual add and ReLU is one fused
-/// elementwise map. The parameter tensors come without values (Model::set_values with fold_parameters): the graph
+/// fully connected. Batch norms are folded into the convolutions; a block's last convolution adds its sum to the
+/// shortcut (ops::conv_accumulate); each bias and ReLU is one fused elementwise map. The parameter tensors come without values (Model::set_values with fold_parameters): the graph
 /// depends on the configuration only. With split points (check_split), stage s (its ops appended to progs[s])
 /// holds the blocks from split[s - 1] on, on IPU s (g.shard(s)), the stem with stage 0 and the classifier with the
 /// last; each stage receives its input activations from the stage before (Model::receives). Without, everything
@@ -451,10 +451,14 @@ inline Model build(tb::Graph& g, std::vector<tb::Sequence>& progs, Config const&
     }
     tb::Tensor const a = conv_relu(x, b.reduce);
     tb::Tensor const h = conv_relu(a, b.grouped);
-    tb::Tensor const y = conv(h, b.expand);
-    // A projection block's two biases are added before the ReLU: one bias tensor serves the pair.
-    tb::Tensor const shortcut = b.shortcut ? conv(x, *b.shortcut) : x;
-    add_in_place(relu(_1 + _2 + _3), y, bias_of(b.expand.name, channels(b.expand)), shortcut);
+    // The expand convolution adds its sum to the shortcut (ops::conv_accumulate): the identity in place (the
+    // block's input, which nothing reads after it) or the projection; then the bias and ReLU. A projection
+    // block's two biases are added after both sums: one bias tensor serves the pair.
+    tb::Tensor const we = tb::ops::create_conv_weights(sg, b.expand.params, c.dtype, co, b.expand.name + ".weights");
+    parameter(we);
+    tb::Tensor const y = b.shortcut ? conv(x, *b.shortcut) : x;
+    tb::ops::conv_accumulate(sg, progs[stage], h, we, y, b.expand.params, co, b.expand.name);
+    add_in_place(relu(_1 + _2), y, bias_of(b.expand.name, channels(b.expand)));
     x = y;
     m.stage_layers[stage].push_back(b.reduce.name.substr(0, b.reduce.name.size() - std::string("reduce").size() - 1));
   }

@@ -268,6 +268,52 @@ TEST_CASE("conv_with_output example") {
   CHECK(std::vector<float>(y.begin() + at, y.begin() + at + 5) == std::vector<float>{0.0f, 4.5f, 5.0f, 36.0f, 36.0f});
 }
 
+// [conv-accumulate-example]
+/// A residual block's end: y = relu(x + conv1x1(h) + b), the convolution's sum added to x's values in place (x is
+/// the block's input, which nothing reads after it), the bias and ReLU inside the convolution's host task.
+tb::Tensor residual_end(tb::Graph& g, tb::Sequence& prog, tb::Tensor const& h, tb::Tensor const& w, tb::Tensor const& b,
+                        tb::Tensor const& x, tb::ConvParams const& p) {
+  using namespace tb::expr;
+  tb::ops::conv_accumulate(g, prog, h, w, x, p);                        // x += conv(h, w)
+  tb::ops::map_in_place<float, float>(g, prog, relu(_1 + _2), x, b);  // x = relu(x + b)
+  return x;
+}
+// [conv-accumulate-example]
+
+TEST_CASE("conv_accumulate example") {
+  tb::Graph g{tb::targets::tiny(8, 256 * 1024)};
+  tb::Sequence prog;
+  tb::ConvParams p;  // 1x1, 4 -> 3 channels
+  p.batch = 2;
+  p.input_field = {5, 5};
+  p.kernel_shape = {1, 1};
+  p.channels(4, 3, 1);
+  auto const h = tb::ops::create_conv_input(g, p), w = tb::ops::create_conv_weights(g, p);
+  auto x = g.add_variable<float>(p.output_shape(), "x");
+  tb::map_linearly(g, x);
+  auto b = g.add_variable<float>({3}, "b");
+  tb::map_linearly(g, b);
+  auto const y = residual_end(g, prog, h, w, b, x, p);
+  tb::Engine e{tb::compile(g, prog), {.host_threads = 2}};
+  e.write(h, std::vector<float>(h.num_elements(), 1.0f));
+  e.write(w, std::vector<float>(w.num_elements(), 0.5f));
+  std::vector<float> xv(x.num_elements());
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i % 3) - 4.0f;  // -4, -3, -2 per position
+  e.write(x, xv);
+  e.write(b, std::vector<float>{1.0f, 0.5f, -1.0f});
+  e.run();
+  // Per position, relu(x + 4 * 0.5 + b): relu(-4 + 2 + 1), relu(-3 + 2 + 0.5), relu(-2 + 2 - 1), all 0; then with
+  // x = 0, 1, 2: 3, 3.5 and 3.
+  auto const got = e.read<float>(y);
+  REQUIRE(got.size() == 2 * 25 * 3);
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == 0.0f);
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i % 3);  // 0, 1, 2
+  e.write(x, xv);
+  e.run();
+  auto const again = e.read<float>(y);
+  for (std::size_t i = 0; i < again.size(); ++i) CHECK(again[i] == std::vector<float>{3.0f, 3.5f, 3.0f}[i % 3]);
+}
+
 // [code-example]
 /// An activation chosen when the program runs: one interpreted map (an expr::Code), no kernel compiled for it.
 tb::Tensor activation(tb::Graph& g, tb::Sequence& prog, tb::Tensor const& x, std::string const& name) {

@@ -177,26 +177,15 @@ inline Tensor as_matrices(Tensor const& t, std::size_t groups) {
   return t.reshape({m, groups, ch / groups}).dimshuffle({1, 0, 2});
 }
 
-/// `p`, a plan of the pass that writes its result, for the pass that adds it to the output (when `accumulate`): the
-/// same splits and steps, so that its sums are bitwise the plain pass's (conv_accumulate's acc + conv), and a
-/// reduction that adds them. A weight update plans its accumulation itself (its problem's `accumulate`).
-template <class Plan>
-Plan accumulating(Target const& t, Plan p, bool accumulate) {
-  if (!accumulate) return p;
-  p.problem.accumulate = true;
-  p.reduce = true;
-  tilebsp::plan::detail::evaluate(p, t);
-  return p;
-}
-/// q without its accumulation (accumulating's plain pass).
+/// q without its accumulation: the plain pass, whose plan conv_accumulate's follows (tilebsp::accumulating).
 inline ConvProblem plain(ConvProblem q) {
   q.accumulate = false;
   return q;
 }
 
 /// Builds a pointwise pass as a matmul a3 x b3 into c3 (c3 += alpha * a3 x b3 when accumulating; planned as the
-/// product and then accumulating where `like_product`). A template, as the operators are, so that only a caller
-/// instantiates the matmul kernels.
+/// plain product, then tilebsp::accumulating, where `like_product`). A template, as the operators are, so that
+/// only a caller instantiates the matmul kernels.
 template <std::same_as<Tensor> T>
 void pointwise(Graph& g, Sequence& prog, T const& a3, T const& b3, T const& c3, bool map_out, bool accumulate, float alpha,
                ConvOptions const& o, std::string const& name, bool like_product = false) {
@@ -207,7 +196,8 @@ void pointwise(Graph& g, Sequence& prog, T const& a3, T const& b3, T const& c3, 
   q.output = c3.element_type();
   q.accumulate = accumulate && !like_product;
   if (q.groups * q.m * q.n == 0) return;
-  MatmulPlan const p = accumulating(view_target(g), plan_matmul(view_target(g), q, o.matmul()), accumulate && like_product);
+  MatmulPlan p = plan_matmul(view_target(g), q, o.matmul());
+  if (accumulate && like_product) p = accumulating(p, view_target(g));
   if (map_out) map_result(g, p, c3);
   dispatch_types(q, [&]<class TA, class TP, class TO>() { build<TA, TP, TO>(g, prog, p, a3, b3, c3, alpha, name); });
 }
@@ -253,7 +243,7 @@ template <std::same_as<Tensor> T>
 void build_planned(Graph& g, Sequence& prog, ConvProblem const& q, ConvOptions const& options, ConvViews const& v,
                    T const& dst, float alpha, bool map_result, std::string const& name) {
   ConvPlan const p = q.kind == ConvPass::forward && q.accumulate
-                         ? accumulating(view_target(g), plan_conv(view_target(g), plain(q), options), true)
+                         ? accumulating(plan_conv(view_target(g), plain(q), options), view_target(g))
                          : plan_conv(view_target(g), q, options);
   if (map_result) map_conv_result(g, p, v.out);
   dispatch_conv_types(q, [&]<class TS, class TW, class TP, class TO>() {

@@ -156,6 +156,11 @@ struct ConvPlan : PlanCosts {
 /// plan fits, warns and relaxes the bound as plan_matmul does. Remembered like plan_matmul's plans.
 TILEBSP_INLINE ConvPlan plan_conv(Target const& t, ConvProblem const& q, ConvOptions const& o = {});
 
+/// `p`, a plan of a forward-like pass that writes its result, for the same pass adding the result to the output's
+/// values (ops::conv_accumulate): the same splits and serial steps, so that its sums are the plain pass's bitwise,
+/// and a reduction that adds them (`reduce`), estimated again on `t`.
+TILEBSP_INLINE ConvPlan accumulating(ConvPlan p, Target const& t);
+
 }  // namespace tilebsp
 
 // Header-only (the default), the planner's definitions follow; a target linking tilebsp::compiled

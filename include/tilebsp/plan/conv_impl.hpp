@@ -17,6 +17,13 @@ TILEBSP_INLINE ConvPlan plan_conv(Target const& t, ConvProblem const& q, ConvOpt
   return memo.get(t, q, o, [&](std::string& warning) { return plan::detail::search_conv(t, q, o, warning); });
 }
 
+TILEBSP_INLINE ConvPlan accumulating(ConvPlan p, Target const& t) {
+  p.problem.accumulate = true;
+  p.reduce = true;
+  plan::detail::evaluate(p, t);
+  return p;
+}
+
 TILEBSP_INLINE std::string ConvPlan::describe() const {
   auto const& q = problem;
   bool const wu = q.kind == ConvPass::weight_update;

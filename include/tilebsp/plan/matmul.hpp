@@ -107,6 +107,11 @@ struct MatmulPlan : PlanCosts {
 /// search runs once per distinct (target, problem, options) among the last few asked (plan/memo.hpp).
 TILEBSP_INLINE MatmulPlan plan_matmul(Target const& t, MatmulProblem const& q, MatmulOptions const& o = {});
 
+/// `p`, a plan of a product that writes its result, for the same product added to the output's values (a pointwise
+/// ops::conv_accumulate): the same splits and steps, so that its sums are the plain product's bitwise, and a
+/// reduction that adds them (`reduce`), estimated again on `t`.
+TILEBSP_INLINE MatmulPlan accumulating(MatmulPlan p, Target const& t);
+
 }  // namespace tilebsp
 
 // Header-only (the default), the planner's definitions follow; a target linking tilebsp::compiled

@@ -32,6 +32,13 @@ TILEBSP_INLINE MatmulPlan plan_matmul(Target const& t, MatmulProblem const& q, M
   return memo.get(t, q, o, [&](std::string& warning) { return plan::detail::search_matmul(t, q, o, warning); });
 }
 
+TILEBSP_INLINE MatmulPlan accumulating(MatmulPlan p, Target const& t) {
+  p.problem.accumulate = true;
+  p.reduce = true;
+  plan::detail::evaluate(p, t);
+  return p;
+}
+
 TILEBSP_INLINE std::string MatmulPlan::describe() const {
   auto const& q = problem;
   std::ostringstream s;

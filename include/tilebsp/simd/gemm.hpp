@@ -96,6 +96,31 @@ inline void post_op_rows(float* c, std::ptrdiff_t rs, std::size_t rows, std::siz
   }
 }
 
+/// C = post(C + alpha * S) over `rows` rows of `n` f32 values (S row-major, n apart; C rows `rs` apart; post may be
+/// null): an accumulated product's sums added to C and finished in one pass over C, the bits of
+/// scale_into<float, true> and then post_op_rows where alpha * S is exact (alpha 1: scale_into's scalar tail is
+/// std::fma, which a vector fma without FMA instructions is not).
+inline void accumulate_rows(float const* s, float* c, std::ptrdiff_t rs, std::size_t rows, std::size_t n, float alpha,
+                            PostOp const* post) noexcept {
+  using B = batch<float>;
+  B const al(alpha);
+  bool const has_post = post != nullptr;
+  PostOp const o = has_post ? *post : PostOp{nullptr};  // locals: the stores may alias anything behind a pointer
+  for (std::size_t r = 0; r < rows; ++r, c += rs, s += n) {
+    std::size_t j = 0;
+    for (; j + lanes <= n; j += lanes) {
+      B v = fma(al, B::load_unaligned(s + j), B::load_unaligned(c + j));
+      if (has_post) v = o.apply(v, B::load_unaligned(o.bias + j));
+      v.store_unaligned(c + j);
+    }
+    if (j < n) {
+      B v = fma(al, load_partial(s + j, n - j), load_partial(c + j, n - j));
+      if (has_post) v = o.apply(v, load_partial(o.bias + j, n - j));
+      store_partial(v, c + j, n - j);
+    }
+  }
+}
+
 /// Rows of K per cache block: gemm_kc for a gemm (group 0), whole groups for a gemm_ksum with groups of `group`
 /// columns (as many as fit in gemm_ksum_kc, at least one).
 constexpr std::size_t gemm_b_block(std::size_t group = 0) noexcept {

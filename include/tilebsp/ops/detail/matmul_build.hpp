@@ -255,6 +255,22 @@ class MatmulHostKernel {
         steps(0, q.k, out, post ? &op : nullptr);
         return;
       }
+      // An accumulation of one f32 part and one serial step within a K block of the gemm (conv_accumulate's plan of
+      // a plain product): the gemm adds its sum to C as it stores it (beta 1: fl(s + C), the reduction's
+      // addition), then the post-op, so that C is read and written once, from the registers.
+      if constexpr (std::is_same_v<TO, float> && std::is_same_v<TP, float>) {
+        if (q.accumulate && alpha == 1.0f && plan.k_split == 1 && plan.k_steps == 1 && q.k <= simd::gemm_kc) {
+          simd::PostOp op{nullptr};
+          if (post) op = *post, op.bias += c0;
+          auto const product = [&](auto const&... o) {
+            if (packed) simd::gemm(m, n, q.k, 1.0f, av(0), simd::PackedB{packed, at.packed->ld, c0}, 1.0f, out, o...);
+            else simd::gemm(m, n, q.k, 1.0f, av(0), bv(0), 1.0f, out, o...);
+          };
+          if (post) product(op);
+          else product();
+          return;
+        }
+      }
       bool const in_place = std::is_same_v<TO, float> && !q.accumulate && alpha == 1.0f;
       if (!in_place) {
         // The sums go to scratch and then into C (added to it, scaled or converted): rows in parts whose scratch
@@ -291,16 +307,21 @@ class MatmulHostKernel {
             }
         }
       }
-      if (!in_place)
-        for (std::size_t r = 0; r < m; ++r) {
-          if (q.accumulate) simd::scale_into<TO, true>(sum + r * n, pc + i(r) * sc[1], sc[2], n, alpha);
-          else simd::scale_into<TO, false>(sum + r * n, pc + i(r) * sc[1], sc[2], n, alpha);
-        }
+      simd::PostOp op{nullptr};
+      if (post) op = *post, op.bias += c0;
       if constexpr (std::is_same_v<TO, float>) {
-        if (post) {
-          simd::PostOp op = *post;
-          op.bias += c0;
-          simd::post_op_rows(pc, sc[1], m, n, op);
+        // alpha 1: its product exact, so the vector and scalar forms of scale_into's fma agree on every ISA.
+        if (q.accumulate && alpha == 1.0f && sc[2] == 1) return simd::accumulate_rows(sum, pc, sc[1], m, n, 1.0f, post ? &op : nullptr);
+      }
+      // Row by row, each row's post-op while the row is in L1.
+      for (std::size_t r = 0; r < m; ++r) {
+        TO* row = pc + i(r) * sc[1];
+        if (!in_place) {
+          if (q.accumulate) simd::scale_into<TO, true>(sum + r * n, row, sc[2], n, alpha);
+          else simd::scale_into<TO, false>(sum + r * n, row, sc[2], n, alpha);
+        }
+        if constexpr (std::is_same_v<TO, float>) {
+          if (post) simd::post_op_rows(row, sc[1], 1, n, op);
         }
       }
     }
