@@ -385,12 +385,13 @@ using as = T;
 
 /// Builds one inference step of the network: stem conv + BN + ReLU, max pool, the bottleneck blocks, global mean,
 /// fully connected. Batch norms are folded into the convolutions; a block's last convolution adds its sum to the
-/// shortcut (ops::conv_accumulate); each bias and ReLU is one fused elementwise map. The parameter tensors come without values (Model::set_values with fold_parameters): the graph
-/// depends on the configuration only. With split points (check_split), stage s (its ops appended to progs[s])
-/// holds the blocks from split[s - 1] on, on IPU s (g.shard(s)), the stem with stage 0 and the classifier with the
-/// last; each stage receives its input activations from the stage before (Model::receives). Without, everything
-/// goes to progs[0] on IPU 0. With `one_ipu`, the stages are kept apart (in progs) but all on IPU 0 with no
-/// transfers: to estimate each part's cycles.
+/// shortcut (ops::conv_accumulate); each bias and ReLU is one fused elementwise map. The parameter tensors come
+/// without values (Model::set_values with fold_parameters): the graph depends on the configuration only. With
+/// split points (check_split), stage s (its ops appended to progs[s]) holds the blocks from split[s - 1] on, on IPU
+/// s (g.shard(s)), the stem with stage 0 and the classifier with the last; each stage receives its input
+/// activations from the stage before (Model::receives). Without, everything goes to progs[0] on IPU 0. With
+/// `one_ipu`, the stages are kept apart (in progs) but all on IPU 0 with no transfers: to estimate each part's
+/// cycles.
 inline Model build(tb::Graph& g, std::vector<tb::Sequence>& progs, Config const& c, std::vector<int> const& split,
                    bool one_ipu = false) {
   using namespace tb::expr;

@@ -161,7 +161,8 @@ Value convolve(Importer& imp, Value const& x, Window const& w, std::int64_t grou
     Tensor const r = imp.tensor(*residual.value).dimshuffle(to_last(rank));
     auto const var = r.affine()->var;  // one dense variable (fuse_residual)
     auto const runs = in.element_runs();
-    bool const read = !runs || std::any_of(runs->runs.begin(), runs->runs.end(), [&](auto const& run) { return run.var == var; });
+    bool const read =
+        !runs || std::any_of(runs->runs.begin(), runs->runs.end(), [&](auto const& run) { return run.var == var; });
     if (residual.writable && !slot && !read) {
       y = r;
       imp.written_into(*residual.value, y);

@@ -55,10 +55,10 @@ void conv_with_output(Graph& g, Sequence& prog, T const& in, T const& weights, T
 
 /// acc += the convolution of `in` with `weights`: a residual block's sum in the convolution itself, where the
 /// accumulator's values are read and written once (oneDNN's sum post-op; PopLibs' matMulAcc for a convolution).
-/// The plan's partials are summed as conv sums them and the sum is added to acc (params.output_shape(), of the
-/// result's type) once, in the result's type: bitwise acc + conv(in, weights) where the two plans match. An acc with
-/// no element mapped is mapped per plan, as conv_with_output maps its output. Throws what conv_with_output throws,
-/// acc in place of `out`.
+/// The plan is conv's (tilebsp::accumulating): its sums are conv's, added to acc (params.output_shape(), of the
+/// result's type) once, so that an f32 acc gets bitwise acc + conv(in, weights). An acc with no element mapped is
+/// mapped per plan, as conv_with_output maps its output. Throws what conv_with_output throws, acc in place of
+/// `out`.
 template <class T, class = detail::only<T, Tensor>>
 void conv_accumulate(Graph& g, Sequence& prog, T const& in, T const& weights, T const& acc, ConvParams const& params,
                      ConvOptions const& options = {}, std::string const& name = "conv");

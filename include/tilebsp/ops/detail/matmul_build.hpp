@@ -275,7 +275,8 @@ class MatmulHostKernel {
       if (!in_place) {
         // The sums go to scratch and then into C (added to it, scaled or converted): rows in parts whose scratch
         // stays in L2, so that C's lines are read and written once (a row's values do not depend on the part).
-        std::size_t const part = std::max(simd::gemm_mr, simd::blocks().epilogue / (n * sizeof(float)) / simd::gemm_mr * simd::gemm_mr);
+        std::size_t const mr = simd::gemm_mr;
+        std::size_t const part = std::max(mr, simd::blocks().epilogue / (n * sizeof(float)) / mr * mr);
         if (m > part) {
           for (std::size_t p0 = r0; p0 < r1; p0 += part) block(at, g, p0, std::min(r1, p0 + part), c0, c1, post);
           return;
@@ -311,7 +312,8 @@ class MatmulHostKernel {
       if (post) op = *post, op.bias += c0;
       if constexpr (std::is_same_v<TO, float>) {
         // alpha 1: its product exact, so the vector and scalar forms of scale_into's fma agree on every ISA.
-        if (q.accumulate && alpha == 1.0f && sc[2] == 1) return simd::accumulate_rows(sum, pc, sc[1], m, n, 1.0f, post ? &op : nullptr);
+        if (q.accumulate && alpha == 1.0f && sc[2] == 1)
+          return simd::accumulate_rows(sum, pc, sc[1], m, n, 1.0f, post ? &op : nullptr);
       }
       // Row by row, each row's post-op while the row is in L1.
       for (std::size_t r = 0; r < m; ++r) {
