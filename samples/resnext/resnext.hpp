@@ -423,10 +423,11 @@ inline Model build(tb::Graph& g, std::vector<tb::Sequence>& progs, Config const&
     else
       tb::ops::map_in_place<float, as<float, decltype(operands)>...>(sg, progs[stage], e, y, operands...);
   };
+  auto weights_of = [&](ConvLayer const& l) {
+    return parameter(tb::ops::create_conv_weights(sg, l.params, c.dtype, co, l.name + ".weights"));
+  };
   auto conv = [&](tb::Tensor const& x, ConvLayer const& l) {
-    tb::Tensor wt = tb::ops::create_conv_weights(sg, l.params, c.dtype, co, l.name + ".weights");
-    parameter(wt);
-    return tb::ops::conv(sg, progs[stage], x, wt, l.params, co, l.name);
+    return tb::ops::conv(sg, progs[stage], x, weights_of(l), l.params, co, l.name);
   };
   auto conv_relu = [&](tb::Tensor const& x, ConvLayer const& l) {
     tb::Tensor y = conv(x, l);
@@ -455,8 +456,7 @@ inline Model build(tb::Graph& g, std::vector<tb::Sequence>& progs, Config const&
     // The expand convolution adds its sum to the shortcut (ops::conv_accumulate): the identity in place (the
     // block's input, which nothing reads after it) or the projection; then the bias and ReLU. A projection
     // block's two biases are added after both sums: one bias tensor serves the pair.
-    tb::Tensor const we = tb::ops::create_conv_weights(sg, b.expand.params, c.dtype, co, b.expand.name + ".weights");
-    parameter(we);
+    tb::Tensor const we = weights_of(b.expand);
     tb::Tensor const y = b.shortcut ? conv(x, *b.shortcut) : x;
     tb::ops::conv_accumulate(sg, progs[stage], h, we, y, b.expand.params, co, b.expand.name);
     add_in_place(relu(_1 + _2), y, bias_of(b.expand.name, channels(b.expand)));

@@ -288,10 +288,9 @@ Epilogue fuse_activation(Importer& imp, std::string& value, std::size_t rank) {
 /// The residual Add that alone reads a convolution's result `value` (of logical shape `shape`, channels last on the
 /// tiles), when its other operand is a tensor of that shape already computed (in this pipeline stage or received
 /// from an earlier one), lying channels last as well (ResNet's identity, or the projection its ONNX order computes
-/// first): marked fused, with
-/// `value` renamed to the Add's result, and that operand returned. The convolution's epilogue then adds it on the
-/// way: into the operand itself where the Add is its last reader and no other value holds it (Residual::writable),
-/// else with the bias and activation in one pass over the result. None: Residual::value null.
+/// first): marked fused, with `value` renamed to the Add's result, and that operand returned. The convolution then
+/// adds its sum to the operand (convolve): in place where the Add is its last reader and no other value holds it
+/// (Residual::writable), else in a copy. None: Residual::value null.
 Residual fuse_residual(Importer& imp, std::string& value, Dims const& shape, ElementType type) {
   Node const* add = imp.sole_consumer(value);
   if (!add || add->op_type != "Add" || add->inputs.size() != 2 || add->outputs.size() != 1 || add->inputs[0] == add->inputs[1] ||

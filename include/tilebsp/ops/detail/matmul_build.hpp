@@ -257,7 +257,8 @@ class MatmulHostKernel {
       }
       // An accumulation of one f32 part and one serial step within a K block of the gemm (conv_accumulate's plan of
       // a plain product): the gemm adds its sum to C as it stores it (beta 1: fl(s + C), the reduction's
-      // addition), then the post-op, so that C is read and written once, from the registers.
+      // addition), then the post-op, so that C is read and written once, from the registers. Within one K block,
+      // B packed for the reduction (gemm_b_block(k_tile)) has the gemm's layout: one block of all K rows.
       if constexpr (std::is_same_v<TO, float> && std::is_same_v<TP, float>) {
         if (q.accumulate && alpha == 1.0f && plan.k_split == 1 && plan.k_steps == 1 && q.k <= simd::gemm_kc) {
           simd::PostOp op{nullptr};
